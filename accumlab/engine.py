@@ -1,0 +1,196 @@
+"""The accumulation engine: a `Recipe` says how a loop accumulates, `run` executes it, a `Trace`
+records what happened. Buggy loops are Recipes too, so "right vs wrong" is one field (lesson 02+).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ._validate import one_of, positive_int
+from .data import Data
+from .losses import Loss, get_loss
+
+# How each micro-batch's loss is scaled before backward:
+#   mean   — micro-batch mean ÷ number of micro-batches in the window (the usual `loss / k`)
+#   global — sum of item losses ÷ items in the whole window (exact with unequal micro-batches)
+#   sum    — sum of item losses, not divided (gradient of the summed loss)
+#   none   — micro-batch mean, not divided (the classic bug: k times the gradient)
+NORMALIZATIONS = ("mean", "global", "sum", "none")
+# What a last window holding fewer than k micro-batches is divided by (for "mean"), or whether it
+# is used at all: divide_by_k under-weights it, divide_by_actual averages over what is there.
+LAST_WINDOW_POLICIES = ("divide_by_k", "divide_by_actual", "drop")
+# Where gradients are zeroed: once per window (correct) or before every micro-step (only the
+# last micro-batch of each window survives to the optimizer step).
+ZERO_GRAD_PLACEMENTS = ("window", "every_micro_step")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a training loop accumulates. Introduced in lesson 02; lesson 03 adds the policies."""
+
+    micro_batch_size: int
+    accumulation_steps: int = 1
+    normalization: str = "mean"
+    last_window: str = "divide_by_actual"
+    zero_grad: str = "window"
+
+    def __post_init__(self):
+        positive_int("micro_batch_size", self.micro_batch_size)
+        positive_int("accumulation_steps", self.accumulation_steps)
+        one_of("normalization", self.normalization, NORMALIZATIONS)
+        one_of("last_window", self.last_window, LAST_WINDOW_POLICIES)
+        one_of("zero_grad", self.zero_grad, ZERO_GRAD_PLACEMENTS)
+
+    @property
+    def window_size(self) -> int:
+        """Samples per optimizer step when every micro-batch is full."""
+        return self.micro_batch_size * self.accumulation_steps
+
+    def windows(self, data: Data) -> list[list[Data]]:
+        """Split `data` into windows of up to k micro-batches, applying the last-window policy."""
+        micro = data.micro_batches(self.micro_batch_size)
+        k = self.accumulation_steps
+        windows = [micro[i : i + k] for i in range(0, len(micro), k)]
+        if self.last_window == "drop" and len(windows[-1]) < k:
+            windows = windows[:-1]
+        return windows
+
+    def scale(self, loss_sum: torch.Tensor, count: int, window_len: int, window_count: int):
+        """The loss backward is called on, for one micro-batch (the line that matters)."""
+        if self.normalization == "sum":
+            return loss_sum
+        if self.normalization == "global":
+            return loss_sum / window_count  # every item weighs 1/N over the window
+        mean = loss_sum / count
+        if self.normalization == "none":
+            return mean  # not divided: the window's gradient is the SUM of k means
+        divisor = self.accumulation_steps if self.last_window == "divide_by_k" else window_len
+        return mean / divisor  # loss / k: the window's gradient is the MEAN of k means
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # "zero", "backward", "step"
+    micro_step: int  # global micro-step index (0-based)
+    window: int  # window index (0-based, counting across epochs)
+
+
+@dataclass
+class Trace:
+    """What `run` observed. Lists are indexed by micro-step or by window (= optimizer step)."""
+
+    recipe: Recipe
+    model: nn.Module
+    initial_params: dict[str, torch.Tensor]
+    micro_losses: list[float] = field(default_factory=list)  # unscaled micro-batch mean
+    scaled_losses: list[float] = field(default_factory=list)  # what backward was called on
+    micro_counts: list[int] = field(default_factory=list)  # items per micro-batch
+    grads: list[dict[str, torch.Tensor]] = field(default_factory=list)  # .grad after each backward
+    window_grads: list[dict[str, torch.Tensor]] = field(default_factory=list)  # seen by optimizer
+    window_losses: list[float] = field(default_factory=list)  # item-weighted mean over the window
+    params: list[dict[str, torch.Tensor]] = field(default_factory=list)  # after each step
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return len(self.window_grads)
+
+    def count(self, kind: str) -> int:
+        return sum(e.kind == kind for e in self.events)
+
+
+def snapshot(tensors: dict[str, torch.Tensor | None], like: dict[str, torch.Tensor]):
+    """Detached copies; a missing .grad (None) becomes zeros so snapshots stay comparable."""
+    return {
+        n: (t.detach().clone() if t is not None else torch.zeros_like(like[n]))
+        for n, t in tensors.items()
+    }
+
+
+def grads_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    params = dict(model.named_parameters())
+    return snapshot({n: p.grad for n, p in params.items()}, params)
+
+
+def params_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def make_optimizer(optimizer, params, lr: float):
+    """'sgd' | 'adam' | 'adamw' | a callable params -> Optimizer | None (no update)."""
+    if optimizer is None:
+        return None
+    if callable(optimizer):
+        return optimizer(params)
+    builders = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    one_of("optimizer", optimizer, builders)
+    return builders[optimizer](params, lr=lr)
+
+
+def run(
+    recipe: Recipe,
+    model: nn.Module,
+    data: Data,
+    *,
+    loss: str | Loss = "mse",
+    optimizer: str | Callable | None = "sgd",
+    lr: float = 0.01,
+    epochs: int = 1,
+    record_grads: bool = True,
+    in_place: bool = False,
+) -> Trace:
+    """Train `model` on `data` as `recipe` says; return a Trace. Introduced in lesson 02.
+
+    The model is copied first (unless `in_place`), so several recipes can start from one model.
+    `optimizer=None` accumulates and zeroes but never updates: gradients only.
+    """
+    if not isinstance(recipe, Recipe):
+        raise ValueError(f"recipe must be an accumlab.Recipe, got {type(recipe).__name__}")
+    if not isinstance(data, Data):
+        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    positive_int("epochs", epochs)
+    loss_fn = get_loss(loss)
+    windows = recipe.windows(data)  # validates micro_batch_size against len(data)
+    model = model if in_place else copy.deepcopy(model)
+    opt = make_optimizer(optimizer, model.parameters(), lr)
+    trace = Trace(recipe=recipe, model=model, initial_params=params_of(model))
+    params = dict(model.named_parameters())
+    micro_step = 0
+    w_index = 0
+    for _ in range(epochs):
+        for window in windows:
+            counts = [loss_fn.count(mb.y) for mb in window]
+            window_count = sum(counts)
+            if recipe.normalization == "global" and window_count == 0:
+                raise ValueError(f"window {w_index} holds zero real items; cannot normalise by 0")
+            model.zero_grad(set_to_none=True)
+            trace.events.append(Event("zero", micro_step, w_index))
+            window_sum = 0.0
+            for i, (mb, count) in enumerate(zip(window, counts)):
+                if recipe.zero_grad == "every_micro_step" and i > 0:
+                    model.zero_grad(set_to_none=True)  # the bug: erases earlier micro-batches
+                    trace.events.append(Event("zero", micro_step, w_index))
+                loss_sum, _ = loss_fn(model(mb.x), mb.y)
+                scaled = recipe.scale(loss_sum, count, len(window), window_count)
+                scaled.backward()
+                trace.events.append(Event("backward", micro_step, w_index))
+                window_sum += float(loss_sum.detach())  # .item(): never keep the graph alive
+                trace.micro_losses.append(float(loss_sum.detach()) / max(count, 1))
+                trace.scaled_losses.append(float(scaled.detach()))
+                trace.micro_counts.append(count)
+                if record_grads:
+                    trace.grads.append(snapshot({n: p.grad for n, p in params.items()}, params))
+                micro_step += 1
+            trace.window_grads.append(grads_of(model))
+            trace.window_losses.append(window_sum / max(window_count, 1))
+            if opt is not None:
+                opt.step()
+                trace.events.append(Event("step", micro_step - 1, w_index))
+            trace.params.append(params_of(model))
+            w_index += 1
+    return trace

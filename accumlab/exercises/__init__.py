@@ -1,0 +1,96 @@
+"""Checkable exercises: `al.check("02.1", answer)` says whether an answer is right and, if not,
+gives a hint (never the solution). Each lesson's checkers live in `exercises/lessonNN.py`; the
+solutions live apart, in the repository's `solutions/` folder, and the tests run every checker
+against its solution so every exercise stays solvable (lesson 00 explains how to use them).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+_REGISTRY: dict[str, Exercise] = {}
+_ID = re.compile(r"^(\d\d)\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    stars: int  # 1 to 3: ★ warm-up, ★★ apply, ★★★ stretch
+    title: str
+    checker: Callable[[object], str | None]  # returns None when right, else a hint
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    ok: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        return f"{'✅' if self.ok else '❌'} Exercise {self.id}: {self.message}"
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def exercise(id: str, stars: int, title: str):
+    """Decorator registering `checker(answer) -> None | hint` as exercise `id` ("NN.m")."""
+    if not _ID.match(id) or stars not in (1, 2, 3):
+        raise ValueError(f"exercise id must look like '02.1' and stars be 1-3, got {id!r}, {stars!r}")
+
+    def register(checker):
+        _REGISTRY[id] = Exercise(id, stars, title, checker)
+        return checker
+
+    return register
+
+
+def _load(lesson: str) -> None:
+    try:
+        importlib.import_module(f"{__name__}.lesson{lesson}")
+    except ModuleNotFoundError as err:
+        if err.name != f"{__name__}.lesson{lesson}":
+            raise
+
+
+def get(id: str) -> Exercise:
+    m = _ID.match(id) if isinstance(id, str) else None
+    if not m:
+        raise ValueError(f"exercise id must look like '02.1', got {id!r}")
+    _load(m.group(1))
+    if id not in _REGISTRY:
+        known = ", ".join(sorted(e for e in _REGISTRY if e.startswith(m.group(1)))) or "none"
+        raise ValueError(f"no exercise {id!r}; lesson {m.group(1)} has: {known}")
+    return _REGISTRY[id]
+
+
+def all_exercises(lessons: list[str] | None = None) -> list[Exercise]:
+    """Every registered exercise (loading each lesson's checkers first)."""
+    import pkgutil
+
+    from . import __path__ as here
+
+    for info in pkgutil.iter_modules(here):
+        if info.name.startswith("lesson"):
+            _load(info.name.removeprefix("lesson"))
+    return [e for i, e in sorted(_REGISTRY.items()) if lessons is None or i[:2] in lessons]
+
+
+def check(id: str, answer) -> CheckResult:
+    """Check `answer` for exercise `id`. An answer that raises gets the error as its hint."""
+    ex = get(id)
+    if answer is None or answer is Ellipsis:
+        return CheckResult(id, False, f"{'★' * ex.stars} {ex.title} — not answered yet.")
+    try:
+        hint = ex.checker(answer)
+    except Exception as err:  # the learner's code raised: say so instead of a deep traceback
+        hint = f"your answer raised {type(err).__name__}: {err}"
+    if hint is None:
+        return CheckResult(id, True, f"{'★' * ex.stars} {ex.title} — correct!")
+    return CheckResult(id, False, f"{'★' * ex.stars} {ex.title} — not yet. Hint: {hint}")

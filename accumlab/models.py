@@ -1,0 +1,78 @@
+"""Tiny, named, seeded models. Each builds the same weights for the same seed (lesson 01+)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._validate import one_of, positive_int
+
+NORMS = ("none", "batch", "layer", "group")
+
+
+class ScalarModel(nn.Module):
+    """y = w·x with one scalar weight starting at `w` (1.0 in the classic example)."""
+
+    def __init__(self, w: float = 1.0, dtype: torch.dtype = torch.float64):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(float(w), dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w * x
+
+
+def _norm_layer(norm: str, width: int, groups: int) -> nn.Module:
+    if norm == "batch":
+        return nn.BatchNorm1d(width)
+    if norm == "layer":
+        return nn.LayerNorm(width)
+    if norm == "group":
+        if width % groups:
+            raise ValueError(f"groups must divide hidden={width}, got groups={groups}")
+        return nn.GroupNorm(groups, width)
+    return nn.Identity()
+
+
+def mlp(
+    features: int = 4,
+    hidden: int = 16,
+    outputs: int = 1,
+    *,
+    depth: int = 2,
+    norm: str = "none",
+    groups: int = 4,
+    dropout: float = 0.0,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+) -> nn.Sequential:
+    """`depth` hidden layers of Linear → norm → Tanh (→ Dropout), then a Linear head."""
+    for name, value in (("features", features), ("hidden", hidden), ("outputs", outputs), ("depth", depth)):
+        positive_int(name, value)
+    one_of("norm", norm, NORMS)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+    torch.manual_seed(seed)
+    layers: list[nn.Module] = []
+    width = features
+    for _ in range(depth):
+        layers += [nn.Linear(width, hidden), _norm_layer(norm, hidden, groups), nn.Tanh()]
+        if dropout:
+            layers.append(nn.Dropout(dropout))
+        width = hidden
+    layers.append(nn.Linear(width, outputs))
+    return nn.Sequential(*layers).to(dtype)
+
+
+class TinyLM(nn.Module):
+    """Embedding → Tanh → Linear over the vocabulary, per token: logits of shape (n, T, vocab)."""
+
+    def __init__(self, vocab: int = 32, dim: int = 16, *, seed: int = 0, dtype=torch.float64):
+        super().__init__()
+        positive_int("vocab", vocab, minimum=2)
+        positive_int("dim", dim)
+        torch.manual_seed(seed)
+        self.embed = nn.Embedding(vocab, dim).to(dtype)
+        self.head = nn.Linear(dim, vocab).to(dtype)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.embed(tokens)))

@@ -1,0 +1,42 @@
+"""Pure plotting functions: data in, matplotlib Figure out. No widget code here."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+MAX_LINES = 8  # more lines than this make a plot unreadable
+
+
+def plot_accumulation_progress(progress: dict, *, title: str | None = None) -> Figure:
+    """Lesson 02: each value's accumulated gradient as micro-batches are added (solid, dots) against
+    the full-batch gradient over the same samples (dashed, same colour)."""
+    acc = progress["accumulated"]
+    full = progress["full"]
+    names = progress["names"]
+    k = acc.shape[0]
+    fig = Figure(figsize=(7, 3.8), layout="constrained")
+    ax = fig.add_subplot()
+    steps = range(1, k + 1)
+    for i in range(min(len(names), MAX_LINES)):
+        (line,) = ax.plot(steps, acc[:, i].tolist(), marker="o", label=names[i])
+        ax.axhline(float(full[i]), color=line.get_color(), linestyle="--", linewidth=1)
+    ax.set_xlabel("micro-batches accumulated")
+    ax.set_ylabel("accumulated .grad")
+    ax.set_xticks(list(steps))
+    shown = "" if len(names) <= MAX_LINES else f" (first {MAX_LINES} of {len(names)} values)"
+    ax.set_title(title or f"accumulated (solid) vs full-batch over {progress['samples']} samples (dashed){shown}", fontsize=9)
+    ax.legend(fontsize=7, ncol=2, loc="best")
+    return fig
+
+
+def plot_bars(labels: list[str], values: list[float], *, ylabel: str, title: str = "", log: bool = False) -> Figure:
+    """A labelled bar chart; the most common shape in the lessons."""
+    fig = Figure(figsize=(6, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    ax.bar(labels, values, color="tab:blue")
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.tick_params(axis="x", labelrotation=20)
+    return fig

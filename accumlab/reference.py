@@ -1,0 +1,96 @@
+"""Reference gradients: the full batch in one backward, and one accumulated window (lesson 02)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import nn
+
+from .data import Data
+from .engine import Recipe, grads_of, run
+from .losses import Loss, get_loss
+
+
+def full_batch_grads(model: nn.Module, data: Data, *, loss: str | Loss = "mse"):
+    """Gradient of the mean loss over every item of `data`, one forward and one backward.
+
+    Works on a copy: the caller's model and its .grad stay untouched. Introduced in lesson 02.
+    """
+    if not isinstance(data, Data):
+        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    model = copy.deepcopy(model)
+    model.zero_grad(set_to_none=True)
+    loss_sum, count = get_loss(loss)(model(data.x), data.y)
+    if count == 0:
+        raise ValueError("data holds zero real items (all labels are padding)")
+    (loss_sum / count).backward()
+    return grads_of(model)
+
+
+def accumulated_grads(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    accumulation_steps: int | None = None,
+    *,
+    normalization: str = "mean",
+    last_window: str = "divide_by_actual",
+    zero_grad: str = "window",
+    loss: str | Loss = "mse",
+):
+    """Gradient the optimizer sees after accumulating `data` as ONE window. Lesson 02.
+
+    `accumulation_steps` defaults to the number of micro-batches `data` splits into; a larger value
+    makes a short window (lesson 03). A smaller one would need a second optimizer step: an error.
+    """
+    if not isinstance(data, Data):
+        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    needed = math.ceil(len(data) / micro_batch_size) if isinstance(micro_batch_size, int) and micro_batch_size > 0 else 1
+    if accumulation_steps is None:
+        accumulation_steps = needed
+    recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window, zero_grad)
+    if accumulation_steps < needed:
+        raise ValueError(
+            f"accumulation_steps={accumulation_steps} covers {recipe.window_size} samples but data "
+            f"holds {len(data)}: accumulated_grads describes one optimizer step; use al.run for more"
+        )
+    trace = run(recipe, model, data, loss=loss, optimizer=None, record_grads=False)
+    if not trace.window_grads:  # last_window="drop" dropped the only window
+        return {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+    return trace.window_grads[0]
+
+
+def accumulation_progress(
+    model: nn.Module, data: Data, micro_batch_size: int, accumulation_steps: int, *, loss="mse"
+):
+    """Each parameter's accumulated gradient after 1, 2, ... k micro-batches, and the full-batch
+    gradient over the same samples. Drives lesson 02's widget.
+
+    Returns {"names", "accumulated": tensor (k, n_values), "full": tensor (n_values,), "samples"}.
+    """
+    recipe = Recipe(micro_batch_size, accumulation_steps)
+    window = data[: recipe.window_size]
+    if len(window) < recipe.window_size:
+        raise ValueError(
+            f"micro_batch_size × accumulation_steps = {recipe.window_size} exceeds the "
+            f"{len(data)} samples available"
+        )
+    trace = run(recipe, model, window, loss=loss, optimizer=None)
+    names = [n for n, _ in model.named_parameters()]
+    flat = [torch.cat([g[n].reshape(-1) for n in names]) for g in trace.grads]
+    full = full_batch_grads(model, window, loss=loss)
+    return {
+        "names": _value_names(model),
+        "accumulated": torch.stack(flat),
+        "full": torch.cat([full[n].reshape(-1) for n in names]),
+        "samples": recipe.window_size,
+    }
+
+
+def _value_names(model: nn.Module) -> list[str]:
+    out = []
+    for n, p in model.named_parameters():
+        out += [n] if p.numel() == 1 else [f"{n}[{i}]" for i in range(p.numel())]
+    return out
