@@ -1,0 +1,44 @@
+# Two commands for a fresh machine with Python >= 3.10 and make:
+#   make lab    create .venv if missing, open JupyterLab on notebooks/
+#   make test   create .venv if missing, run unit tests + every lesson (pytest --nbmake)
+# TORCH_SPEC picks the torch build installed first, e.g. a CPU-only wheel:
+#   make test TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu"
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?=
+PYTEST_ARGS ?=
+
+.PHONY: lab test lint format check-notebooks bench clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/activate
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(if $(TORCH_SPEC),$(BIN)/python -m pip install --quiet $(TORCH_SPEC))
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+lab: $(VENV)/.installed
+	$(BIN)/jupyter lab notebooks/
+
+test: $(VENV)/.installed
+	$(BIN)/pytest --nbmake $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.installed
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+check-notebooks: $(VENV)/.installed
+	$(BIN)/python tools/check_notebooks.py notebooks
+
+bench: $(VENV)/.installed
+	$(BIN)/python tools/bench_notebooks.py notebooks --out benchmarks/notebooks.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
