@@ -18,7 +18,7 @@ from .engine import (
 )
 from .env import Env, setup
 from .exercises import check
-from .graph import GraphView, draw_graph
+from .graph import GraphView, count_nodes, draw_graph, summed_loss_graph
 from .losses import Loss, get_loss
 from .memory import saved_tensor_bytes
 from .models import ScalarModel, TinyLM, mlp
@@ -45,6 +45,7 @@ __all__ = [
     "accumulation_progress",
     "check",
     "classic_data",
+    "count_nodes",
     "classification_data",
     "draw_graph",
     "full_batch_grads",
@@ -57,5 +58,6 @@ __all__ = [
     "run",
     "saved_tensor_bytes",
     "setup",
+    "summed_loss_graph",
     "token_data",
 ]

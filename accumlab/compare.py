@@ -28,7 +28,9 @@ def _flatten(grads, name: str) -> tuple[list[str], torch.Tensor]:
     if isinstance(grads, torch.Tensor):
         return [""], grads.detach().reshape(-1).double()
     if not isinstance(grads, dict) or not grads:
-        raise ValueError(f"{name} must be a tensor or a non-empty dict of tensors, got {type(grads).__name__}")
+        raise ValueError(
+            f"{name} must be a tensor or a non-empty dict of tensors, got {type(grads).__name__}"
+        )
     keys = sorted(grads)
     return keys, torch.cat([grads[k].detach().reshape(-1).double().cpu() for k in keys])
 
@@ -40,7 +42,9 @@ def grad_diff(a, b) -> GradDiff:
     if ka != kb:
         raise ValueError(f"a and b must name the same parameters, got {ka} and {kb}")
     if fa.shape != fb.shape:
-        raise ValueError(f"a and b must have the same sizes, got {tuple(fa.shape)} and {tuple(fb.shape)}")
+        raise ValueError(
+            f"a and b must have the same sizes, got {tuple(fa.shape)} and {tuple(fb.shape)}"
+        )
     diff = fa - fb
     max_abs = float(diff.abs().max())
     scale = float(fb.abs().max())

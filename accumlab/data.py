@@ -81,7 +81,9 @@ def regression_data(
     dtype: torch.dtype = torch.float64,
 ) -> Data:
     """y = x·W + noise with a fixed random W. Lessons 02–03."""
-    n, features, outputs = (positive_int(k, v) for k, v in (("n", n), ("features", features), ("outputs", outputs)))
+    n, features, outputs = (
+        positive_int(k, v) for k, v in (("n", n), ("features", features), ("outputs", outputs))
+    )
     g = _generator(seed)
     x = torch.randn(n, features, generator=g, dtype=dtype)
     w = torch.randn(features, outputs, generator=g, dtype=dtype)
@@ -130,7 +132,9 @@ def token_data(
         positive_int("min_len", min_len)
         positive_int("max_len", max_len)
         if min_len > max_len:
-            raise ValueError(f"min_len must be <= max_len, got min_len={min_len}, max_len={max_len}")
+            raise ValueError(
+                f"min_len must be <= max_len, got min_len={min_len}, max_len={max_len}"
+            )
         lengths = torch.randint(min_len, max_len + 1, (n,), generator=g).tolist()
     else:
         for i, n_i in enumerate(lengths):

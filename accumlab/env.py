@@ -28,7 +28,8 @@ class Env:
         dot = "Graphviz dot found" if self.has_dot else "no Graphviz dot (text graphs)"
         return (
             f"torch {self.torch_version} | device {self.device} | {gpu} | {dot} | "
-            f"{self.cpu_count} CPU core(s) | seed {self.seed}" + (" | fast mode" if self.fast else "")
+            f"{self.cpu_count} CPU core(s) | seed {self.seed}"
+            + (" | fast mode" if self.fast else "")
         )
 
 

@@ -27,7 +27,10 @@ class Loss:
         if self.name == "mse":
             return F.mse_loss(pred, target, reduction="sum")
         return F.cross_entropy(
-            pred.reshape(-1, pred.shape[-1]), target.reshape(-1), reduction="sum", ignore_index=IGNORE_INDEX
+            pred.reshape(-1, pred.shape[-1]),
+            target.reshape(-1),
+            reduction="sum",
+            ignore_index=IGNORE_INDEX,
         )
 
     def count(self, target: torch.Tensor) -> int:

@@ -46,7 +46,12 @@ def mlp(
     dtype: torch.dtype = torch.float64,
 ) -> nn.Sequential:
     """`depth` hidden layers of Linear → norm → Tanh (→ Dropout), then a Linear head."""
-    for name, value in (("features", features), ("hidden", hidden), ("outputs", outputs), ("depth", depth)):
+    for name, value in (
+        ("features", features),
+        ("hidden", hidden),
+        ("outputs", outputs),
+        ("depth", depth),
+    ):
         positive_int(name, value)
     one_of("norm", norm, NORMS)
     if not 0.0 <= dropout < 1.0:

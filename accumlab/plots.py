@@ -24,12 +24,18 @@ def plot_accumulation_progress(progress: dict, *, title: str | None = None) -> F
     ax.set_ylabel("accumulated .grad")
     ax.set_xticks(list(steps))
     shown = "" if len(names) <= MAX_LINES else f" (first {MAX_LINES} of {len(names)} values)"
-    ax.set_title(title or f"accumulated (solid) vs full-batch over {progress['samples']} samples (dashed){shown}", fontsize=9)
+    ax.set_title(
+        title
+        or f"accumulated (solid) vs full-batch over {progress['samples']} samples (dashed){shown}",
+        fontsize=9,
+    )
     ax.legend(fontsize=7, ncol=2, loc="best")
     return fig
 
 
-def plot_bars(labels: list[str], values: list[float], *, ylabel: str, title: str = "", log: bool = False) -> Figure:
+def plot_bars(
+    labels: list[str], values: list[float], *, ylabel: str, title: str = "", log: bool = False
+) -> Figure:
     """A labelled bar chart; the most common shape in the lessons."""
     fig = Figure(figsize=(6, 3.2), layout="constrained")
     ax = fig.add_subplot()
@@ -39,4 +45,24 @@ def plot_bars(labels: list[str], values: list[float], *, ylabel: str, title: str
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.tick_params(axis="x", labelrotation=20)
+    return fig
+
+
+def plot_graph_growth(rows: list[dict]) -> Figure:
+    """Lesson 01: graph nodes and saved bytes alive at once, summing n losses vs backward per sample."""
+    n = [r["n"] for r in rows]
+    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    for ax, key, label in (
+        (left, "nodes", "backward nodes alive"),
+        (right, "saved_bytes", "saved bytes alive"),
+    ):
+        ax.plot(
+            n, [r[f"summed_{key}"] for r in rows], marker="o", label="sum n losses, one backward"
+        )
+        ax.plot(n, [r[f"per_sample_{key}"] for r in rows], marker="s", label="backward per sample")
+        ax.set_xlabel("samples n")
+        ax.set_ylabel(label)
+    left.legend(fontsize=8)
+    fig.suptitle("Summing losses first builds one graph n times as big", fontsize=10)
     return fig

@@ -21,15 +21,28 @@ def available() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m accumlab.record", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accumlab.record", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("name", choices=available(), help="which experiment to record")
-    parser.add_argument("--out", type=Path, default=None, help="directory for NAME.json (default: the package's results/)")
-    parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (for testing the recorder itself)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="directory for NAME.json (default: the package's results/)",
+    )
+    parser.add_argument(
+        "--allow-cpu",
+        action="store_true",
+        help="run without a GPU (for testing the recorder itself)",
+    )
     args = parser.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available() and not args.allow_cpu:
-        parser.error("no CUDA device found: GPU reference results must come from a GPU (use --allow-cpu to test)")
+        parser.error(
+            "no CUDA device found: GPU reference results must come from a GPU (use --allow-cpu to test)"
+        )
     module = importlib.import_module(f"{recorders.__name__}.{args.name}")
     results = module.record()
     command = "python -m accumlab.record " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -19,7 +19,9 @@ def machine_meta(command: str) -> dict:
     """Where and how a result was produced: device, torch and CUDA versions, date, command."""
     gpu = torch.cuda.is_available()
     return {
-        "device": torch.cuda.get_device_name(0) if gpu else platform.processor() or platform.machine(),
+        "device": torch.cuda.get_device_name(0)
+        if gpu
+        else platform.processor() or platform.machine(),
         "device_count": torch.cuda.device_count() if gpu else 0,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
@@ -32,7 +34,9 @@ def machine_meta(command: str) -> dict:
 def save(name: str, results: dict, command: str, directory: Path | None = None) -> Path:
     path = Path(directory or RESULTS_DIR) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"meta": machine_meta(command), "results": results}, indent=1) + "\n")
+    path.write_text(
+        json.dumps({"meta": machine_meta(command), "results": results}, indent=1) + "\n"
+    )
     return path
 
 

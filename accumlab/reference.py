@@ -47,7 +47,11 @@ def accumulated_grads(
     """
     if not isinstance(data, Data):
         raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
-    needed = math.ceil(len(data) / micro_batch_size) if isinstance(micro_batch_size, int) and micro_batch_size > 0 else 1
+    needed = (
+        math.ceil(len(data) / micro_batch_size)
+        if isinstance(micro_batch_size, int) and micro_batch_size > 0
+        else 1
+    )
     if accumulation_steps is None:
         accumulation_steps = needed
     recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window, zero_grad)

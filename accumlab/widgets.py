@@ -48,7 +48,9 @@ class Explorer:
         try:
             self.refresh()
             self.error = None
-        except Exception as err:  # shown to the learner AND kept for tests: never swallowed silently
+        except (
+            Exception
+        ) as err:  # shown to the learner AND kept for tests: never swallowed silently
             self.error = err
             with self.output:
                 self.output.clear_output(wait=True)
@@ -61,8 +63,14 @@ class Explorer:
 
 def int_slider(description: str, value: int, lo: int, hi: int) -> W.IntSlider:
     # continuous_update=False: recompute once when the learner lets go, not on every pixel
-    return W.IntSlider(value=value, min=lo, max=hi, description=description, continuous_update=False,
-                       style={"description_width": "initial"})
+    return W.IntSlider(
+        value=value,
+        min=lo,
+        max=hi,
+        description=description,
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
 
 
 def accumulation_explorer(model=None, data=None, *, loss: str = "mse") -> Explorer:
@@ -89,5 +97,24 @@ def accumulation_explorer(model=None, data=None, *, loss: str = "mse") -> Explor
     def compute(micro_batch_size: int, accumulation_steps: int):
         return accumulation_progress(model, data, micro_batch_size, accumulation_steps, loss=loss)
 
-    explorer = Explorer({"micro_batch_size": mb, "accumulation_steps": k}, compute, plot_accumulation_progress)
+    explorer = Explorer(
+        {"micro_batch_size": mb, "accumulation_steps": k}, compute, plot_accumulation_progress
+    )
     return explorer
+
+
+def graph_growth_explorer(model=None, data=None) -> Explorer:
+    """Lesson 01: how many samples are summed before backward → graph size and saved bytes."""
+    from .data import regression_data
+    from .graph import summed_loss_graph
+    from .models import mlp
+    from .plots import plot_graph_growth
+
+    data = data if data is not None else regression_data(n=32, features=4, seed=0)
+    model = model if model is not None else mlp(features=4, hidden=16, depth=2, seed=0)
+    n = int_slider("samples summed n", 8, 1, len(data))
+
+    def compute(n: int):
+        return [summed_loss_graph(model, data, i) for i in sorted({1, max(1, n // 2), n})]
+
+    return Explorer({"n": n}, compute, plot_graph_growth)

@@ -23,14 +23,21 @@ def problems(path: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     roots = [Path(a) for a in argv] or [Path("notebooks")]
-    paths = sorted(p for r in roots for p in ([r] if r.is_file() else r.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts)
+    paths = sorted(
+        p
+        for r in roots
+        for p in ([r] if r.is_file() else r.rglob("*.ipynb"))
+        if ".ipynb_checkpoints" not in p.parts
+    )
     bad = 0
     for path in paths:
         for problem in problems(path):
             print(f"{path}: {problem}")
             bad += 1
     if bad:
-        print(f"{bad} problem(s): strip outputs before committing (e.g. `jupyter nbconvert --clear-output --inplace`)")
+        print(
+            f"{bad} problem(s): strip outputs before committing (e.g. `jupyter nbconvert --clear-output --inplace`)"
+        )
         return 1
     print(f"{len(paths)} notebook(s) stripped")
     return 0

@@ -42,7 +42,9 @@ class CheckResult:
 def exercise(id: str, stars: int, title: str):
     """Decorator registering `checker(answer) -> None | hint` as exercise `id` ("NN.m")."""
     if not _ID.match(id) or stars not in (1, 2, 3):
-        raise ValueError(f"exercise id must look like '02.1' and stars be 1-3, got {id!r}, {stars!r}")
+        raise ValueError(
+            f"exercise id must look like '02.1' and stars be 1-3, got {id!r}, {stars!r}"
+        )
 
     def register(checker):
         _REGISTRY[id] = Exercise(id, stars, title, checker)

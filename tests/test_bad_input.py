@@ -1,0 +1,76 @@
+"""Every bad input gets a ValueError that names the parameter and the value."""
+
+import pytest
+import torch
+
+import accumlab as al
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"micro_batch_size": 0}, "micro_batch_size.*0"),
+        ({"micro_batch_size": -3}, "micro_batch_size.*-3"),
+        ({"micro_batch_size": 2.5}, "micro_batch_size.*2.5"),
+        ({"micro_batch_size": True}, "micro_batch_size.*True"),
+        ({"micro_batch_size": 2, "accumulation_steps": 0}, "accumulation_steps.*0"),
+        ({"micro_batch_size": 2, "normalization": "avg"}, "normalization.*'avg'"),
+        ({"micro_batch_size": 2, "last_window": "pad"}, "last_window.*'pad'"),
+        ({"micro_batch_size": 2, "zero_grad": "never"}, "zero_grad.*'never'"),
+    ],
+)
+def test_recipe_rejects(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        al.Recipe(**kwargs)
+
+
+def test_micro_batch_larger_than_batch():
+    with pytest.raises(ValueError, match="micro_batch_size.*at most.*8.*got 9"):
+        al.run(al.Recipe(9), al.mlp(4), al.regression_data(8))
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        al.accumulated_grads(al.mlp(4), al.regression_data(8), 9)
+
+
+def test_mismatched_lengths():
+    with pytest.raises(ValueError, match=r"len\(x\)=3, len\(y\)=2"):
+        al.Data(torch.zeros(3, 1), torch.zeros(2, 1))
+
+
+def test_accumulated_grads_needs_one_window():
+    with pytest.raises(ValueError, match="accumulation_steps=2"):
+        al.accumulated_grads(al.mlp(4), al.regression_data(8), 2, 2)
+
+
+def test_unknown_loss_and_optimizer():
+    with pytest.raises(ValueError, match="loss.*'l1'"):
+        al.full_batch_grads(al.mlp(4), al.regression_data(8), loss="l1")
+    with pytest.raises(ValueError, match="optimizer.*'lbfgs'"):
+        al.run(al.Recipe(4), al.mlp(4), al.regression_data(8), optimizer="lbfgs")
+
+
+def test_generators_reject_bad_sizes():
+    with pytest.raises(ValueError, match="n must be.*0"):
+        al.regression_data(0)
+    with pytest.raises(ValueError, match="lengths\\[1\\].*-2"):
+        al.token_data(lengths=[3, -2])
+    with pytest.raises(ValueError, match="min_len.*max_len"):
+        al.token_data(4, min_len=5, max_len=3)
+    with pytest.raises(ValueError, match="norm.*'batchnorm'"):
+        al.mlp(4, norm="batchnorm")
+    with pytest.raises(ValueError, match="seed.*-1"):
+        al.setup(seed=-1)
+
+
+def test_global_normalization_with_no_real_tokens():
+    data = al.token_data(lengths=[0, 0])
+    with pytest.raises(ValueError, match="zero real items"):
+        al.run(al.Recipe(1, 2, normalization="global"), al.TinyLM(), data, loss="cross_entropy")
+    with pytest.raises(ValueError, match="zero real items"):
+        al.full_batch_grads(al.TinyLM(), data, loss="cross_entropy")
+
+
+def test_grad_diff_rejects_mismatched_inputs():
+    with pytest.raises(ValueError, match="same parameters"):
+        al.grad_diff({"a": torch.ones(2)}, {"b": torch.ones(2)})
+    with pytest.raises(ValueError, match="same sizes"):
+        al.grad_diff({"a": torch.ones(2)}, {"a": torch.ones(3)})

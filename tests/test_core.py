@@ -1,0 +1,132 @@
+"""setup, data, models, losses, compare, graph, memory: small facts each module promises."""
+
+import shutil
+
+import pytest
+import torch
+
+import accumlab as al
+from accumlab import env as env_module
+
+
+def test_setup_seeds_and_describes():
+    env = al.setup(seed=3)
+    a = torch.rand(3)
+    al.setup(seed=3)
+    assert torch.equal(a, torch.rand(3))
+    assert env.device.type in ("cpu", "cuda") and env.cpu_count >= 1
+    assert "torch" in str(env)
+
+
+def test_setup_fast_mode_from_environment(monkeypatch):
+    monkeypatch.setenv("ACCUMLAB_FAST", "1")
+    assert al.setup().fast
+    monkeypatch.setenv("ACCUMLAB_FAST", "0")
+    assert not al.setup().fast
+
+
+def test_data_is_deterministic_and_sliceable():
+    a, b = al.regression_data(10, seed=5), al.regression_data(10, seed=5)
+    assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+    assert len(a[2:5]) == 3 and len(a[4]) == 1
+    assert [len(m) for m in a.micro_batches(4)] == [4, 4, 2]
+
+
+def test_token_data_padding_and_lengths():
+    data = al.token_data(lengths=[3, 0, 5], vocab=7)
+    assert data.lengths().tolist() == [3, 0, 5]
+    assert (data.y[0, 3:] == al.IGNORE_INDEX).all() and (data.x[1] == 0).all()
+    assert int(data.x.max()) < 7
+
+
+def test_classification_data_shift():
+    d = al.classification_data(400, 3, 2, shift=5.0)
+    assert abs(float(d.x.mean()) - 5.0) < 1.5 and set(d.y.tolist()) <= {0, 1}
+
+
+def test_models_are_seeded():
+    a, b = al.mlp(3, 4, 2, seed=1), al.mlp(3, 4, 2, seed=1)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    for norm in al.models.NORMS:
+        assert al.mlp(3, 8, 1, norm=norm)(torch.zeros(4, 3, dtype=torch.float64)).shape == (4, 1)
+    assert al.TinyLM(vocab=11)(torch.zeros(2, 5, dtype=torch.long)).shape == (2, 5, 11)
+
+
+def test_loss_sum_over_count_is_pytorch_mean():
+    pred, y = torch.randn(5, 3), torch.randn(5, 3)
+    s, c = al.get_loss("mse")(pred, y)
+    assert torch.allclose(s / c, torch.nn.functional.mse_loss(pred, y))
+    logits, labels = torch.randn(2, 4, 6), torch.tensor([[1, 2, -100, -100], [3, -100, -100, -100]])
+    s, c = al.get_loss("cross_entropy")(logits, labels)
+    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, 6), labels.reshape(-1))
+    assert c == 3 and torch.allclose(s / c, ref)
+
+
+def test_grad_diff_values():
+    d = al.grad_diff({"w": torch.tensor([1.0, 2.0])}, {"w": torch.tensor([1.0, 4.0])})
+    assert d.max_abs == 2.0 and d.max_rel == 0.5 and 0 < d.cosine < 1
+    same = al.grad_diff(torch.ones(3), torch.ones(3))
+    assert same.max_abs == 0 and same.cosine == pytest.approx(1.0)
+
+
+def _loss_graph():
+    x = torch.tensor([4.0, 2.0])
+    w = torch.tensor(1.0, requires_grad=True)
+    return ((2 * x - w * x) ** 2).mean(), w
+
+
+def test_draw_graph_text_fallback_without_dot(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert not env_module.has_dot()
+    loss, w = _loss_graph()
+    view = al.draw_graph(loss, {"w": w})
+    assert view.dot is None
+    assert [n.split("#")[0] for n in view.nodes] == [
+        "MeanBackward0",
+        "PowBackward0",
+        "SubBackward0",
+        "MulBackward0",
+        "AccumulateGrad(w)",
+    ]
+    bundle = view._repr_mimebundle_()
+    assert "image/svg+xml" not in bundle and "AccumulateGrad(w)" in bundle["text/plain"]
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+def test_draw_graph_svg_with_dot():
+    loss, w = _loss_graph()
+    view = al.draw_graph(loss, {"w": w})
+    assert view.dot is not None
+    assert "<svg" in view._repr_mimebundle_()["image/svg+xml"]
+
+
+def test_draw_graph_of_leaf_and_shared_nodes():
+    w = torch.tensor(2.0, requires_grad=True)
+    assert "no graph" in al.draw_graph(w).text
+    y = w * w + w  # w reached through two paths: its node is listed once
+    view = al.draw_graph(y, {"w": w})
+    assert sum(n.startswith("AccumulateGrad") for n in view.nodes) == 1
+    assert "(shown above)" in view.text
+    with pytest.raises(ValueError, match="tensor must be"):
+        al.draw_graph([1, 2])
+
+
+def test_saved_tensor_bytes_counts_activations_exactly():
+    x = torch.randn(32, 10, requires_grad=True)
+    # exp saves its output: 32*10 float32 = 1280 bytes
+    assert al.saved_tensor_bytes(lambda: x.exp()) == 32 * 10 * 4
+    lin = torch.nn.Linear(10, 10)
+    with_params = al.saved_tensor_bytes(lambda: lin(x))
+    without = al.saved_tensor_bytes(lambda: lin(x), exclude=lin.parameters())
+    assert with_params > without == 32 * 10 * 4  # Linear saves its input (and its weight)
+    with pytest.raises(ValueError, match="callable"):
+        al.saved_tensor_bytes(3)
+
+
+def test_nothing_runs_at_import(tmp_path):
+    import subprocess
+    import sys
+
+    code = "import torch; torch.manual_seed(7); a = torch.rand(1); import accumlab; b = torch.rand(1); torch.manual_seed(7); torch.rand(1); print((b == torch.rand(1)).item())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr
