@@ -1,0 +1,97 @@
+"""binder/ and environment.yml cannot be solved here (no conda-forge, no Docker): check them
+statically — they parse, and each names every runtime dependency of pyproject.toml."""
+
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+# pyproject name → the names a conda environment may use for it
+CONDA_NAMES = {
+    "torch": {"pytorch", "pytorch-cpu", "pytorch-gpu"},
+    "matplotlib": {"matplotlib", "matplotlib-base"},
+}
+
+
+def runtime_dependencies() -> list[str]:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return [re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower() for d in deps]
+
+
+def names_in(env_file: Path) -> set[str]:
+    env = yaml.safe_load(env_file.read_text())
+    names = set()
+    for dep in env["dependencies"]:
+        items = dep["pip"] if isinstance(dep, dict) else [dep]
+        for item in items:
+            names.add(re.split(r"[<>=!~\[ ]", item.strip(), maxsplit=1)[0].lower())
+    return names
+
+
+@pytest.mark.parametrize("path", ["binder/environment.yml", "environment.yml"])
+def test_environment_names_every_runtime_dependency(path):
+    names = names_in(ROOT / path)
+    env = yaml.safe_load((ROOT / path).read_text())
+    assert env["channels"] == ["conda-forge"]
+    for dep in runtime_dependencies():
+        assert CONDA_NAMES.get(dep, {dep}) & names, f"{path} lacks {dep}"
+
+
+def test_binder_pins():
+    env = yaml.safe_load((ROOT / "binder/environment.yml").read_text())
+    deps = [d for d in env["dependencies"] if isinstance(d, str)]
+    for want in (
+        "python=3.12",
+        "pytorch-cpu",
+        "python-graphviz",
+        "matplotlib-base",
+        "ipywidgets=8",
+        "jupyterlab=4",
+        "setuptools",
+    ):
+        assert want in deps, want
+    assert "pytorch" not in deps  # the CUDA build would not fit a Binder pod
+
+
+@pytest.mark.parametrize("script", ["binder/postBuild", "binder/start"])
+def test_binder_scripts_are_executable_bash(script):
+    path = ROOT / script
+    assert path.stat().st_mode & stat.S_IXUSR, f"{script} is not executable"
+    text = path.read_text()
+    assert text.startswith("#!/bin/bash\n")
+
+
+def test_post_build_is_strict_and_installs_accumlab_without_dependencies():
+    text = (ROOT / "binder/postBuild").read_text()
+    assert "set -euo pipefail" in text
+    assert re.search(r"pip install .*--no-deps.* \.$", text, re.M)
+
+
+def test_start_caps_threads_and_execs():
+    lines = [
+        ln
+        for ln in (ROOT / "binder/start").read_text().splitlines()
+        if ln and not ln.startswith("#")
+    ]
+    assert "OMP_NUM_THREADS=1" in " ".join(lines)
+    assert lines[-1] == 'exec "$@"'
+
+
+def test_readme_binder_badge_opens_lesson_00():
+    readme = (ROOT / "README.md").read_text()
+    assert "mybinder.org/v2/gh/" in readme
+    assert "urlpath=lab/tree/notebooks/00_start_here.ipynb" in readme
+
+
+def test_ci_script_is_executable():
+    assert os.access(ROOT / ".ci/run", os.X_OK)
