@@ -4,6 +4,7 @@ built from `grad_fn.next_functions` with the same nodes (lesson 01)."""
 from __future__ import annotations
 
 import html
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -82,7 +83,10 @@ def draw_graph(tensor: torch.Tensor, params: dict[str, torch.Tensor] | None = No
         try:
             import torchviz
 
-            dot = torchviz.make_dot(tensor, params=params or {})
+            with warnings.catch_warnings():
+                # torchviz 0.0.3 compares versions with distutils' LooseVersion: noise, not a problem
+                warnings.simplefilter("ignore", DeprecationWarning)
+                dot = torchviz.make_dot(tensor, params=params or {})
         except Exception:  # torchviz missing or broken: the text tree still says everything
             dot = None
     return GraphView(nodes=nodes, edges=edges, text=text, dot=dot)
