@@ -115,6 +115,6 @@ def graph_growth_explorer(model=None, data=None) -> Explorer:
     n = int_slider("samples summed n", 8, 1, len(data))
 
     def compute(n: int):
-        return [summed_loss_graph(model, data, i) for i in sorted({1, max(1, n // 2), n})]
+        return [summed_loss_graph(model, data, i) for i in range(1, n + 1)]
 
     return Explorer({"n": n}, compute, plot_graph_growth)
