@@ -22,10 +22,17 @@ from .graph import GraphView, draw_graph
 from .losses import Loss, get_loss
 from .memory import saved_tensor_bytes
 from .models import ScalarModel, TinyLM, mlp
+from .plots_scaling import (
+    plot_linear_scaling_gap,
+    plot_sample_weights,
+    plot_scaling_explorer,
+    plot_token_weights,
+    plot_window_errors,
+)
 from .reference import accumulated_grads, accumulation_progress, full_batch_grads
 from .scaling import (
-    WindowCheck,
     Weights,
+    WindowCheck,
     effective_batch_size,
     effective_weights,
     epoch_grads,
@@ -40,13 +47,6 @@ from .scaling import (
     window_errors,
 )
 from .tokens import combined_loss, per_token, rank_slices, simulated_ranks_grads, token_weights
-from .plots_scaling import (
-    plot_linear_scaling_gap,
-    plot_sample_weights,
-    plot_scaling_explorer,
-    plot_token_weights,
-    plot_window_errors,
-)
 from .widgets_scaling import loss_scaling_data, loss_scaling_explorer
 
 __version__ = "0.1.0"

@@ -46,7 +46,9 @@ def _counts(counts, name: str = "counts") -> list[int]:
     if isinstance(counts, torch.Tensor):
         counts = counts.tolist()
     if not isinstance(counts, (list, tuple)) or not counts:
-        raise ValueError(f"{name} must be a non-empty list of non-negative integers, got {counts!r}")
+        raise ValueError(
+            f"{name} must be a non-empty list of non-negative integers, got {counts!r}"
+        )
     for i, c in enumerate(counts):
         if isinstance(c, bool) or not isinstance(c, int) or c < 0:
             raise ValueError(f"{name}[{i}] must be a non-negative integer, got {c!r}")
@@ -115,13 +117,16 @@ def sample_weights(
 
 
 def item_loss_sums(loss: str | Loss, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Each sample's summed item loss, shape (n,): padding tokens contribute 0."""
+    """Each sample's summed item loss, shape (n,): padding tokens contribute 0. Lesson 03."""
     loss = get_loss(loss)
     n = len(target)
     if loss.name == "mse":
         return F.mse_loss(pred, target, reduction="none").reshape(n, -1).sum(1)
     per_item = F.cross_entropy(
-        pred.reshape(-1, pred.shape[-1]), target.reshape(-1), reduction="none", ignore_index=IGNORE_INDEX
+        pred.reshape(-1, pred.shape[-1]),
+        target.reshape(-1),
+        reduction="none",
+        ignore_index=IGNORE_INDEX,
     )
     return per_item.reshape(n, -1).sum(1)
 
@@ -130,8 +135,10 @@ def _grads(model: nn.Module, objective) -> dict[str, torch.Tensor]:
     model = copy.deepcopy(model)  # the caller's model and its .grad stay untouched
     model.zero_grad(set_to_none=True)
     objective(model).backward()
-    return {n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
-            for n, p in model.named_parameters()}
+    return {
+        n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+        for n, p in model.named_parameters()
+    }
 
 
 def weighted_grads(model: nn.Module, data: Data, per_item, *, loss: str | Loss = "mse"):
@@ -139,7 +146,9 @@ def weighted_grads(model: nn.Module, data: Data, per_item, *, loss: str | Loss =
     check that `effective_weights` predicts what `al.run` accumulates."""
     w = torch.as_tensor(per_item, dtype=torch.float64)
     if w.shape != (len(data),):
-        raise ValueError(f"per_item must hold one weight per sample ({len(data)}), got shape {tuple(w.shape)}")
+        raise ValueError(
+            f"per_item must hold one weight per sample ({len(data)}), got shape {tuple(w.shape)}"
+        )
 
     def objective(m: nn.Module) -> torch.Tensor:
         sums = item_loss_sums(loss, m(data.x), data.y)
@@ -149,7 +158,8 @@ def weighted_grads(model: nn.Module, data: Data, per_item, *, loss: str | Loss =
 
 
 def mean_loss(model: nn.Module, data: Data, *, loss: str | Loss = "mse") -> float:
-    """The full-batch mean loss over every real item of `data` (what a window's log should show)."""
+    """The full-batch mean loss over every real item of `data` (what a window's log should show).
+    Lesson 03."""
     with torch.no_grad():
         total, count = get_loss(loss)(model(data.x), data.y)
     if count == 0:
@@ -158,19 +168,20 @@ def mean_loss(model: nn.Module, data: Data, *, loss: str | Loss = "mse") -> floa
 
 
 def epoch_grads(trace: Trace) -> dict[str, torch.Tensor]:
-    """Sum of the gradients every optimizer step saw (with optimizer=None: the epoch's update ÷ -lr)."""
+    """Sum of the gradients every optimizer step saw (with optimizer=None and SGD in mind: the
+    epoch's update ÷ -lr). Lesson 03."""
     if not trace.window_grads:
         return {n: torch.zeros_like(p) for n, p in trace.initial_params.items()}
     return {n: sum(g[n] for g in trace.window_grads) for n in trace.window_grads[0]}
 
 
 def scale_grads(grads: dict[str, torch.Tensor], factor: float) -> dict[str, torch.Tensor]:
-    """Every gradient multiplied by `factor` (to compare a k-times-too-large gradient, say)."""
+    """Every gradient multiplied by `factor` (to compare a k-times-too-large gradient). Lesson 03."""
     return {n: g * factor for n, g in grads.items()}
 
 
 def update_of(trace: Trace) -> dict[str, torch.Tensor]:
-    """Total parameter change over a run: last parameters minus the initial ones."""
+    """Total parameter change over a run: last parameters minus the initial ones. Lesson 03."""
     if not trace.params:
         raise ValueError("the trace holds no optimizer step")
     return {n: trace.params[-1][n] - p for n, p in trace.initial_params.items()}
@@ -178,7 +189,7 @@ def update_of(trace: Trace) -> dict[str, torch.Tensor]:
 
 @dataclass(frozen=True)
 class WindowCheck:
-    """One window of an epoch against the full-batch gradient over the same samples."""
+    """One window of an epoch against the full-batch gradient over the same samples (lesson 03)."""
 
     window: int
     start: int  # first sample
@@ -188,7 +199,9 @@ class WindowCheck:
     max_rel: float  # 1.0 for a dropped window: its gradient is missing entirely
 
 
-def window_errors(recipe: Recipe, model: nn.Module, data: Data, *, loss: str | Loss = "mse") -> list[WindowCheck]:
+def window_errors(
+    recipe: Recipe, model: nn.Module, data: Data, *, loss: str | Loss = "mse"
+) -> list[WindowCheck]:
     """Run one epoch of `recipe` (no updates) and compare each window's gradient with the full
     batch over that window's samples. Lesson 03."""
     from .compare import grad_diff
@@ -220,7 +233,7 @@ def logged_losses(trace: Trace) -> dict[str, list[float]]:
     """
     per_window: dict[int, list[float]] = {}
     backward = [e for e in trace.events if e.kind == "backward"]
-    for event, scaled in zip(backward, trace.scaled_losses):
+    for event, scaled in zip(backward, trace.scaled_losses, strict=True):
         per_window.setdefault(event.window, []).append(scaled)
     k = trace.recipe.accumulation_steps
     windows = sorted(per_window)
@@ -233,7 +246,8 @@ def logged_losses(trace: Trace) -> dict[str, list[float]]:
 
 
 def effective_batch_size(micro_batch_size: int, accumulation_steps: int, ranks: int = 1) -> int:
-    """Samples per optimizer step: micro-batch × accumulation steps × data-parallel ranks."""
+    """Samples per optimizer step: micro-batch × accumulation steps × data-parallel ranks.
+    Lesson 03."""
     positive_int("micro_batch_size", micro_batch_size)
     positive_int("accumulation_steps", accumulation_steps)
     positive_int("ranks", ranks)

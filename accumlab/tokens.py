@@ -47,7 +47,8 @@ def token_weights(
 
 
 def per_token(per_sample: torch.Tensor, lengths) -> torch.Tensor:
-    """Spread one value per sequence over its real tokens: shape (n, max(lengths)), 0 on padding."""
+    """Spread one value per sequence over its real tokens: shape (n, max(lengths)), 0 on padding.
+    Lesson 03."""
     lengths = _counts(lengths, "lengths")
     width = max(max(lengths), 1)
     real = torch.arange(width) < torch.tensor(lengths)[:, None]  # (n, width) mask of real tokens
@@ -63,13 +64,19 @@ def combined_loss(tokens, means, normalization: str = "global") -> float:
     """
     tokens = _counts(tokens, "tokens")
     if not isinstance(means, (list, tuple)) or len(means) != len(tokens):
-        raise ValueError(f"means must be a list with one mean per micro-batch ({len(tokens)}), got {means!r}")
+        raise ValueError(
+            f"means must be a list with one mean per micro-batch ({len(tokens)}), got {means!r}"
+        )
     weights = token_weights(tokens, normalization)  # one micro-batch per entry
-    return sum(float(weights[i, 0]) * n * float(m) for i, (n, m) in enumerate(zip(tokens, means)))
+    return sum(
+        float(weights[i, 0]) * n * float(m)
+        for i, (n, m) in enumerate(zip(tokens, means, strict=True))
+    )
 
 
 def rank_slices(data: Data, ranks: int) -> list[Data]:
-    """Split `data` into `ranks` equal consecutive slices, like a sampler giving each rank its share."""
+    """Split `data` into `ranks` equal consecutive slices, like a sampler giving each rank its
+    share. Lesson 03."""
     positive_int("ranks", ranks)
     if len(data) % ranks:
         raise ValueError(f"ranks must divide the {len(data)} samples evenly, got ranks={ranks}")
@@ -100,7 +107,7 @@ def simulated_ranks_grads(
     if total == 0:
         raise ValueError("the batch holds zero real tokens across all ranks; cannot normalise by 0")
     rank_grads = []
-    for r, (part, count) in enumerate(zip(slices, counts)):
+    for r, (part, count) in enumerate(zip(slices, counts, strict=True)):
         replica = copy.deepcopy(model)
         replica.zero_grad(set_to_none=True)
         loss_sum, _ = loss_fn(replica(part.x), part.y)

@@ -33,13 +33,21 @@ def loss_scaling_data(
     if isinstance(spread, bool) or not isinstance(spread, int) or not 0 <= spread <= MAX_SPREAD:
         raise ValueError(f"spread must be an integer in [0, {MAX_SPREAD}], got {spread!r}")
     recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window)
-    data = token_data(SEQUENCES, min_len=CENTRE - spread, max_len=CENTRE + spread, vocab=VOCAB, seed=seed)
+    data = token_data(
+        SEQUENCES, min_len=CENTRE - spread, max_len=CENTRE + spread, vocab=VOCAB, seed=seed
+    )
     model = TinyLM(vocab=VOCAB, dim=8, seed=seed)
     lengths = data.lengths().tolist()
     weights = effective_weights(lengths, recipe)
     ratio = per_token(weights.per_item / weights.reference, lengths)
     checks = window_errors(recipe, model, data, loss="cross_entropy")
-    return {"recipe": recipe, "lengths": lengths, "checks": checks, "weights": weights, "ratio": ratio}
+    return {
+        "recipe": recipe,
+        "lengths": lengths,
+        "checks": checks,
+        "weights": weights,
+        "ratio": ratio,
+    }
 
 
 def loss_scaling_explorer():
@@ -53,15 +61,26 @@ def loss_scaling_explorer():
     mb = int_slider("micro-batch (sequences)", 3, 1, SEQUENCES // 2)
     k = int_slider("accumulation steps k", 3, 1, SEQUENCES // 3)
     style = {"description_width": "initial"}
-    norm = W.Dropdown(options=list(NORMALIZATIONS), value="mean", description="normalisation", style=style)
-    last = W.Dropdown(options=list(LAST_WINDOW_POLICIES), value="divide_by_k", description="last window",
-                      style=style)
+    norm = W.Dropdown(
+        options=list(NORMALIZATIONS), value="mean", description="normalisation", style=style
+    )
+    last = W.Dropdown(
+        options=list(LAST_WINDOW_POLICIES),
+        value="divide_by_k",
+        description="last window",
+        style=style,
+    )
     spread = int_slider("length spread ±", 8, 0, MAX_SPREAD)
 
     def clamp_k(change):
         k.max = max(1, SEQUENCES // change["new"])  # micro-batch × k ≤ sequences: one full window
 
     mb.observe(clamp_k, names="value")
-    controls = {"micro_batch_size": mb, "accumulation_steps": k, "normalization": norm,
-                "last_window": last, "spread": spread}
+    controls = {
+        "micro_batch_size": mb,
+        "accumulation_steps": k,
+        "normalization": norm,
+        "last_window": last,
+        "spread": spread,
+    }
     return Explorer(controls, loss_scaling_data, plot_scaling_explorer)

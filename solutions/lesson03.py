@@ -11,7 +11,9 @@ def accumulate(model, micro_batches):
     for mb in micro_batches:
         logits = model(mb.x)
         loss_sum = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), mb.y.reshape(-1), ignore_index=al.IGNORE_INDEX,
+            logits.reshape(-1, logits.shape[-1]),
+            mb.y.reshape(-1),
+            ignore_index=al.IGNORE_INDEX,
             reduction="sum",
         )
         (loss_sum / total).backward()

@@ -54,15 +54,19 @@ def test_token_weights_by_hand():
 
 def test_token_weights_equal_lengths_mean_equals_global():
     lengths = [5] * 6
-    assert torch.equal(al.token_weights(lengths, "mean", micro_batch_size=2),
-                       al.token_weights(lengths, "global", micro_batch_size=2))
+    assert torch.equal(
+        al.token_weights(lengths, "mean", micro_batch_size=2),
+        al.token_weights(lengths, "global", micro_batch_size=2),
+    )
 
 
 def test_token_weights_short_last_window_divide_by_k():
     # 5 sequences, micro-batch 1, k = 3: the second window holds 2 micro-batches
     w = al.token_weights([2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="divide_by_k")
     assert w[3, 0] == pytest.approx(1 / (3 * 2), rel=EXACT)
-    w = al.token_weights([2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="divide_by_actual")
+    w = al.token_weights(
+        [2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="divide_by_actual"
+    )
     assert w[3, 0] == pytest.approx(1 / (2 * 2), rel=EXACT)
     w = al.token_weights([2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="drop")
     assert w[3:].abs().sum() == 0
@@ -122,9 +126,15 @@ def test_weights_change_with_the_policy(tokens, lm):
     # the prediction test can fail: a wrong weight vector does not reproduce the engine
     good = al.effective_weights(tokens.lengths(), al.Recipe(2, 2, "mean", "divide_by_k"))
     bad = al.effective_weights(tokens.lengths(), al.Recipe(2, 2, "mean", "divide_by_actual"))
-    trace = al.run(al.Recipe(2, 2, "mean", "divide_by_k"), lm, tokens, loss="cross_entropy", optimizer=None)
-    assert al.grad_diff(al.weighted_grads(lm, tokens, bad.per_item, loss="cross_entropy"),
-                        al.epoch_grads(trace)).max_rel > 1e-3
+    trace = al.run(
+        al.Recipe(2, 2, "mean", "divide_by_k"), lm, tokens, loss="cross_entropy", optimizer=None
+    )
+    assert (
+        al.grad_diff(
+            al.weighted_grads(lm, tokens, bad.per_item, loss="cross_entropy"), al.epoch_grads(trace)
+        ).max_rel
+        > 1e-3
+    )
     assert not torch.equal(good.per_item, bad.per_item)
 
 
@@ -144,7 +154,9 @@ def test_sample_weights_each_policy():
     assert by_k.per_item[12:].tolist() == [1 / 12] * 8  # 1/(k·b): under-weighted
     assert actual.per_item[12:].tolist() == [1 / 8] * 8  # 1/(2·4) = 1/N of the short window
     assert drop.per_item[12:].abs().sum() == 0 and not drop.kept[12:].any() and drop.kept[:12].all()
-    assert actual.matches_reference() and not by_k.matches_reference() and not drop.matches_reference()
+    assert (
+        actual.matches_reference() and not by_k.matches_reference() and not drop.matches_reference()
+    )
     assert by_k.window.tolist() == [0] * 12 + [1] * 8
 
 
@@ -155,7 +167,8 @@ def test_window_errors_per_policy():
     drop = al.window_errors(al.Recipe(4, 3, last_window="drop"), model, data)
     assert [(c.start, c.stop, c.micro_batches) for c in actual] == [(0, 12, 3), (12, 20, 2)]
     assert all(c.max_rel <= EXACT for c in actual)
-    assert by_k[0].max_rel <= EXACT and by_k[1].max_rel == pytest.approx(1 / 3, rel=1e-9)  # 2/3 of it
+    assert by_k[0].max_rel <= EXACT
+    assert by_k[1].max_rel == pytest.approx(1 / 3, rel=1e-9)  # 2/3 of it
     assert drop[0].kept and not drop[1].kept and drop[1].max_rel == 1.0
 
 
@@ -186,13 +199,22 @@ def test_unscaled_sgd_is_k_times_the_lr_but_adam_is_not(reg, net):
     k, lr = 4, 1e-3
     runs = {
         (norm, opt, f): al.run(al.Recipe(5, k, norm), net, reg, optimizer=opt, lr=lr * f)
-        for norm, opt, f in [("none", "sgd", 1), ("mean", "sgd", k), ("none", "adam", 1),
-                             ("mean", "adam", 1), ("mean", "adam", k)]
+        for norm, opt, f in [
+            ("none", "sgd", 1),
+            ("mean", "sgd", k),
+            ("none", "adam", 1),
+            ("mean", "adam", 1),
+            ("mean", "adam", k),
+        ]
     }
     sgd = al.grad_diff(al.update_of(runs["none", "sgd", 1]), al.update_of(runs["mean", "sgd", k]))
     assert sgd.max_rel <= EXACT
-    adam_same_lr = al.grad_diff(al.update_of(runs["none", "adam", 1]), al.update_of(runs["mean", "adam", 1]))
-    adam_k_lr = al.grad_diff(al.update_of(runs["none", "adam", 1]), al.update_of(runs["mean", "adam", k]))
+    adam_same_lr = al.grad_diff(
+        al.update_of(runs["none", "adam", 1]), al.update_of(runs["mean", "adam", 1])
+    )
+    adam_k_lr = al.grad_diff(
+        al.update_of(runs["none", "adam", 1]), al.update_of(runs["mean", "adam", k])
+    )
     assert adam_same_lr.max_rel < 1e-3 < adam_k_lr.max_rel
 
 
@@ -224,7 +246,8 @@ def test_simulated_ranks(tokens, lm):
     mean_of_means = al.accumulated_grads(lm, tokens, 2, normalization="mean", loss="cross_entropy")
     assert al.grad_diff(glob, full).max_rel <= EXACT
     assert al.grad_diff(local, full).max_rel > 1e-2
-    assert al.grad_diff(local, mean_of_means).max_rel <= EXACT  # the same error, ranks for micro-batches
+    # the same error, ranks for micro-batches
+    assert al.grad_diff(local, mean_of_means).max_rel <= EXACT
     assert [len(s) for s in al.rank_slices(tokens, 5)] == [2] * 5
 
 
@@ -236,8 +259,13 @@ def test_simulated_ranks_bad_input(tokens, lm):
     empty = al.token_data(lengths=[0, 0, 3, 4], vocab=16)
     with pytest.raises(ValueError, match="rank 0 holds zero"):
         al.simulated_ranks_grads(lm, empty, 2, token_count="local")
-    assert al.grad_diff(al.simulated_ranks_grads(lm, empty, 2),
-                        al.full_batch_grads(lm, empty, loss="cross_entropy")).max_rel <= EXACT
+    assert (
+        al.grad_diff(
+            al.simulated_ranks_grads(lm, empty, 2),
+            al.full_batch_grads(lm, empty, loss="cross_entropy"),
+        ).max_rel
+        <= EXACT
+    )
 
 
 def test_logged_losses(tokens, lm):
@@ -265,7 +293,9 @@ def test_effective_batch_and_linear_rule():
 
 
 def test_linear_scaling_gap_is_first_order():
-    rows = al.linear_scaling_gap(al.mlp(seed=0), al.regression_data(n=32, seed=0), 4, 4, [1e-4, 1e-3])
+    rows = al.linear_scaling_gap(
+        al.mlp(seed=0), al.regression_data(n=32, seed=0), 4, 4, [1e-4, 1e-3]
+    )
     ratio = rows[1]["relative_gap"] / rows[0]["relative_gap"]
     assert 5 < ratio < 20  # ∝ η: ten times the lr, about ten times the relative gap
     assert rows[0]["relative_gap"] < 1e-3

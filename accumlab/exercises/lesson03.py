@@ -43,8 +43,10 @@ def every_window_exact(answer):
         return "a dropped window's samples never reach the optimizer: no gradient to match"
     if any(c.max_rel > 1e-12 for c in checks):
         bad = [c.window for c in checks if c.max_rel > 1e-12]
-        return (f"window(s) {bad} differ from the full batch; compare "
-                "al.effective_weights([1] * 22, your_recipe) with its .reference")
+        return (
+            f"window(s) {bad} differ from the full batch; compare "
+            "al.effective_weights([1] * 22, your_recipe) with its .reference"
+        )
     return None
 
 
@@ -52,13 +54,16 @@ def every_window_exact(answer):
 def rank_divisor(answer):
     total, ranks = sum(RANK_TOKENS), len(RANK_TOKENS)
     values = answer if isinstance(answer, (list, tuple)) else [answer] * ranks
-    if len(values) != ranks or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v
-                                       for v in values):
+    if len(values) != ranks or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v for v in values
+    ):
         return "answer with one non-zero number (the same on every rank) or a list of four"
     if [float(v) for v in values] == [float(n) for n in RANK_TOKENS]:
         return "each rank's own count gives the mean of the rank means"
     if all(math.isclose(v, total, rel_tol=1e-12) for v in values):
-        return "right count, but DDP then AVERAGES the four gradients: account for that division too"
+        return (
+            "right count, but DDP then AVERAGES the four gradients: account for that division too"
+        )
     if not all(math.isclose(v, total / ranks, rel_tol=1e-12) for v in values):
         return "all-reduce the token count first; then remember what DDP does to the gradients"
     return None
