@@ -1,0 +1,167 @@
+"""Lesson 03's pure plots: per-sample and per-token weights, per-window gradient errors, and the
+linear-scaling gap. Data in, matplotlib Figure out; never pyplot state.
+"""
+
+from __future__ import annotations
+
+import torch
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+
+FLOOR = 1e-17  # errors below this are drawn at the floor: a log axis cannot show 0
+
+
+def plot_sample_weights(weights: dict, *, title: str | None = None) -> Figure:
+    """Lesson 03. One row per policy: each sample's weight in the epoch's update (bars) against the
+    full-batch weight 1/N of its window (black steps). Dropped samples are hatched."""
+    fig = Figure(figsize=(8, 1.2 + 1.5 * len(weights)), layout="constrained")
+    axes = fig.subplots(len(weights), 1, sharex=True, squeeze=False)[:, 0]
+    top = max(float(torch.maximum(w.per_item, w.reference).max()) for w in weights.values())
+    for ax, (label, w) in zip(axes, weights.items(), strict=True):
+        n = len(w.per_item)
+        xs = list(range(n))
+        colours = ["tab:blue" if k else "white" for k in w.kept.tolist()]
+        ax.bar(
+            xs,
+            w.per_item.tolist(),
+            color=colours,
+            edgecolor="tab:blue",
+            hatch=None,
+            label="weight in the update",
+        )
+        for x, kept in zip(xs, w.kept.tolist(), strict=True):
+            if not kept:
+                ax.bar(
+                    x,
+                    w.reference[x].item(),
+                    color="none",
+                    edgecolor="tab:red",
+                    hatch="//",
+                    linewidth=0,
+                )
+        ax.step(
+            [x - 0.5 for x in xs] + [n - 0.5],
+            w.reference.tolist() + [w.reference[-1].item()],
+            where="post",
+            color="black",
+            linewidth=1.2,
+            label="full batch over the window",
+        )
+        for b in range(1, n):
+            if w.window[b] != w.window[b - 1]:
+                ax.axvline(b - 0.5, color="grey", linestyle=":", linewidth=1)
+        ax.set_ylim(0, top * 1.15)
+        ax.set_ylabel("weight", fontsize=8)
+        ax.set_title(label, fontsize=9, loc="left")
+    axes[0].legend(fontsize=7, loc="upper right", ncol=2)
+    axes[-1].set_xlabel("sample (dotted lines: window boundaries; red hatch: dropped)")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def _heatmap(ax, matrix: torch.Tensor, lengths, micro_batch_size: int, norm=None, cmap="viridis"):
+    import numpy as np
+
+    values = matrix.numpy().copy()
+    real = np.arange(values.shape[1])[None, :] < np.asarray(lengths)[:, None]
+    masked = np.ma.masked_where(~real, values)  # padding shown as background, not as weight 0
+    ax.set_facecolor("0.85")
+    image = ax.imshow(masked, aspect="auto", interpolation="nearest", norm=norm, cmap=cmap)
+    for row in range(micro_batch_size, len(lengths), micro_batch_size):
+        ax.axhline(row - 0.5, color="white", linewidth=1.5)
+    ax.set_xlabel("token position (grey: padding, label -100)")
+    return image
+
+
+def plot_token_weights(
+    panels: dict, lengths, *, micro_batch_size: int = 1, title: str | None = None
+) -> Figure:
+    """Lesson 03. Side-by-side heatmaps of per-token weights (rows: sequences; white lines separate
+    micro-batches), on one colour scale so equal colours mean equal weights."""
+    fig = Figure(figsize=(4.2 * len(panels), 3.6), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    vmax = max(float(m.max()) for m in panels.values())
+    from matplotlib.colors import Normalize
+
+    norm = Normalize(vmin=0.0, vmax=vmax)
+    image = None
+    for ax, (label, matrix) in zip(axes, panels.items(), strict=True):
+        image = _heatmap(ax, matrix, lengths, micro_batch_size, norm=norm)
+        ax.set_title(label, fontsize=9)
+    axes[0].set_ylabel("sequence")
+    fig.colorbar(image, ax=list(axes), label="weight per token")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def _error_bars(ax, checks) -> None:
+    labels = [f"w{c.window}\n{c.stop - c.start} smp" for c in checks]
+    values = [max(c.max_rel, FLOOR) for c in checks]
+    colours = [
+        "tab:green" if c.max_rel <= 1e-12 else ("tab:grey" if not c.kept else "tab:red")
+        for c in checks
+    ]
+    ax.bar(labels, values, color=colours)
+    ax.set_yscale("log")
+    ax.set_ylim(FLOOR / 2, 10)
+    ax.axhline(1e-12, color="black", linestyle="--", linewidth=1)
+    ax.set_ylabel("max relative error vs full batch")
+    ax.tick_params(axis="x", labelsize=7)
+
+
+def plot_window_errors(checks, *, title: str = "") -> Figure:
+    """Lesson 03. Each window's gradient error vs the full batch over its samples (log scale; dashed:
+    1e-12; green: exact to float64 round-off, red: wrong, grey: dropped)."""
+    fig = Figure(figsize=(6, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    _error_bars(ax, checks)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
+    """Lesson 03. Relative parameter gap: k small SGD steps at lr η vs one accumulated step at k·η."""
+    fig = Figure(figsize=(5.5, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    lrs = [r["lr"] for r in rows]
+    ax.loglog(lrs, [r["relative_gap"] for r in rows], marker="o", label="measured")
+    ax.loglog(
+        lrs,
+        [rows[0]["relative_gap"] * lr / lrs[0] for lr in lrs],
+        linestyle="--",
+        color="grey",
+        label="∝ η (first-order agreement)",
+    )
+    ax.set_xlabel("learning rate η of the small steps")
+    ax.set_ylabel("‖θ_small − θ_big‖ / ‖step‖")
+    ax.legend(fontsize=8)
+    ax.set_title(title or "linear scaling rule: exact only as η → 0", fontsize=10)
+    return fig
+
+
+def plot_scaling_explorer(data: dict) -> Figure:
+    """Lesson 03's explorer: per-window gradient errors (left) and each token's weight divided by
+    its full-batch weight (right: white = exact, blue = under-weighted, red = over-weighted)."""
+    fig = Figure(figsize=(10, 3.8), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=[1, 1.4])
+    _error_bars(left, data["checks"])
+    recipe = data["recipe"]
+    left.set_title(
+        f"{recipe.normalization}, {recipe.last_window}: gradient error per window", fontsize=9
+    )
+    ratio = data["ratio"]
+    lo, hi = float(ratio.min()), float(ratio.max())
+    norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.99), vmax=max(hi, 1.01))
+    image = _heatmap(
+        right, ratio, data["lengths"], recipe.micro_batch_size, norm=norm, cmap="coolwarm"
+    )
+    windows = data["weights"].window.tolist()
+    for row in range(1, len(windows)):
+        if windows[row] != windows[row - 1]:
+            right.axhline(row - 0.5, color="black", linewidth=2)
+    right.set_ylabel("sequence (white: micro-batches, black: windows)", fontsize=8)
+    right.set_title("token weight ÷ full-batch weight of its window", fontsize=9)
+    fig.colorbar(image, ax=right)
+    return fig

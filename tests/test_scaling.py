@@ -1,0 +1,339 @@
+"""Lesson 03: loss normalisations, last-window policies and per-token weights."""
+
+from fractions import Fraction
+
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+import accumlab as al
+
+EXACT = 1e-12
+
+
+@pytest.fixture(scope="module")
+def tokens():
+    return al.token_data(lengths=[3, 9, 1, 7, 12, 5, 2, 8, 6, 4], vocab=16, seed=0)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return al.TinyLM(vocab=16, dim=8, seed=0)
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return al.regression_data(n=20, features=3, outputs=2, seed=1)
+
+
+@pytest.fixture(scope="module")
+def net():
+    return al.mlp(features=3, hidden=5, outputs=2, seed=1)
+
+
+# --- token_weights -------------------------------------------------------------------------
+
+
+def test_token_weights_by_hand():
+    lengths = [3, 1, 2, 4]  # micro-batches of 2 sequences: 4 and 6 real tokens, N = 10
+    mean = al.token_weights(lengths, "mean", micro_batch_size=2)
+    glob = al.token_weights(lengths, "global", micro_batch_size=2)
+    assert mean.dtype == glob.dtype == torch.float64
+    assert mean.shape == glob.shape == (4, 4)
+    expected_mean = [float(Fraction(1, 2 * 4))] * 2 + [float(Fraction(1, 2 * 6))] * 2  # 1/(G·nᵢ)
+    for row, n in enumerate(lengths):
+        assert mean[row, :n].tolist() == [expected_mean[row]] * n
+        assert glob[row, :n].tolist() == [0.1] * n  # 1/N
+        assert mean[row, n:].abs().sum() == 0 and glob[row, n:].abs().sum() == 0  # padding weighs 0
+    assert float(mean.sum()) == pytest.approx(1.0, rel=EXACT)
+    assert float(glob.sum()) == pytest.approx(1.0, rel=EXACT)
+    assert al.token_weights(lengths, "sum").sum() == sum(lengths)
+    none = al.token_weights(lengths, "none", micro_batch_size=2)
+    assert float(none.sum()) == pytest.approx(2.0, rel=EXACT)  # G means, not divided: G× too big
+
+
+def test_token_weights_equal_lengths_mean_equals_global():
+    lengths = [5] * 6
+    assert torch.equal(
+        al.token_weights(lengths, "mean", micro_batch_size=2),
+        al.token_weights(lengths, "global", micro_batch_size=2),
+    )
+
+
+def test_token_weights_short_last_window_divide_by_k():
+    # 5 sequences, micro-batch 1, k = 3: the second window holds 2 micro-batches
+    w = al.token_weights([2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="divide_by_k")
+    assert w[3, 0] == pytest.approx(1 / (3 * 2), rel=EXACT)
+    w = al.token_weights(
+        [2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="divide_by_actual"
+    )
+    assert w[3, 0] == pytest.approx(1 / (2 * 2), rel=EXACT)
+    w = al.token_weights([2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="drop")
+    assert w[3:].abs().sum() == 0
+
+
+@pytest.mark.parametrize(
+    "lengths, kwargs, match",
+    [
+        ([3, -1, 2], {}, r"lengths\[1\].*-1"),
+        ([3, 2.5], {}, r"lengths\[1\].*2.5"),
+        ([], {}, "lengths"),
+        ([0, 0, 4], {"micro_batch_size": 2, "accumulation_steps": 1}, "window 0.*zero real"),
+        ([0, 0], {"normalization": "sum"}, "zero real"),
+        ([0, 3], {"normalization": "mean"}, "micro-batch.*zero real"),
+        ([0, 3], {"normalization": "none"}, "micro-batch.*zero real"),
+        ([2, 3], {"normalization": "average"}, "normalization.*'average'"),
+        ([2, 3], {"last_window": "pad"}, "last_window.*'pad'"),
+        ([2, 3], {"micro_batch_size": 0}, "micro_batch_size"),
+        ([2, 3], {"micro_batch_size": 3}, "micro_batch_size"),
+    ],
+)
+def test_token_weights_bad_input(lengths, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        al.token_weights(lengths, **kwargs)
+
+
+def test_zero_token_micro_batch_is_fine_under_global():
+    w = al.token_weights([0, 3], "global")
+    assert w[1].tolist() == [1 / 3] * 3
+
+
+# --- effective weights predict what run() accumulates ------------------------------------------
+
+
+@pytest.mark.parametrize("normalization", al.NORMALIZATIONS)
+@pytest.mark.parametrize("last_window", al.LAST_WINDOW_POLICIES)
+def test_weights_predict_engine_tokens(tokens, lm, normalization, last_window):
+    recipe = al.Recipe(2, 2, normalization, last_window)  # 10 sequences: windows of 4, 4, 2
+    w = al.effective_weights(tokens.lengths(), recipe)
+    predicted = al.weighted_grads(lm, tokens, w.per_item, loss="cross_entropy")
+    trace = al.run(recipe, lm, tokens, loss="cross_entropy", optimizer=None)
+    assert al.grad_diff(predicted, al.epoch_grads(trace)).max_rel <= EXACT
+    assert w.matches_reference() == (normalization == "global" and last_window != "drop")
+
+
+@pytest.mark.parametrize("normalization", al.NORMALIZATIONS)
+@pytest.mark.parametrize("last_window", al.LAST_WINDOW_POLICIES)
+def test_weights_predict_engine_regression(reg, net, normalization, last_window):
+    recipe = al.Recipe(3, 3, normalization, last_window)  # 20 samples: micro 3,3,3 | 3,3,3 | 2
+    w = al.effective_weights([2] * len(reg), recipe)  # 2 outputs: 2 items per sample
+    predicted = al.weighted_grads(net, reg, w.per_item)
+    trace = al.run(recipe, net, reg, optimizer=None)
+    assert al.grad_diff(predicted, al.epoch_grads(trace)).max_rel <= EXACT
+
+
+def test_weights_change_with_the_policy(tokens, lm):
+    # the prediction test can fail: a wrong weight vector does not reproduce the engine
+    good = al.effective_weights(tokens.lengths(), al.Recipe(2, 2, "mean", "divide_by_k"))
+    bad = al.effective_weights(tokens.lengths(), al.Recipe(2, 2, "mean", "divide_by_actual"))
+    trace = al.run(
+        al.Recipe(2, 2, "mean", "divide_by_k"), lm, tokens, loss="cross_entropy", optimizer=None
+    )
+    assert (
+        al.grad_diff(
+            al.weighted_grads(lm, tokens, bad.per_item, loss="cross_entropy"), al.epoch_grads(trace)
+        ).max_rel
+        > 1e-3
+    )
+    assert not torch.equal(good.per_item, bad.per_item)
+
+
+def test_weighted_grads_checks_shape(reg, net):
+    with pytest.raises(ValueError, match="per_item"):
+        al.weighted_grads(net, reg, torch.ones(3))
+
+
+# --- the short last window -------------------------------------------------------------------
+
+
+def test_sample_weights_each_policy():
+    by_k = al.sample_weights(20, 4, 3, last_window="divide_by_k")
+    actual = al.sample_weights(20, 4, 3, last_window="divide_by_actual")
+    drop = al.sample_weights(20, 4, 3, last_window="drop")
+    assert by_k.per_item[:12].tolist() == [1 / 12] * 12 == actual.per_item[:12].tolist()
+    assert by_k.per_item[12:].tolist() == [1 / 12] * 8  # 1/(k·b): under-weighted
+    assert actual.per_item[12:].tolist() == [1 / 8] * 8  # 1/(2·4) = 1/N of the short window
+    assert drop.per_item[12:].abs().sum() == 0 and not drop.kept[12:].any() and drop.kept[:12].all()
+    assert (
+        actual.matches_reference() and not by_k.matches_reference() and not drop.matches_reference()
+    )
+    assert by_k.window.tolist() == [0] * 12 + [1] * 8
+
+
+def test_window_errors_per_policy():
+    data, model = al.regression_data(n=20, seed=0), al.mlp(seed=0)
+    actual = al.window_errors(al.Recipe(4, 3, last_window="divide_by_actual"), model, data)
+    by_k = al.window_errors(al.Recipe(4, 3, last_window="divide_by_k"), model, data)
+    drop = al.window_errors(al.Recipe(4, 3, last_window="drop"), model, data)
+    assert [(c.start, c.stop, c.micro_batches) for c in actual] == [(0, 12, 3), (12, 20, 2)]
+    assert all(c.max_rel <= EXACT for c in actual)
+    assert by_k[0].max_rel <= EXACT
+    assert by_k[1].max_rel == pytest.approx(1 / 3, rel=1e-9)  # 2/3 of it
+    assert drop[0].kept and not drop[1].kept and drop[1].max_rel == 1.0
+
+
+def test_short_last_micro_batch_needs_global():
+    data, model = al.regression_data(n=22, seed=0), al.mlp(seed=0)  # last window: 4, 4, 2 samples
+    actual = al.window_errors(al.Recipe(4, 3, "mean", "divide_by_actual"), model, data)
+    glob = al.window_errors(al.Recipe(4, 3, "global"), model, data)
+    assert actual[1].max_rel > 1e-3
+    assert all(c.max_rel <= EXACT for c in glob)
+
+
+# --- why divide by k; sum vs mean ----------------------------------------------------------
+
+
+def test_none_is_k_times_and_sum_is_n_times(reg, net):
+    full = al.full_batch_grads(net, reg)
+    k, n_items = 4, reg.y.numel()
+    none = al.accumulated_grads(net, reg, 5, normalization="none")
+    mean = al.accumulated_grads(net, reg, 5, normalization="mean")
+    summed = al.accumulated_grads(net, reg, 5, normalization="sum")
+    assert al.grad_diff(none, al.scale_grads(full, k)).max_rel <= EXACT
+    assert al.grad_diff(mean, full).max_rel <= EXACT
+    assert al.grad_diff(summed, al.scale_grads(full, n_items)).max_rel <= EXACT
+    assert al.grad_diff(none, full).max_rel > 1
+
+
+def test_unscaled_sgd_is_k_times_the_lr_but_adam_is_not(reg, net):
+    k, lr = 4, 1e-3
+    runs = {
+        (norm, opt, f): al.run(al.Recipe(5, k, norm), net, reg, optimizer=opt, lr=lr * f)
+        for norm, opt, f in [
+            ("none", "sgd", 1),
+            ("mean", "sgd", k),
+            ("none", "adam", 1),
+            ("mean", "adam", 1),
+            ("mean", "adam", k),
+        ]
+    }
+    sgd = al.grad_diff(al.update_of(runs["none", "sgd", 1]), al.update_of(runs["mean", "sgd", k]))
+    assert sgd.max_rel <= EXACT
+    adam_same_lr = al.grad_diff(
+        al.update_of(runs["none", "adam", 1]), al.update_of(runs["mean", "adam", 1])
+    )
+    adam_k_lr = al.grad_diff(
+        al.update_of(runs["none", "adam", 1]), al.update_of(runs["mean", "adam", k])
+    )
+    assert adam_same_lr.max_rel < 1e-3 < adam_k_lr.max_rel
+
+
+# --- tokens: toy, ranks, logging ----------------------------------------------------------
+
+
+def test_combined_loss_toy():
+    assert al.combined_loss([10, 90], [1.0, 2.0], "global") == pytest.approx(1.9, rel=EXACT)
+    assert al.combined_loss([10, 90], [1.0, 2.0], "mean") == pytest.approx(1.5, rel=EXACT)
+    with pytest.raises(ValueError, match="means"):
+        al.combined_loss([10, 90], [1.0])
+    with pytest.raises(ValueError, match="tokens"):
+        al.combined_loss([10, -90], [1.0, 2.0])
+
+
+def test_toy_on_a_real_model():
+    data, model = al.token_data(lengths=[10, 90], vocab=16, seed=0), al.TinyLM(vocab=16, dim=8)
+    full = al.full_batch_grads(model, data, loss="cross_entropy")
+    glob = al.accumulated_grads(model, data, 1, normalization="global", loss="cross_entropy")
+    mean = al.accumulated_grads(model, data, 1, normalization="mean", loss="cross_entropy")
+    assert al.grad_diff(glob, full).max_rel <= EXACT
+    assert al.grad_diff(mean, full).max_rel > 1e-2
+
+
+def test_simulated_ranks(tokens, lm):
+    full = al.full_batch_grads(lm, tokens, loss="cross_entropy")
+    glob = al.simulated_ranks_grads(lm, tokens, 5, token_count="global")
+    local = al.simulated_ranks_grads(lm, tokens, 5, token_count="local")
+    mean_of_means = al.accumulated_grads(lm, tokens, 2, normalization="mean", loss="cross_entropy")
+    assert al.grad_diff(glob, full).max_rel <= EXACT
+    assert al.grad_diff(local, full).max_rel > 1e-2
+    # the same error, ranks for micro-batches
+    assert al.grad_diff(local, mean_of_means).max_rel <= EXACT
+    assert [len(s) for s in al.rank_slices(tokens, 5)] == [2] * 5
+
+
+def test_simulated_ranks_bad_input(tokens, lm):
+    with pytest.raises(ValueError, match="ranks.*3"):
+        al.simulated_ranks_grads(lm, tokens, 3)
+    with pytest.raises(ValueError, match="token_count.*'mean'"):
+        al.simulated_ranks_grads(lm, tokens, 2, token_count="mean")
+    empty = al.token_data(lengths=[0, 0, 3, 4], vocab=16)
+    with pytest.raises(ValueError, match="rank 0 holds zero"):
+        al.simulated_ranks_grads(lm, empty, 2, token_count="local")
+    assert (
+        al.grad_diff(
+            al.simulated_ranks_grads(lm, empty, 2),
+            al.full_batch_grads(lm, empty, loss="cross_entropy"),
+        ).max_rel
+        <= EXACT
+    )
+
+
+def test_logged_losses(tokens, lm):
+    trace = al.run(al.Recipe(2, 2, "global"), lm, tokens, loss="cross_entropy", optimizer=None)
+    logs = al.logged_losses(trace)
+    assert len(logs["window"]) == 3
+    for w, (start, stop) in enumerate([(0, 4), (4, 8), (8, 10)]):
+        truth = al.mean_loss(lm, tokens[start:stop], loss="cross_entropy")
+        assert logs["window"][w] == pytest.approx(truth, rel=EXACT)
+        assert logs["sum_of_scaled"][w] == pytest.approx(truth, rel=EXACT)
+    assert abs(logs["last_scaled"][0] - logs["window"][0]) > 1e-2
+    assert abs(logs["k_times_last"][0] - logs["window"][0]) > 1e-2
+
+
+# --- effective batch and learning rate -------------------------------------------------------
+
+
+def test_effective_batch_and_linear_rule():
+    assert al.effective_batch_size(8, 4, 2) == 64 == al.Recipe(8, 4).window_size * 2
+    assert al.linear_scaled_lr(0.1, 32, 256) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="ranks"):
+        al.effective_batch_size(8, 4, 0)
+    with pytest.raises(ValueError, match="base_lr"):
+        al.linear_scaled_lr(-1.0, 32, 64)
+
+
+def test_linear_scaling_gap_is_first_order():
+    rows = al.linear_scaling_gap(
+        al.mlp(seed=0), al.regression_data(n=32, seed=0), 4, 4, [1e-4, 1e-3]
+    )
+    ratio = rows[1]["relative_gap"] / rows[0]["relative_gap"]
+    assert 5 < ratio < 20  # ∝ η: ten times the lr, about ten times the relative gap
+    assert rows[0]["relative_gap"] < 1e-3
+
+
+# --- widget and plots --------------------------------------------------------------------
+
+
+def test_explorer_controls_drive_data():
+    ex = al.loss_scaling_explorer()
+    assert [c.max_rel > 1e-3 for c in ex.data["checks"]] == [True, True, True]
+    ex.controls["normalization"].value = "global"
+    assert all(c.max_rel <= EXACT for c in ex.data["checks"])
+    ex.controls["last_window"].value = "drop"
+    assert [c.kept for c in ex.data["checks"]] == [True, True, False]
+    ex.controls["micro_batch_size"].value = 10
+    assert ex.controls["accumulation_steps"].value == 2  # clamped: 10 × 2 ≤ 20 sequences
+    ex.controls["normalization"].value = "mean"
+    ex.controls["last_window"].value = "divide_by_actual"
+    ex.controls["spread"].value = 0  # equal lengths and full micro-batches: mean is exact too
+    ex.controls["micro_batch_size"].value = 2
+    assert all(c.max_rel <= EXACT for c in ex.data["checks"])
+    assert ex.error is None and isinstance(ex.figure, Figure)
+    assert ex.controls["spread"].max == al.widgets_scaling.MAX_SPREAD
+
+
+def test_explorer_data_rejects_bad_spread():
+    with pytest.raises(ValueError, match="spread"):
+        al.loss_scaling_data(spread=12)
+
+
+def test_plots_return_figures():
+    ws = {p: al.sample_weights(10, 2, 2, last_window=p) for p in al.LAST_WINDOW_POLICIES}
+    assert isinstance(al.plot_sample_weights(ws, title="t"), Figure)
+    lengths = [3, 1, 2, 4]
+    panels = {n: al.token_weights(lengths, n, micro_batch_size=2) for n in ("mean", "global")}
+    assert isinstance(al.plot_token_weights(panels, lengths, micro_batch_size=2), Figure)
+    checks = al.window_errors(al.Recipe(4, 3), al.mlp(seed=0), al.regression_data(n=20))
+    assert isinstance(al.plot_window_errors(checks), Figure)
+    rows = [{"lr": 1e-3, "relative_gap": 1e-3}, {"lr": 1e-2, "relative_gap": 1e-2}]
+    assert isinstance(al.plot_linear_scaling_gap(rows), Figure)
