@@ -3,6 +3,28 @@
 Nothing runs at import time: call `al.setup()` in a lesson to seed and inspect the machine.
 """
 
+from .batchnorm import (
+    GhostBatchNorm1d,
+    batch_gradient_diff,
+    batchnorm_data,
+    batchnorm_layers,
+    check_micro_batches,
+    dropout_expectation,
+    explore_batchnorm,
+    freeze_batchnorm,
+    ghost_batchnorm,
+    gradient_mismatch,
+    matching_momentum,
+    micro_batch_stats,
+    micro_batch_weights,
+    norm_model,
+    old_weight_formula,
+    running_mean_trajectory,
+    running_stats_step,
+    sync_batchnorm_sweep,
+    training_comparison,
+    with_momentum,
+)
 from .compare import GradDiff, grad_diff
 from .data import IGNORE_INDEX, Data, classic_data, classification_data, regression_data, token_data
 from .engine import (
@@ -58,4 +80,24 @@ __all__ = [
     "saved_tensor_bytes",
     "setup",
     "token_data",
+    "GhostBatchNorm1d",
+    "batch_gradient_diff",
+    "batchnorm_data",
+    "batchnorm_layers",
+    "check_micro_batches",
+    "dropout_expectation",
+    "explore_batchnorm",
+    "freeze_batchnorm",
+    "ghost_batchnorm",
+    "gradient_mismatch",
+    "matching_momentum",
+    "micro_batch_stats",
+    "micro_batch_weights",
+    "norm_model",
+    "old_weight_formula",
+    "running_mean_trajectory",
+    "running_stats_step",
+    "sync_batchnorm_sweep",
+    "training_comparison",
+    "with_momentum",
 ]
