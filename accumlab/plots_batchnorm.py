@@ -46,9 +46,12 @@ def plot_gradient_mismatch(
     """Max relative gradient error vs the full batch, one line per label: {label: (xs, errors)}."""
     fig = Figure(figsize=(6.5, 3.4), layout="constrained")
     ax = fig.add_subplot()
+    ticks = set()
     for label, (xs, ys) in curves.items():
         ax.plot(xs, _floor(ys), marker="o", label=label)
+        ticks.update(xs)
     ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(ticks), [str(t) for t in sorted(ticks)])  # sizes, not powers of two
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("max relative error vs full batch")
