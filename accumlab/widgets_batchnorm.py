@@ -1,0 +1,45 @@
+"""Lesson 04's explorer: micro-batch size, accumulation steps, norm layer and momentum →
+statistics per micro-batch, gradient error vs the full batch, running-mean trajectory."""
+
+from __future__ import annotations
+
+from .widgets import Explorer, int_slider
+
+
+def batchnorm_explorer(data=None) -> Explorer:
+    """Build the lesson 04 explorer. Slider ranges make invalid settings unreachable: micro-batches
+    hold at least 2 samples (BatchNorm needs a variance) and micro-batch × k never exceeds the data."""
+    import ipywidgets as W
+
+    from .batchnorm import explore_batchnorm, batchnorm_data
+    from .models import NORMS
+    from .plots_batchnorm import plot_batchnorm_explorer
+
+    data = data if data is not None else batchnorm_data()
+    n = len(data)
+    if n < 4:
+        raise ValueError(f"data must hold at least 4 samples for this explorer, got {n}")
+    mb = int_slider("micro-batch size", 4, 2, n // 2)
+    k = int_slider("accumulation steps k", 4, 1, n // 4)
+    norm = W.Dropdown(options=list(NORMS), value="batch", description="norm")
+    # PyTorch's momentum is the weight of the NEW batch; 0 and 1 are excluded (no update / no memory)
+    momentum = W.FloatSlider(
+        value=0.1,
+        min=0.01,
+        max=0.9,
+        step=0.01,
+        description="momentum",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
+
+    def clamp_k(change):
+        k.max = max(1, n // change["new"])  # keeps micro_batch_size × k ≤ n
+
+    mb.observe(clamp_k, names="value")
+
+    def compute(micro_batch_size: int, accumulation_steps: int, norm: str, momentum: float):
+        return explore_batchnorm(norm, micro_batch_size, accumulation_steps, momentum, data=data)
+
+    controls = {"micro_batch_size": mb, "accumulation_steps": k, "norm": norm, "momentum": momentum}
+    return Explorer(controls, compute, plot_batchnorm_explorer)
