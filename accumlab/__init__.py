@@ -3,6 +3,17 @@
 Nothing runs at import time: call `al.setup()` in a lesson to seed and inspect the machine.
 """
 
+from .audit import (
+    CATALOGUE,
+    AuditReport,
+    Finding,
+    audit,
+    audit_explorer,
+    audit_setup,
+    catalogue_loop,
+    plot_audit,
+)
+from .audit import CODES as AUDIT_CODES
 from .compare import GradDiff, grad_diff
 from .data import IGNORE_INDEX, Data, classic_data, classification_data, regression_data, token_data
 from .engine import (
@@ -27,6 +38,15 @@ from .reference import accumulated_grads, accumulation_progress, full_batch_grad
 __version__ = "0.1.0"
 
 __all__ = [
+    "AUDIT_CODES",
+    "AuditReport",
+    "CATALOGUE",
+    "Finding",
+    "audit",
+    "audit_explorer",
+    "audit_setup",
+    "catalogue_loop",
+    "plot_audit",
     "IGNORE_INDEX",
     "LAST_WINDOW_POLICIES",
     "NORMALIZATIONS",
