@@ -100,35 +100,6 @@ def correct_loop(model, optimizer, batches, k):
             optimizer.zero_grad()
 
 
-def correct_token_loop(model, optimizer, batches, k):
-    for start in range(0, len(batches), k):
-        window = batches[start : start + k]
-        tokens = sum(int((y != -100).sum()) for _, y in window)  # real tokens in the whole window
-        for x, y in window:
-            logits = model(x)
-            loss = F.cross_entropy(
-                logits.flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum"
-            )
-            (loss / tokens).backward()  # every token weighs 1 / tokens
-        optimizer.step()
-        optimizer.zero_grad()
-
-
-def correct_full_loop(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
-    for i, (x, y) in enumerate(batches):
-        start = i - i % k
-        window = min(k, len(batches) - start)
-        loss = F.mse_loss(model(x), y) / window
-        scaler.scale(loss).backward()  # the scale stays constant across the window
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            scaler.unscale_(optimizer)  # once per step, before clipping
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            optimizer.zero_grad()
-
-
 # ------------------------------------------------------------------------------- buggy loops
 
 
@@ -321,14 +292,6 @@ def trains_until_perfect(model, optimizer, batches, k):
 _CLIP = {"max_norm": 0.5}
 _ENTRIES = [
     CatalogueLoop("correct_loop", correct_loop, frozenset(), kind="correct"),
-    CatalogueLoop("correct_token_loop", correct_token_loop, frozenset(), "tokens", kind="correct"),
-    CatalogueLoop(
-        "correct_full_loop",
-        correct_full_loop,
-        frozenset(),
-        options={**_CLIP, "scheduler": True, "scaler": True},
-        kind="correct",
-    ),
     CatalogueLoop("loss_not_divided", loss_not_divided, frozenset({"LOSS_NOT_DIVIDED"})),
     CatalogueLoop(
         "zero_grad_inside_window", zero_grad_inside_window, frozenset({"ZERO_GRAD_IN_WINDOW"})
