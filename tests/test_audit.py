@@ -207,3 +207,10 @@ def test_correct_token_loop_and_full_loop_are_clean():
     assert report.findings == [] and len(report.seen_steps) == 3
     # the same loop audited with a bigger threshold (clipping inactive) is still clean
     assert al.audit(solutions.full_loop, **{**full, "max_norm": 1e6}).findings == []
+
+
+def test_thread_count_is_restored():
+    before = torch.get_num_threads()
+    al.catalogue_loop("raises").audit()
+    al.catalogue_loop("correct_loop").audit()
+    assert torch.get_num_threads() == before

@@ -122,7 +122,7 @@ def zero_grad_inside_window(model, optimizer, batches, k):
             optimizer.step()
 
 
-def never_zero_grad(model, optimizer, batches, k):
+def mystery_loop(model, optimizer, batches, k):
     for i, (x, y) in enumerate(batches):
         window = min(k, len(batches) - (i - i % k))
         loss = F.mse_loss(model(x), y) / window
@@ -296,7 +296,12 @@ _ENTRIES = [
     CatalogueLoop(
         "zero_grad_inside_window", zero_grad_inside_window, frozenset({"ZERO_GRAD_IN_WINDOW"})
     ),
-    CatalogueLoop("never_zero_grad", never_zero_grad, frozenset({"GRADS_NEVER_ZEROED"})),
+    CatalogueLoop(
+        "mystery_loop",
+        mystery_loop,
+        frozenset({"GRADS_NEVER_ZEROED"}),
+        question="Exercise 08.1: which code will the audit report?",
+    ),
     CatalogueLoop(
         "step_every_micro_batch", step_every_micro_batch, frozenset({"STEP_EVERY_MICRO_BATCH"})
     ),

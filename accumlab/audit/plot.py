@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from .findings import AuditReport
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FLOOR = 1e-17  # where an exact match is drawn on the log axis
 
@@ -12,6 +15,8 @@ FLOOR = 1e-17  # where an exact match is drawn on the log axis
 def plot_audit(report: AuditReport) -> Figure:
     """Top: a timeline over micro-batches — the reference's optimizer steps against the loop's
     steps, zero_grad and scheduler calls. Bottom: each step's relative gradient error (log scale)."""
+    from matplotlib.figure import Figure  # imported on first plot: `import accumlab` stays light
+
     fig = Figure(figsize=(8, 4.4), layout="constrained")
     top, bottom = fig.subplots(2, 1, height_ratios=[1, 1.3])
     n = report.micro_batches

@@ -181,5 +181,5 @@ def _learner_line(err: BaseException, fn: Callable) -> str:
     frames = traceback.extract_tb(err.__traceback__)
     for frame in reversed(frames):
         if code is not None and frame.filename == code.co_filename:
-            return f"line {frame.lineno}: {frame.line}"
+            return f"line {frame.lineno}: {(frame.line or '').split('  #')[0]}"
     return ""

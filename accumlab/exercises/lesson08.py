@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..audit import CATALOGUE, CODES, audit, audit_setup
 from . import exercise
 
-MYSTERY = "never_zero_grad"  # shown in exercise 08.1, left out of the lesson's gallery
+MYSTERY = "mystery_loop"  # shown in exercise 08.1, left out of the lesson's gallery
 
 
 def _clean(answer, setup: str, **options) -> str | None:
