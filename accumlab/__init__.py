@@ -3,6 +3,17 @@
 Nothing runs at import time: call `al.setup()` in a lesson to seed and inspect the machine.
 """
 
+from .audit import (
+    CATALOGUE,
+    AuditReport,
+    Finding,
+    audit,
+    audit_explorer,
+    audit_setup,
+    catalogue_loop,
+    plot_audit,
+)
+from .audit import CODES as AUDIT_CODES
 from .batchnorm import (
     GhostBatchNorm1d,
     batch_gradient_diff,
@@ -74,6 +85,15 @@ from .widgets_scaling import loss_scaling_data, loss_scaling_explorer
 __version__ = "0.1.0"
 
 __all__ = [
+    "AUDIT_CODES",
+    "AuditReport",
+    "CATALOGUE",
+    "Finding",
+    "audit",
+    "audit_explorer",
+    "audit_setup",
+    "catalogue_loop",
+    "plot_audit",
     "IGNORE_INDEX",
     "LAST_WINDOW_POLICIES",
     "NORMALIZATIONS",

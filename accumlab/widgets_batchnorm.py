@@ -11,7 +11,7 @@ def batchnorm_explorer(data=None) -> Explorer:
     hold at least 2 samples (BatchNorm needs a variance) and micro-batch × k never exceeds the data."""
     import ipywidgets as W
 
-    from .batchnorm import explore_batchnorm, batchnorm_data
+    from .batchnorm import batchnorm_data, explore_batchnorm
     from .models import NORMS
     from .plots_batchnorm import plot_batchnorm_explorer
 

@@ -1,0 +1,140 @@
+"""What an audit reports: findings with a stable code, a plain sentence and measured evidence (lesson 08)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Stable codes → (severity, short title). Severities:
+#   bug         the loop trains differently from the reference, and we know why
+#   caveat      the loop is right, but accumulation cannot match the big batch here (BatchNorm)
+#   unexplained the loop differs from the reference in a way none of the known bugs explains
+#   error       the function could not be audited: it raised, did nothing, or changed the model
+CODES: dict[str, tuple[str, str]] = {
+    "LOSS_NOT_DIVIDED": ("bug", "loss not divided by the window's size"),
+    "ZERO_GRAD_IN_WINDOW": ("bug", "gradients zeroed inside the window"),
+    "GRADS_NEVER_ZEROED": ("bug", "gradients never zeroed between optimizer steps"),
+    "STEP_EVERY_MICRO_BATCH": ("bug", "optimizer stepped after every micro-batch"),
+    "OFF_BY_ONE_SCHEDULE": ("bug", "optimizer steps at the wrong micro-batches"),
+    "LAST_WINDOW_DROPPED": ("bug", "short last window never reaches the optimizer"),
+    "LAST_WINDOW_UNDERWEIGHTED": ("bug", "short last window divided by k"),
+    "MEAN_OF_MEANS": ("bug", "mean of per-micro-batch means"),
+    "CLIP_PER_MICRO_BATCH": ("bug", "gradients clipped inside the window"),
+    "NOT_CLIPPED": ("bug", "gradients not clipped"),
+    "SCHEDULER_PER_MICRO_BATCH": ("bug", "scheduler stepped every micro-batch"),
+    "SCHEDULER_STEPS_WRONG": ("bug", "scheduler stepped a wrong number of times"),
+    "UNSCALE_MISUSE": ("bug", "GradScaler.unscale_ misused"),
+    "SCALER_MISUSE": ("bug", "GradScaler called in the wrong order"),
+    "BATCHNORM_STATS": ("caveat", "BatchNorm sees micro-batch statistics"),
+    "UNEXPLAINED_GRADIENT": ("unexplained", "gradient differs from the reference"),
+    "UNEXPLAINED_SCHEDULE": ("unexplained", "optimizer steps at unexpected micro-batches"),
+    "STEP_RAISED": ("error", "the function raised an exception"),
+    "RUNAWAY_LOOP": ("error", "the function kept calling the model"),
+    "NO_STEPS": ("error", "the function never stepped the optimizer"),
+    "MODEL_CHANGED": ("error", "the function changed the model's parameters' shapes"),
+}
+BLOCKING = ("bug", "unexplained", "error")  # severities that make a report not ok
+ICONS = {"bug": "❌", "unexplained": "❓", "error": "⛔", "caveat": "⚠️"}
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        shown = ", ".join(_fmt(v) for v in value[:8])
+        return f"[{shown}{', …' if len(value) > 8 else ''}]"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the audit found: `code` (stable, see CODES), `message` (a plain sentence with the
+    measured numbers in it), `evidence` (name → measured value) and the optimizer `steps` concerned."""
+
+    code: str
+    message: str
+    evidence: dict = field(default_factory=dict)
+    steps: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if self.code not in CODES:
+            raise ValueError(f"code must be one of {', '.join(CODES)}, got {self.code!r}")
+
+    @property
+    def severity(self) -> str:
+        return CODES[self.code][0]
+
+    @property
+    def title(self) -> str:
+        return CODES[self.code][1]
+
+    def __str__(self) -> str:
+        lines = [f"{ICONS[self.severity]} {self.code} ({self.severity}): {self.message}"]
+        lines += [f"    {k}: {_fmt(v)}" for k, v in self.evidence.items()]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """How one optimizer step compared with the reference: `window` lists the micro-batches forwarded
+    since the previous step; `rel_error` is ‖seen − reference‖/‖reference‖ (None when the window is
+    not one the reference has, so no gradient comparison applies); `explained_by` a code or None."""
+
+    index: int
+    window: tuple
+    rel_error: float | None
+    explained_by: str | None = None
+
+
+@dataclass
+class AuditReport:
+    """`al.audit(...)`'s answer (lesson 08): `.findings`, `.ok` (no bug, unexplained difference or
+    error; caveats allowed), `.codes`, and the per-step comparison in `.checks`."""
+
+    name: str
+    micro_batches: int
+    accumulation_steps: int
+    expected_steps: tuple[int, ...]  # micro-batches forwarded when each reference step happens
+    seen_steps: tuple[int, ...]  # the same, measured on the learner's loop
+    findings: list[Finding] = field(default_factory=list)
+    checks: list[StepCheck] = field(default_factory=list)
+    zero_grads: tuple[int, ...] = ()  # forwards done when each zero_grad call happened
+    scheduler_steps: tuple[int, ...] = ()
+    rtol: float = 1e-6  # relative L2 difference still counted as a match
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity in BLOCKING for f in self.findings)
+
+    @property
+    def codes(self) -> set[str]:
+        return {f.code for f in self.findings}
+
+    def __getitem__(self, code: str) -> Finding:
+        for f in self.findings:
+            if f.code == code:
+                return f
+        raise KeyError(f"no finding {code!r}; found: {sorted(self.codes) or 'none'}")
+
+    def _header(self) -> str:
+        return (
+            f"Audit of {self.name}: {self.micro_batches} micro-batches, k = {self.accumulation_steps} "
+            f"→ {len(self.expected_steps)} optimizer steps expected, {len(self.seen_steps)} seen."
+        )
+
+    def _verdict(self) -> str:
+        if not self.findings:
+            return "✅ clean: every optimizer step saw the reference gradient, on schedule."
+        if self.ok:
+            return "✅ no bug in the loop, but read the caveat below."
+        return f"{len(self.findings)} finding(s):"
+
+    def __str__(self) -> str:
+        return "\n".join([self._header(), self._verdict(), *map(str, self.findings)])
+
+    def _repr_markdown_(self) -> str:
+        out = [f"**{self._header()}**", "", self._verdict(), ""]
+        for f in self.findings:
+            out.append(f"- {ICONS[f.severity]} **`{f.code}`** ({f.severity}): {f.message}")
+            out += [f"  - {k}: `{_fmt(v)}`" for k, v in f.evidence.items()]
+        return "\n".join(out)
