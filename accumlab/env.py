@@ -58,6 +58,9 @@ def setup(seed: int = 0, *, fast: bool | None = None) -> Env:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     seed_everything(seed)
+    from .figures import show_figures_inline
+
+    show_figures_inline()  # plots are pure Figures: make Jupyter draw them, not print "Figure(...)"
     if fast is None:
         fast = os.environ.get("ACCUMLAB_FAST", "") not in ("", "0")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

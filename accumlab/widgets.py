@@ -28,6 +28,9 @@ class Explorer:
         self.data = None
         self.figure = None
         self.error: Exception | None = None
+        from .figures import show_figures_inline
+
+        show_figures_inline()  # an explorer built without al.setup() still draws its figure
         self.refresh()
         for control in controls.values():
             control.observe(self._changed, names="value")

@@ -1,0 +1,31 @@
+"""Show `matplotlib.figure.Figure` objects as images in Jupyter (lesson 00+).
+
+The lessons' plots are pure functions returning a Figure and never touch pyplot, so matplotlib's
+inline backend — which registers its image formatter only when pyplot is imported — is never
+activated. Without a formatter a Figure displays as the text "Figure(700x380)".
+"""
+
+from __future__ import annotations
+
+import io
+
+
+def figure_png(fig, dpi: int = 100) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def show_figures_inline() -> bool:
+    """Register a PNG formatter for Figure in the running IPython shell; False outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    from matplotlib.figure import Figure
+
+    shell.display_formatter.formatters["image/png"].for_type(Figure, figure_png)
+    return True
