@@ -148,7 +148,8 @@ def amp_train(
                 scaler.update()  # wrong: changes the scale while the window still accumulates
             step += 1
         before = params_of(model)
-        scaler.unscale_(opt)  # once: .grad now holds the true window gradient
+        if order != "unscale_every_micro_step":  # (that loop already unscaled after its backward)
+            scaler.unscale_(opt)  # once: .grad now holds the true window gradient
         if max_norm is not None:  # clip after unscale_, or the threshold meets scaled gradients
             trace.clip_norms.append(
                 float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
