@@ -241,3 +241,25 @@ def amp_demo(
             )
         ]
     return {"reference": reference, "traces": traces, "grad_errors": errors}
+
+
+def amp_report(results: dict) -> str:
+    """Plain-language lines for the results of `accumlab.recorders.amp.record()` (lesson 06),
+    whether measured just now or loaded from accumlab/results/amp.json."""
+    lines = [f"autocast {results['autocast_dtype']} on {results['device_type']}"]
+    for order, r in results["orders"].items():
+        errors = [e for e in r["grad_rel_l2_vs_float32"] if e == e]  # NaN marks a skipped window
+        lines.append(
+            f"{order}: scale changed {r['scale_changes_inside_windows']}× inside windows, "
+            f"skipped windows {[i for i, s in enumerate(r['skipped']) if s]}, "
+            f"window-gradient error vs float32 up to {max(errors):.2g}"
+        )
+    for order, err in results["errors"].items():
+        lines.append(f"{order}: {'runs' if err is None else err}")
+    sweep = results["accumulation_errors"]
+    for name, errs in sweep["errors"].items():
+        lines.append(
+            f"accumulating in {name}: error {errs[0]:.1e} at k={sweep['ks'][0]}, "
+            f"{errs[-1]:.1e} at k={sweep['ks'][-1]}"
+        )
+    return "\n".join(lines)

@@ -35,12 +35,17 @@ def micro_batch_grads(
     positive_int("k", k)
     data = regression_data(n=k, features=features, seed=seed)
     model = mlp(features=features, hidden=hidden, depth=1, seed=seed)
-    params = list(model.parameters())
-    rows = []
-    for i in range(k):
-        loss = torch.nn.functional.mse_loss(model(data.x[i : i + 1]), data.y[i : i + 1])
-        rows.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)]))
-    return torch.stack(rows)
+    params = {n: p.detach() for n, p in model.named_parameters()}
+
+    def loss_of_one(p, x, y):  # one sample = one micro-batch of size 1
+        pred = torch.func.functional_call(model, p, (x.unsqueeze(0),))
+        return torch.nn.functional.mse_loss(pred, y.unsqueeze(0))
+
+    # vmap over samples: the same numbers as k separate backward passes, in one call
+    grads = torch.func.vmap(torch.func.grad(loss_of_one), in_dims=(None, 0, 0))(
+        params, data.x, data.y
+    )
+    return torch.cat([grads[n].reshape(k, -1) for n in params], dim=1)
 
 
 def accumulate(contributions: torch.Tensor, accumulation: str, device: str | torch.device = "cpu"):
