@@ -12,6 +12,7 @@ from .amp import (
     amp_train,
     autocast_dtype,
     cpu_grad_scaler_supported,
+    default_loss_scale,
 )
 from .clipping import clipped_updates, update_norm
 from .compare import GradDiff, grad_diff
@@ -92,6 +93,7 @@ __all__ = [
     "autocast_dtype",
     "clipped_updates",
     "cpu_grad_scaler_supported",
+    "default_loss_scale",
     "explorer_data",
     "max_param_gap",
     "micro_batch_grads",

@@ -263,3 +263,8 @@ def amp_report(results: dict) -> str:
             f"{errs[-1]:.1e} at k={sweep['ks'][-1]}"
         )
     return "\n".join(lines)
+
+
+def default_loss_scale() -> float:
+    """The scale a fresh GradScaler starts from (lesson 06)."""
+    return float(torch.amp.GradScaler("cpu").get_scale())

@@ -234,3 +234,5 @@ def test_recorder_runs_on_cpu(tmp_path):
     assert res["errors"]["correct"] is None and res["errors"]["unscale_every_micro_step"]
     assert "float16" in res["accumulation_errors"]["errors"]
     assert "Recorded on" in recorded.describe(record)
+    report = al.amp_report(res)
+    assert "unscale_() has already been called" in report and "float16" in report
