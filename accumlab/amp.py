@@ -1,0 +1,270 @@
+"""Mixed precision with accumulation: autocast + GradScaler, in the right order and the wrong ones
+(lesson 06).
+
+The right order for one window of k micro-batches:
+
+    for each micro-batch:  scaler.scale(loss / k).backward()     # same scale all window long
+    at the window's end:   scaler.unscale_(opt); clip; scaler.step(opt); scaler.update()
+
+CPU autocast uses bfloat16 (float32's exponent range, so scaling is not needed there but works the
+same way); CUDA uses float16, whose small range is what GradScaler exists for.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ._validate import one_of, positive_float, positive_int
+from .data import Data
+from .engine import grads_of, make_optimizer, params_of
+
+# correct                          — unscale_/clip/step/update once, at the window's end
+# unscale_every_micro_step         — unscale_ after every backward: torch raises on the second one
+# update_every_micro_step          — update() after every backward: torch raises (no inf check yet)
+# unscale_update_every_micro_step  — the "fix" that silences both errors: unscale_ + update() after
+#                                    every backward. It runs, but the scale changes inside the window
+#                                    and gradients already unscaled are divided by the scale again.
+AMP_ORDERS = (
+    "correct",
+    "unscale_every_micro_step",
+    "update_every_micro_step",
+    "unscale_update_every_micro_step",
+)
+PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def autocast_dtype(device: str | torch.device) -> torch.dtype:
+    """The low-precision dtype autocast uses here: float16 on CUDA, bfloat16 on CPU."""
+    return torch.float16 if torch.device(device).type == "cuda" else torch.bfloat16
+
+
+def cpu_grad_scaler_supported() -> bool:
+    """True when this torch's GradScaler accepts device "cpu" (torch >= 2.3)."""
+    try:
+        torch.amp.GradScaler("cpu")
+    except (AttributeError, TypeError, RuntimeError, ValueError):
+        return False
+    return True
+
+
+@dataclass
+class AmpTrace:
+    """What `amp_train` observed; lists are per micro-step or per window (= optimizer step)."""
+
+    order: str
+    device: str
+    dtype: str
+    micro_scales: list[float] = field(default_factory=list)  # scale each backward used
+    window_scales: list[float] = field(default_factory=list)  # scale after each window's update
+    skipped: list[bool] = field(default_factory=list)  # optimizer step skipped (inf/NaN found)
+    window_grads: list[dict[str, torch.Tensor]] = field(default_factory=list)  # what step() saw
+    params: list[dict[str, torch.Tensor]] = field(default_factory=list)  # after each window
+    initial_params: dict[str, torch.Tensor] = field(default_factory=dict)
+    clip_norms: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
+    update_norms: list[float] = field(default_factory=list)  # ‖Δparams‖ of each optimizer step
+
+    @property
+    def scale_changes_inside_windows(self) -> int:
+        """How many times the scale differed between two backwards of the same window."""
+        k = len(self.micro_scales) // max(len(self.window_scales), 1)
+        windows = [self.micro_scales[i : i + k] for i in range(0, len(self.micro_scales), k)]
+        return sum(a != b for w in windows for a, b in zip(w, w[1:], strict=False))
+
+
+def amp_train(
+    model: nn.Module,
+    data: Data,
+    *,
+    micro_batch_size: int,
+    accumulation_steps: int,
+    order: str = "correct",
+    device: str | torch.device = "cpu",
+    enabled: bool = True,
+    max_norm: float | None = None,
+    optimizer: str | Callable = "sgd",
+    lr: float = 0.1,
+    scheduler: Callable | None = None,
+    init_scale: float = 2.0**16,
+    growth_interval: int = 2000,
+    overflow_micro_steps: tuple[int, ...] = (),
+) -> AmpTrace:
+    """Train a copy of `model` (float32) on `data` with autocast + GradScaler in `order`. Lesson 06.
+
+    `enabled=False` runs the same loop in plain float32 (the reference). `overflow_micro_steps`
+    lists global micro-step indices whose loss is made infinite, as a float16 overflow would.
+    Every window must be full: `len(data)` a multiple of micro_batch_size × accumulation_steps.
+    """
+    one_of("order", order, AMP_ORDERS)
+    positive_int("micro_batch_size", micro_batch_size)
+    k = positive_int("accumulation_steps", accumulation_steps)
+    positive_int("growth_interval", growth_interval)
+    positive_float("init_scale", init_scale)
+    if max_norm is not None:
+        positive_float("max_norm", max_norm)
+    if not isinstance(data, Data):
+        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    if len(data) % (micro_batch_size * k):
+        raise ValueError(
+            f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "
+            f"= {micro_batch_size * k}"
+        )
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for, but torch sees no CUDA device")
+    dtype = autocast_dtype(device)
+    model = copy.deepcopy(model).to(device=device, dtype=torch.float32)
+    data = data.to(device=device, dtype=torch.float32)
+    opt = make_optimizer(optimizer, model.parameters(), lr)
+    sched = scheduler(opt) if scheduler is not None else None
+    scaler = torch.amp.GradScaler(
+        device.type, init_scale=init_scale, growth_interval=growth_interval, enabled=enabled
+    )
+    trace = AmpTrace(
+        order, device.type, str(dtype if enabled else torch.float32).removeprefix("torch.")
+    )
+    trace.initial_params = params_of(model)
+    micro = data.micro_batches(micro_batch_size)
+    step = 0
+    for w in range(0, len(micro), k):
+        opt.zero_grad(set_to_none=True)
+        for mb in micro[w : w + k]:
+            with torch.autocast(device.type, dtype=dtype, enabled=enabled):
+                pred = model(mb.x)
+            # the loss in float32: autocast leaves reductions to the caller's care
+            loss = torch.nn.functional.mse_loss(pred.float(), mb.y) / k  # loss / k, as without AMP
+            if step in overflow_micro_steps:
+                loss = loss * float("inf")  # stands in for a float16 overflow in this micro-batch
+            trace.micro_scales.append(scaler.get_scale() if enabled else 1.0)
+            scaler.scale(loss).backward()
+            if order in ("unscale_every_micro_step", "unscale_update_every_micro_step"):
+                scaler.unscale_(opt)  # wrong: once per window, after the last backward
+            if order in ("update_every_micro_step", "unscale_update_every_micro_step"):
+                scaler.update()  # wrong: changes the scale while the window still accumulates
+            step += 1
+        before = params_of(model)
+        if order != "unscale_every_micro_step":  # (that loop already unscaled after its backward)
+            scaler.unscale_(opt)  # once: .grad now holds the true window gradient
+        if max_norm is not None:  # clip after unscale_, or the threshold meets scaled gradients
+            trace.clip_norms.append(
+                float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+            )
+        trace.window_grads.append(grads_of(model))
+        trace.lrs.append(float(opt.param_groups[0]["lr"]))
+        finite = all(
+            bool(torch.isfinite(p.grad).all()) for p in model.parameters() if p.grad is not None
+        )
+        if enabled:
+            scaler.step(opt)  # skipped when unscale_ found an inf/NaN anywhere in the window
+            scale = scaler.get_scale()
+            scaler.update()
+            skipped = scaler.get_scale() < scale  # update() backs the scale off only after a skip
+        else:
+            skipped = not finite  # the float32 reference skips as the scaler would
+            if not skipped:
+                opt.step()
+        if sched is not None:
+            sched.step()  # once per optimizer step, skipped or not
+        after = params_of(model)
+        trace.skipped.append(skipped)
+        trace.update_norms.append(
+            float(sum((after[n] - before[n]).double().pow(2).sum() for n in after)) ** 0.5
+        )
+        trace.window_scales.append(scaler.get_scale() if enabled else 1.0)
+        trace.params.append(after)
+    return trace
+
+
+def amp_error(order: str, **kwargs) -> str | None:
+    """Run `amp_train` in `order` on a tiny problem; return the error torch raised, or None."""
+    from .data import regression_data
+    from .models import mlp
+
+    kwargs.setdefault("micro_batch_size", 2)
+    kwargs.setdefault("accumulation_steps", 2)
+    data = regression_data(n=kwargs["micro_batch_size"] * kwargs["accumulation_steps"], features=2)
+    try:
+        amp_train(mlp(features=2, hidden=4, depth=1), data, order=order, **kwargs)
+    except (RuntimeError, AssertionError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def amp_demo(
+    orders: tuple[str, ...] = ("correct", "unscale_update_every_micro_step"),
+    *,
+    device: str | torch.device = "cpu",
+    n: int = 32,
+    micro_batch_size: int = 4,
+    accumulation_steps: int = 4,
+    overflow_micro_steps: tuple[int, ...] = (5,),
+    growth_interval: int = 1,
+    seed: int = 0,
+) -> dict:
+    """Lesson 06's GradScaler experiment: each order against a float32 run of the same loop.
+
+    `growth_interval=1` lets the scale grow after every good step, so a scale change inside a
+    window shows up within a few micro-steps. Returns {"reference", "traces", "grad_errors"}:
+    grad_errors[order] is the largest relative error of each window's gradient against float32.
+    """
+    from .compare import grad_diff
+    from .data import regression_data
+    from .models import mlp
+
+    data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
+    model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
+    common = dict(
+        micro_batch_size=micro_batch_size,
+        accumulation_steps=accumulation_steps,
+        device=device,
+        growth_interval=growth_interval,
+    )
+    # the float32 reference sees the same overflow, so both skip the same window
+    reference = amp_train(
+        model, data, enabled=False, overflow_micro_steps=overflow_micro_steps, **common
+    )
+    traces, errors = {}, {}
+    for order in orders:
+        trace = amp_train(
+            model, data, order=order, overflow_micro_steps=overflow_micro_steps, **common
+        )
+        traces[order] = trace
+        errors[order] = [
+            grad_diff(g, r).rel_l2 if not s else float("nan")
+            for g, r, s in zip(
+                trace.window_grads, reference.window_grads, trace.skipped, strict=True
+            )
+        ]
+    return {"reference": reference, "traces": traces, "grad_errors": errors}
+
+
+def amp_report(results: dict) -> str:
+    """Plain-language lines for the results of `accumlab.recorders.amp.record()` (lesson 06),
+    whether measured just now or loaded from accumlab/results/amp.json."""
+    lines = [f"autocast {results['autocast_dtype']} on {results['device_type']}"]
+    for order, r in results["orders"].items():
+        errors = [e for e in r["grad_rel_l2_vs_float32"] if e == e]  # NaN marks a skipped window
+        lines.append(
+            f"{order}: scale changed {r['scale_changes_inside_windows']}× inside windows, "
+            f"skipped windows {[i for i, s in enumerate(r['skipped']) if s]}, "
+            f"window-gradient error vs float32 up to {max(errors):.2g}"
+        )
+    for order, err in results["errors"].items():
+        lines.append(f"{order}: {'runs' if err is None else err}")
+    sweep = results["accumulation_errors"]
+    for name, errs in sweep["errors"].items():
+        lines.append(
+            f"accumulating in {name}: error {errs[0]:.1e} at k={sweep['ks'][0]}, "
+            f"{errs[-1]:.1e} at k={sweep['ks'][-1]}"
+        )
+    return "\n".join(lines)
+
+
+def default_loss_scale() -> float:
+    """The scale a fresh GradScaler starts from (lesson 06)."""
+    return float(torch.amp.GradScaler("cpu").get_scale())

@@ -1,0 +1,72 @@
+"""Learning-rate schedules under accumulation: a scheduler counts calls to `.step()`, so it must be
+called once per optimizer step; once per micro-batch runs the schedule k times faster (lesson 06).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._validate import one_of, positive_int
+from .engine import SCHEDULER_STEPS, Recipe, run
+
+
+def warmup_cosine(warmup_steps: int, total_steps: int, *, min_ratio: float = 0.0):
+    """A factory `optimizer -> LambdaLR`: linear warm-up over `warmup_steps` calls, then cosine
+    decay to `min_ratio` × lr at `total_steps` calls (and flat after). Lesson 06.
+
+    Both lengths count scheduler calls, which is optimizer steps only when the loop steps the
+    scheduler once per optimizer step.
+    """
+    positive_int("warmup_steps", warmup_steps)
+    positive_int("total_steps", total_steps)
+    if total_steps <= warmup_steps:
+        raise ValueError(f"total_steps must exceed warmup_steps={warmup_steps}, got {total_steps}")
+    if not 0.0 <= min_ratio <= 1.0:
+        raise ValueError(f"min_ratio must be in [0, 1], got {min_ratio!r}")
+
+    def factor(calls: int) -> float:
+        if calls < warmup_steps:
+            return (calls + 1) / warmup_steps  # the step after `calls` calls uses this fraction
+        t = min(1.0, (calls - warmup_steps) / (total_steps - warmup_steps))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * t))
+
+    def build(optimizer):
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+    return build
+
+
+def schedule_curves(
+    accumulation_steps: int,
+    *,
+    optimizer_steps: int = 40,
+    warmup_steps: int = 8,
+    lr: float = 0.1,
+    placements: tuple[str, ...] = SCHEDULER_STEPS,
+) -> dict:
+    """The learning rate each optimizer step used, per scheduler placement, from real `al.run`
+    loops over a tiny problem. Lesson 06.
+
+    Returns {"k", "warmup_steps", "lr", "lrs": {placement: [lr per optimizer step]},
+    "warmup_end": {placement: first optimizer step that used the full lr}}.
+    """
+    from .data import regression_data
+    from .models import ScalarModel
+
+    k = positive_int("accumulation_steps", accumulation_steps)
+    positive_int("optimizer_steps", optimizer_steps)
+    data = regression_data(n=optimizer_steps * k, features=1, seed=0)
+    model = ScalarModel(1.0)
+    sched = warmup_cosine(warmup_steps, optimizer_steps)
+    out = {"k": k, "warmup_steps": warmup_steps, "lr": lr, "lrs": {}, "warmup_end": {}}
+    for placement in placements:
+        one_of("placements[...]", placement, SCHEDULER_STEPS)
+        recipe = Recipe(1, k, scheduler_step=placement)
+        trace = run(recipe, model, data, lr=lr, scheduler=sched, record_grads=False)
+        out["lrs"][placement] = trace.lrs
+        out["warmup_end"][placement] = next(
+            (i for i, v in enumerate(trace.lrs) if math.isclose(v, lr)), None
+        )
+    return out
