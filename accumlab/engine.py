@@ -178,6 +178,9 @@ def run(
     positive_int("epochs", epochs)
     loss_fn = get_loss(loss)
     windows = recipe.windows(data)  # validates micro_batch_size against len(data)
+    from .batchnorm import check_micro_batches  # here: batchnorm builds on the engine
+
+    check_micro_batches(model, data, recipe.micro_batch_size)  # BatchNorm needs ≥ 2 samples each
     model = model if in_place else copy.deepcopy(model)
     opt = make_optimizer(optimizer, model.parameters(), lr)
     if scheduler is not None and opt is None:
@@ -193,6 +196,12 @@ def run(
             window_count = sum(counts)
             if recipe.normalization == "global" and window_count == 0:
                 raise ValueError(f"window {w_index} holds zero real items; cannot normalise by 0")
+            if recipe.normalization in ("mean", "none") and 0 in counts:
+                # a micro-batch mean over zero tokens is 0/0: NaN gradients, silently
+                raise ValueError(
+                    f"micro-batch {counts.index(0)} of window {w_index} holds zero real items; "
+                    "its mean is undefined (use normalization='global' or drop empty sequences)"
+                )
             model.zero_grad(set_to_none=True)
             trace.events.append(Event("zero", micro_step, w_index))
             window_sum = 0.0

@@ -74,3 +74,17 @@ def test_grad_diff_rejects_mismatched_inputs():
         al.grad_diff({"a": torch.ones(2)}, {"b": torch.ones(2)})
     with pytest.raises(ValueError, match="same sizes"):
         al.grad_diff({"a": torch.ones(2)}, {"a": torch.ones(3)})
+
+
+def test_empty_micro_batch_under_mean_normalization():
+    data = al.token_data(lengths=[3, 0, 4, 2])
+    with pytest.raises(ValueError, match="micro-batch 1 of window 0 holds zero real items"):
+        al.run(al.Recipe(1, 4), al.TinyLM(), data, loss="cross_entropy")
+
+
+def test_batchnorm_with_single_sample_micro_batches():
+    model = al.mlp(4, 8, 1, norm="batch")
+    with pytest.raises(ValueError, match="BatchNorm in training mode needs at least 2"):
+        al.run(al.Recipe(1, 4), model, al.regression_data(8))
+    with pytest.raises(ValueError, match="BatchNorm"):
+        al.accumulated_grads(model, al.regression_data(9), 2)  # last micro-batch holds 1 sample
