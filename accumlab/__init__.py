@@ -3,8 +3,20 @@
 Nothing runs at import time: call `al.setup()` in a lesson to seed and inspect the machine.
 """
 
+from . import dist
 from .compare import GradDiff, grad_diff
 from .data import IGNORE_INDEX, Data, classic_data, classification_data, regression_data, token_data
+from .dist import (
+    DistError,
+    Plan,
+    WorkerFailed,
+    WorkerTimeout,
+    choose_plan,
+    launch,
+    sync_experiments,
+)
+from .dist.report import checks as sync_checks
+from .dist.report import format_summary as format_sync_report
 from .engine import (
     LAST_WINDOW_POLICIES,
     NORMALIZATIONS,
@@ -22,11 +34,36 @@ from .graph import GraphView, draw_graph
 from .losses import Loss, get_loss
 from .memory import saved_tensor_bytes
 from .models import ScalarModel, TinyLM, mlp
+from .plots_dist import (
+    plot_fsdp_grad_memory,
+    plot_step_times,
+    plot_sync_explorer,
+    plot_sync_rounds,
+    plot_token_normalisation,
+)
 from .reference import accumulated_grads, accumulation_progress, full_batch_grads
+from .widgets_dist import sweep_view, sync_explorer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "dist",
+    "sync_explorer",
+    "sweep_view",
+    "plot_token_normalisation",
+    "plot_sync_rounds",
+    "plot_sync_explorer",
+    "plot_step_times",
+    "plot_fsdp_grad_memory",
+    "format_sync_report",
+    "sync_checks",
+    "sync_experiments",
+    "launch",
+    "choose_plan",
+    "WorkerTimeout",
+    "WorkerFailed",
+    "Plan",
+    "DistError",
     "IGNORE_INDEX",
     "LAST_WINDOW_POLICIES",
     "NORMALIZATIONS",

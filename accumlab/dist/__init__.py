@@ -1,12 +1,12 @@
 """Data-parallel gradient sync under accumulation on real processes (lesson 07).
 
-`run_lesson` launches one group of ranks and runs every experiment there; `launch` runs any
+`sync_experiments` launches one group of ranks and runs every experiment there; `launch` runs any
 importable task with a hard timeout and full clean-up; `choose_plan` states the backend used.
 """
 
 from .backend import Plan, choose_plan
 from .launch import DistError, WorkerFailed, WorkerTimeout, free_port, launch
-from .lesson import PARTS, run_lesson
+from .lesson import PARTS, sync_experiments
 
 __all__ = [
     "PARTS",
@@ -17,5 +17,5 @@ __all__ = [
     "choose_plan",
     "free_port",
     "launch",
-    "run_lesson",
+    "sync_experiments",
 ]

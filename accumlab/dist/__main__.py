@@ -21,12 +21,18 @@ def parse(argv=None):
     from .lesson import PARTS
 
     p = argparse.ArgumentParser(prog="python -m accumlab.dist", description=__doc__.splitlines()[0])
-    p.add_argument("--world-size", type=int, default=2, help="ranks to launch (ignored under torchrun)")
+    p.add_argument(
+        "--world-size", type=int, default=2, help="ranks to launch (ignored under torchrun)"
+    )
     p.add_argument("--k", type=int, default=4, help="micro-steps per optimizer step")
     p.add_argument("--micro-batch", type=int, default=8, help="samples per micro-batch per rank")
-    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument(
+        "--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}"
+    )
     p.add_argument("--device", choices=("auto", "cpu"), default="auto", help="cpu: ignore GPUs")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds before the launch is stopped")
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds before the launch is stopped"
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the summary to this file")
     return p.parse_args(argv)
 
@@ -34,7 +40,7 @@ def parse(argv=None):
 def main(argv=None) -> int:
     args = parse(argv)
     from .backend import choose_plan
-    from .lesson import check_parts, run_lesson, summarise
+    from .lesson import check_parts, summarise, sync_experiments
     from .report import checks, format_summary
     from .worker import run_here, under_torchrun
 
@@ -43,16 +49,26 @@ def main(argv=None) -> int:
         import os
 
         kwargs = {"k": args.k, "micro_batch": args.micro_batch, "parts": parts, "seed": 0}
-        gathered = run_here("accumlab.dist.lesson:lesson_task", kwargs, device=args.device, timeout=args.timeout)
+        gathered = run_here(
+            "accumlab.dist.lesson:lesson_task", kwargs, device=args.device, timeout=args.timeout
+        )
         if gathered is None:
             return 0  # only rank 0 reports
         world = int(os.environ["WORLD_SIZE"])
-        plan = choose_plan(world, device=args.device,
-                           ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+        plan = choose_plan(
+            world, device=args.device, ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        )
         summary = summarise(gathered, plan, k=args.k, micro_batch=args.micro_batch)
     else:
-        summary = run_lesson(args.world_size, k=args.k, micro_batch=args.micro_batch, parts=parts,
-                             timeout=args.timeout, device=args.device, progress=False)
+        summary = sync_experiments(
+            args.world_size,
+            k=args.k,
+            micro_batch=args.micro_batch,
+            parts=parts,
+            timeout=args.timeout,
+            device=args.device,
+            progress=False,
+        )
     print(format_summary(summary))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")

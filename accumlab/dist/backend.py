@@ -43,7 +43,11 @@ class Plan:
 
 
 def choose_plan(
-    world_size: int, gpu_count: int | None = None, *, device: str = "auto", ranks_per_node: int | None = None
+    world_size: int,
+    gpu_count: int | None = None,
+    *,
+    device: str = "auto",
+    ranks_per_node: int | None = None,
 ) -> Plan:
     """Pick the backend for `world_size` ranks on this machine (or one with `gpu_count` GPUs).
 
@@ -55,7 +59,9 @@ def choose_plan(
       FSDP on CPU tensors (FSDP2 with gloo on CUDA tensors hung when tried).
     """
     positive_int("world_size", world_size)
-    local = positive_int("ranks_per_node", ranks_per_node if ranks_per_node is not None else world_size)
+    local = positive_int(
+        "ranks_per_node", ranks_per_node if ranks_per_node is not None else world_size
+    )
     one_of("device", device, DEVICES)
     if gpu_count is None:
         import torch
@@ -65,11 +71,29 @@ def choose_plan(
         raise ValueError(f"gpu_count must be a non-negative integer, got {gpu_count!r}")
     if device == "cpu" or gpu_count == 0:
         why = "CPU asked for" if device == "cpu" and gpu_count else "no GPU found"
-        return Plan(world_size, "gloo", "cpu", "cpu", gpu_count,
-                    f"{why}: CPU processes with gloo for DDP and FSDP (explicit CPU device mesh)")
+        return Plan(
+            world_size,
+            "gloo",
+            "cpu",
+            "cpu",
+            gpu_count,
+            f"{why}: CPU processes with gloo for DDP and FSDP (explicit CPU device mesh)",
+        )
     if local <= gpu_count:
-        return Plan(world_size, "nccl", "cuda", "cuda", gpu_count,
-                    f"{gpu_count} GPU(s): NCCL, one rank per GPU")
-    return Plan(world_size, "gloo", "cuda", "cpu", gpu_count,
-                f"{local} ranks on {gpu_count} GPU(s): gloo on CUDA tensors for DDP (NCCL refuses "
-                "two ranks on one GPU); FSDP on CPU tensors with gloo (FSDP2 with gloo on CUDA hung)")
+        return Plan(
+            world_size,
+            "nccl",
+            "cuda",
+            "cuda",
+            gpu_count,
+            f"{gpu_count} GPU(s): NCCL, one rank per GPU",
+        )
+    return Plan(
+        world_size,
+        "gloo",
+        "cuda",
+        "cpu",
+        gpu_count,
+        f"{local} ranks on {gpu_count} GPU(s): gloo on CUDA tensors for DDP (NCCL refuses "
+        "two ranks on one GPU); FSDP on CPU tensors with gloo (FSDP2 with gloo on CUDA hung)",
+    )

@@ -65,8 +65,9 @@ def accumulate(ddp, micro_batches, mode: str, counter: CommCounter, forward=None
     ddp.require_backward_grad_sync = True
 
 
-def sync_modes(ctx, *, k: int = 4, micro_batch: int = 8, features: int = 4, hidden: int = 16,
-               seed: int = 0) -> dict:
+def sync_modes(
+    ctx, *, k: int = 4, micro_batch: int = 8, features: int = 4, hidden: int = 16, seed: int = 0
+) -> dict:
     """Each SYNC_MODE for one optimizer step: all-reduce calls and bytes per backward, and this
     rank's final gradient (to compare across ranks and with the single-process reference)."""
     data = regression_data(n=ctx.world_size * k * micro_batch, features=features, seed=seed)
@@ -88,8 +89,16 @@ def timing_model(features: int = 32, hidden: int = 256, seed: int = 0) -> nn.Mod
     return mlp(features, hidden, depth=2, seed=seed, dtype=torch.float32)
 
 
-def sweep(ctx, *, ks=(1, 2, 4, 8), micro_batches=(8, 32), repeats: int = 3, features: int = 32,
-          hidden: int = 256, seed: int = 0) -> list[dict]:
+def sweep(
+    ctx,
+    *,
+    ks=(1, 2, 4, 8),
+    micro_batches=(8, 32),
+    repeats: int = 3,
+    features: int = 32,
+    hidden: int = 256,
+    seed: int = 0,
+) -> list[dict]:
     """Step time, all-reduce calls and bytes for every (ranks, k, micro-batch, no_sync) on the
     ranks 1..world of this group (sub-groups of the first r ranks). Rank 0 returns the rows."""
     import torch.distributed as dist
@@ -106,8 +115,10 @@ def sweep(ctx, *, ks=(1, 2, 4, 8), micro_batches=(8, 32), repeats: int = 3, feat
                     y = torch.randn(k, m, 1, generator=gen).to(device)
                     micro = [_XY(x[i], y[i]) for i in range(k)]
                     for mode in ("every", "no_sync"):
-                        rows.append(_time_one(ctx, group, micro, mode, repeats, features, hidden, seed)
-                                    | {"ranks": ranks, "k": k, "micro_batch": m})
+                        rows.append(
+                            _time_one(ctx, group, micro, mode, repeats, features, hidden, seed)
+                            | {"ranks": ranks, "k": k, "micro_batch": m}
+                        )
         dist.barrier()  # ranks outside the sub-group wait here instead of racing ahead
         ctx.step(f"sweep {ranks} rank(s)")
     return rows if ctx.rank == 0 else []
@@ -124,7 +135,9 @@ def _time_one(ctx, group, micro, mode, repeats, features, hidden, seed) -> dict:
     counter = CommCounter()
     count_allreduce(ddp, counter, group)
     times = []
-    for rep in range(repeats + 1):  # the first step warms up (allocations, DDP's first-iteration work)
+    for rep in range(
+        repeats + 1
+    ):  # the first step warms up (allocations, DDP's first-iteration work)
         counter_before = (counter.calls, counter.bytes)
         _sync(ctx.ddp_device)
         t0 = time.perf_counter()
@@ -135,8 +148,12 @@ def _time_one(ctx, group, micro, mode, repeats, features, hidden, seed) -> dict:
         if rep:
             times.append(time.perf_counter() - t0)
     calls, nbytes = counter.calls - counter_before[0], counter.bytes - counter_before[1]
-    return {"no_sync": mode == "no_sync", "allreduce_calls": calls, "allreduce_bytes": nbytes,
-            "step_time_s": statistics.median(times)}
+    return {
+        "no_sync": mode == "no_sync",
+        "allreduce_calls": calls,
+        "allreduce_bytes": nbytes,
+        "step_time_s": statistics.median(times),
+    }
 
 
 class BranchNet(nn.Module):
@@ -170,8 +187,16 @@ def uses_extra(micro_step: int) -> bool:
 PITFALL_VARIANTS = ("no_sync_find_unused", "sync_every", "manual_allreduce")
 
 
-def pitfall(ctx, *, k: int = 3, micro_batch: int = 4, features: int = 4, hidden: int = 8,
-            lr: float = 0.5, seed: int = 0) -> dict:
+def pitfall(
+    ctx,
+    *,
+    k: int = 3,
+    micro_batch: int = 4,
+    features: int = 4,
+    hidden: int = 8,
+    lr: float = 0.5,
+    seed: int = 0,
+) -> dict:
     """Each PITFALL_VARIANT for one optimizer step: this rank's gradients and updated parameters."""
     data = regression_data(n=ctx.world_size * k * micro_batch, features=features, seed=seed)
     device = ctx.ddp_device
@@ -203,7 +228,9 @@ def manual_allreduce(model: nn.Module, counter: CommCounter | None = None) -> No
     import torch.distributed as dist
 
     params = list(model.parameters())
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+    flat = torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
+    )
     if counter is not None:
         counter.add(flat)
     dist.all_reduce(flat)

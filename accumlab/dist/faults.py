@@ -33,5 +33,11 @@ def echo(ctx, **kwargs):
 
     t = torch.tensor([float(ctx.rank)], device=ctx.ddp_device)
     dist.all_reduce(t)  # one real collective, so a broken rendezvous cannot pass unnoticed
-    return {"rank": ctx.rank, "world_size": ctx.world_size, "backend": dist.get_backend(),
-            "device": ctx.ddp_device, "rank_sum": float(t.item()), **kwargs}
+    return {
+        "rank": ctx.rank,
+        "world_size": ctx.world_size,
+        "backend": dist.get_backend(),
+        "device": ctx.ddp_device,
+        "rank_sum": float(t.item()),
+        **kwargs,
+    }

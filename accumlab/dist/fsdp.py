@@ -46,12 +46,23 @@ def grad_bytes(model) -> dict:
                         unsharded += acc.numel() * acc.element_size()
     except AttributeError:
         unsharded = None
-    return {"sharded": sharded, "unsharded": unsharded,
-            "total": sharded + unsharded if unsharded is not None else None}
+    return {
+        "sharded": sharded,
+        "unsharded": unsharded,
+        "total": sharded + unsharded if unsharded is not None else None,
+    }
 
 
-def fsdp_accumulation(ctx, *, k: int = 4, micro_batch: int = 8, features: int = 16, hidden: int = 64,
-                      depth: int = 2, seed: int = 0) -> dict:
+def fsdp_accumulation(
+    ctx,
+    *,
+    k: int = 4,
+    micro_batch: int = 8,
+    features: int = 16,
+    hidden: int = 64,
+    depth: int = 2,
+    seed: int = 0,
+) -> dict:
     """Each FSDP_VARIANT for one optimizer step: collectives, gradient bytes held after every
     micro-step, time, and the full (all-gathered) gradient."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -86,8 +97,14 @@ def fsdp_accumulation(ctx, *, k: int = 4, micro_batch: int = 8, features: int = 
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - t0
         grads = {n: p.grad.full_tensor().detach().cpu() for n, p in model.named_parameters()}
-        out[variant] = {"reduce_scatter": rs.as_dict(), "all_gather": ag.as_dict(), "counted": counted,
-                        "grad_bytes": held, "seconds": seconds, "grads": grads,
-                        "param_bytes_full": full_bytes}
+        out[variant] = {
+            "reduce_scatter": rs.as_dict(),
+            "all_gather": ag.as_dict(),
+            "counted": counted,
+            "grad_bytes": held,
+            "seconds": seconds,
+            "grads": grads,
+            "param_bytes_full": full_bytes,
+        }
         ctx.step(f"FSDP {variant}")
     return out

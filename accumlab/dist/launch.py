@@ -65,7 +65,9 @@ def task_name(task) -> str:
 def _child_env(world_size: int) -> dict:
     env = dict(os.environ)
     # the workers import the same accumlab as this process, wherever it lives
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(PACKAGE_PARENT), env.get("PYTHONPATH")) if p
+    )
     # one team of threads per core: more ranks than cores oversubscribe and slow everything down
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world_size)))
     if sys.platform.startswith("linux") and Path("/sys/class/net/lo").exists():
@@ -149,8 +151,14 @@ def launch(
         raise ValueError(f"plan is for {plan.world_size} ranks but world_size={world_size}")
     with tempfile.TemporaryDirectory(prefix="accumlab-dist-") as tmp:
         spec_dir = Path(tmp)
-        spec = {"task": name, "kwargs": kwargs, "plan": plan.as_dict(), "port": free_port(),
-                "timeout": timeout, "parent_pid": os.getpid()}
+        spec = {
+            "task": name,
+            "kwargs": kwargs,
+            "plan": plan.as_dict(),
+            "port": free_port(),
+            "timeout": timeout,
+            "parent_pid": os.getpid(),
+        }
         (spec_dir / "spec.pkl").write_bytes(pickle.dumps(spec))
         env = _child_env(world_size)
         procs: list[subprocess.Popen] = []
@@ -158,11 +166,22 @@ def launch(
         try:
             for rank in range(world_size):
                 with open(spec_dir / f"rank{rank}.log", "wb") as log:
-                    procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "accumlab.dist.worker", str(spec_dir), str(rank)],
-                        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                        start_new_session=True,  # its own process group: killed as a whole
-                    ))
+                    procs.append(
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                "-m",
+                                "accumlab.dist.worker",
+                                str(spec_dir),
+                                str(rank),
+                            ],
+                            env=env,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL,
+                            start_new_session=True,  # its own process group: killed as a whole
+                        )
+                    )
             if progress_total:
                 from tqdm.auto import tqdm
 
@@ -177,12 +196,13 @@ def launch(
                     break
                 if time.monotonic() > deadline:
                     running = [r for r, c in enumerate(codes) if c is None]
-                    logs = "\n".join(f"--- rank {r}:\n{_tail(spec_dir / f'rank{r}.log', 4)}" for r in running)
+                    tails = {r: _tail(spec_dir / f"rank{r}.log", 4) for r in running}
+                    logs = "\n".join(f"--- rank {r}:\n{t}" for r, t in tails.items() if t)
                     raise WorkerTimeout(
                         f"task {name} did not finish within {timeout:g} s: rank(s) {running} of "
                         f"{world_size} still running (a rank waiting in a collective that another "
                         f"rank never joins hangs like this). All worker processes were stopped."
-                        + (f"\n\nLast output:\n{logs}" if logs.strip() else "")
+                        + (f"\n\nLast output:\n{logs}" if logs else "")
                     )
                 if bar is not None:
                     done = _progress(spec_dir)
@@ -196,7 +216,10 @@ def launch(
             _stop(procs)  # also on success: nothing outlives the launch, whatever happened
         import torch
 
-        return [torch.load(spec_dir / f"rank{r}.pt", weights_only=False)["result"] for r in range(world_size)]
+        return [
+            torch.load(spec_dir / f"rank{r}.pt", weights_only=False)["result"]
+            for r in range(world_size)
+        ]
 
 
 def _progress(spec_dir: Path) -> int:

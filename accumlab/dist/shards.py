@@ -19,7 +19,9 @@ def shard(data: Data, rank: int, world_size: int, micro_step: int, micro_batch: 
         raise ValueError(f"rank must be in [0, {world_size}), got {rank!r}")
     start = (micro_step * world_size + rank) * micro_batch
     if micro_step < 0 or start + micro_batch > len(data):
-        raise ValueError(f"micro_step={micro_step} needs samples up to {start + micro_batch}, data has {len(data)}")
+        raise ValueError(
+            f"micro_step={micro_step} needs samples up to {start + micro_batch}, data has {len(data)}"
+        )
     return data[start : start + micro_batch]
 
 

@@ -27,8 +27,9 @@ def token_batch(world_size: int, k: int, micro_batch: int, *, vocab: int = 16, s
     return token_data(world_size * k * micro_batch, min_len=1, max_len=24, vocab=vocab, seed=seed)
 
 
-def token_normalisation(ctx, *, k: int = 2, micro_batch: int = 2, vocab: int = 16, dim: int = 8,
-                        seed: int = 0) -> dict:
+def token_normalisation(
+    ctx, *, k: int = 2, micro_batch: int = 2, vocab: int = 16, dim: int = 8, seed: int = 0
+) -> dict:
     """Each TOKEN_VARIANT for one optimizer step (no_sync on all but the last micro-step)."""
     import torch.distributed as dist
 

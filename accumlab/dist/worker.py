@@ -79,7 +79,9 @@ def _init_group(
     import torch.distributed as dist
 
     if plan.ddp_device_type == "cuda":
-        torch.cuda.set_device(plan.ddp_device(local_rank))  # NCCL needs each rank's GPU chosen first
+        torch.cuda.set_device(
+            plan.ddp_device(local_rank)
+        )  # NCCL needs each rank's GPU chosen first
     dist.init_process_group(
         plan.backend,
         init_method=init_method,
@@ -104,12 +106,18 @@ def main(argv: list[str] | None = None) -> int:
         fn = resolve(spec["task"])
         plan = Plan(**spec["plan"])
         # rendezvous only on the loopback interface, on the free port the launcher picked
-        _init_group(plan, rank, rank, plan.world_size, f"tcp://127.0.0.1:{spec['port']}", spec["timeout"])
+        _init_group(
+            plan, rank, rank, plan.world_size, f"tcp://127.0.0.1:{spec['port']}", spec["timeout"]
+        )
         ctx = Context(rank, plan.world_size, rank, plan, spec_dir / "progress")
         result = fn(ctx, **spec["kwargs"])
         payload = {"ok": True, "result": result}
     except BaseException as err:  # every failure is reported to the launcher, then the rank exits
-        payload = {"ok": False, "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+        payload = {
+            "ok": False,
+            "error": f"{type(err).__name__}: {err}",
+            "traceback": traceback.format_exc(),
+        }
     import torch
 
     torch.save(payload, out.with_suffix(".tmp"))
