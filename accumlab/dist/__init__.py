@@ -5,7 +5,7 @@ importable task with a hard timeout and full clean-up; `choose_plan` states the 
 """
 
 from .backend import Plan, choose_plan
-from .launch import DistError, WorkerFailed, WorkerTimeout, free_port, launch
+from .launcher import DistError, WorkerFailed, WorkerTimeout, free_port, launch
 from .lesson import PARTS, sync_experiments
 
 __all__ = [

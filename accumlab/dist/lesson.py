@@ -22,7 +22,7 @@ from ..reference import full_batch_grads
 from .backend import Plan, choose_plan
 from .ddp import PITFALL_VARIANTS, SYNC_MODES, BranchNet, pitfall, sweep, sync_modes, uses_extra
 from .fsdp import FSDP_VARIANTS, fsdp_accumulation
-from .launch import launch
+from .launcher import launch
 from .shards import global_micro_step
 from .tokens import TOKEN_VARIANTS, token_batch, token_normalisation
 

@@ -3,7 +3,7 @@
 A task is a plain function `task(ctx, **kwargs) -> picklable` living in an importable module, named
 "module:function". The worker joins the process group on 127.0.0.1, runs the task, and writes
 `{"ok": True, "result": ...}` or the exception with its traceback to SPEC_DIR/rankR.pt; the
-launcher (accumlab.dist.launch) reads it.
+launcher (accumlab.dist.launcher) reads it.
 """
 
 from __future__ import annotations
