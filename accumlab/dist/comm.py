@@ -56,15 +56,16 @@ def count_fsdp_collectives(model, reduce_scatter: CommCounter, all_gather: CommC
     except ImportError:
         return False
 
+    # *args: the remaining arguments (group, op, async_op) changed between torch versions
     class CountingReduceScatter(DefaultReduceScatter):
-        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+        def __call__(self, output_tensor, input_tensor, *args, **kwargs):
             reduce_scatter.add(input_tensor)  # the unsharded gradients this rank contributes
-            return super().__call__(output_tensor, input_tensor, group, op, async_op)
+            return super().__call__(output_tensor, input_tensor, *args, **kwargs)
 
     class CountingAllGather(DefaultAllGather):
-        def __call__(self, output_tensor, input_tensor, group, async_op=False):
+        def __call__(self, output_tensor, input_tensor, *args, **kwargs):
             all_gather.add(input_tensor)  # this rank's parameter shard
-            return super().__call__(output_tensor, input_tensor, group, async_op)
+            return super().__call__(output_tensor, input_tensor, *args, **kwargs)
 
     modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
     if not modules or not hasattr(modules[0], "set_custom_reduce_scatter"):

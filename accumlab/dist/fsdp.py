@@ -36,8 +36,12 @@ def grad_bytes(model) -> dict:
         for m in model.modules():
             if not isinstance(m, FSDPModule):
                 continue
-            for group in m._get_fsdp_state()._fsdp_param_groups:
-                for fp in group.fsdp_params:
+            state = m._get_fsdp_state()
+            groups = getattr(state, "_fsdp_param_groups", None)  # recent torch: a list
+            if groups is None:
+                groups = [state._fsdp_param_group]  # older torch: at most one group
+            for group in groups:
+                for fp in group.fsdp_params if group is not None else ():
                     g = getattr(fp, "_unsharded_param", None)  # absent while resharded
                     if g is not None and g.grad is not None:
                         unsharded += g.grad.numel() * g.grad.element_size()
