@@ -29,11 +29,13 @@ def plot_sync_rounds(ddp: dict, *, title: str | None = None) -> Figure:
         )
     ax.set_xticks(range(k), [f"micro-step {i + 1}" for i in range(k)])
     ax.set_ylabel("all-reduce calls in this backward")
+    top = max(max(ddp[m]["per_backward"]) for m in modes)
+    ax.set_ylim(0, top * 1.7)  # room above the bars for the legend
     ax.set_title(
         title or "When DDP all-reduces during one optimizer step (counted by a comm hook)",
         fontsize=10,
     )
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, ncol=2, loc="upper center")
     return fig
 
 
@@ -58,7 +60,10 @@ def plot_step_times(rows: list[dict], *, ranks: int, micro_batch: int, device: s
             style,
             label="no_sync on k−1 micro-steps" if no_sync else "sync every micro-step",
         )
+    ks = sorted({r["k"] for r in rows})
     ax.set_xscale("log", base=2)
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("micro-steps per optimizer step k")
     ax.set_ylabel("ms per optimizer step (median)")
     where = f" on {device}" if device else ""
@@ -87,6 +92,7 @@ def plot_fsdp_grad_memory(fsdp: dict) -> Figure:
         linestyle=":",
         label="size of the full (unsharded) gradient",
     )
+    left.set_ylim(bottom=0)
     left.set_xlabel("micro-step")
     left.set_ylabel("gradient KiB held per rank")
     left.set_xticks(range(1, len(fsdp["sync_each"]["grad_bytes_per_micro_step"]) + 1))
@@ -151,6 +157,8 @@ def plot_sync_explorer(view: dict) -> Figure:
             color="black",
         )
         ax.set_xscale("log", base=2)
+        ax.set_xticks(view["series"][False]["k"], [str(k) for k in view["series"][False]["k"]])
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("k")
         ax.set_title(label, fontsize=9)
     axes[0].legend(fontsize=7)

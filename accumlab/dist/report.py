@@ -80,7 +80,8 @@ def format_summary(summary: dict) -> str:
         for v in ("no_sync_find_unused", "sync_every", "manual_allreduce"):
             r = p[v]
             lines.append(
-                f"  {v:<20} rounds {r['per_backward']}, param spread across ranks "
+                f"  {v:<20} all-reduce calls {r['allreduce_calls']} (per backward {r['per_backward']}), "
+                f"param spread across ranks "
                 f"{r['param_max_abs_diff_ranks']:.1e}, max rel. diff to one process "
                 f"{r['vs_reference']['max_rel']:.1e}"
             )
