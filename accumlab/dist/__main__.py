@@ -18,7 +18,8 @@ from pathlib import Path
 
 
 def parse(argv=None):
-    from .lesson import PARTS
+    from .._validate import positive_int
+    from .lesson import PARTS, check_parts
 
     p = argparse.ArgumentParser(prog="python -m accumlab.dist", description=__doc__.splitlines()[0])
     p.add_argument(
@@ -34,17 +35,24 @@ def parse(argv=None):
         "--timeout", type=float, default=300.0, help="seconds before the launch is stopped"
     )
     p.add_argument("--json", type=Path, default=None, help="also write the summary to this file")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    try:
+        args.parts = check_parts(x for x in args.parts.split(",") if x)
+        for name in ("world_size", "k", "micro_batch"):
+            positive_int(name, getattr(args, name))
+    except ValueError as err:
+        p.error(str(err))  # a usage message and exit status 2, not a traceback
+    return args
 
 
 def main(argv=None) -> int:
     args = parse(argv)
     from .backend import choose_plan
-    from .lesson import check_parts, summarise, sync_experiments
+    from .lesson import summarise, sync_experiments
     from .report import checks, format_summary
     from .worker import run_here, under_torchrun
 
-    parts = check_parts(p for p in args.parts.split(",") if p)
+    parts = args.parts
     if under_torchrun():
         import os
 
