@@ -323,3 +323,14 @@ def test_recorder_runs_on_cpu_and_every_relation_holds(tmp_path):
     assert {r["ranks"] for r in s["sweep"]} == {1, 2}
     for r in s["sweep"]:
         assert r["allreduce_calls"] == (1 if r["no_sync"] else r["k"])
+
+
+def test_cli_rejects_bad_arguments_with_a_usage_error(capsys):
+    from accumlab.dist.__main__ import parse
+
+    for argv in (["--parts", "ddp,magic"], ["--k", "0"], ["--world-size", "-1"]):
+        with pytest.raises(SystemExit) as exc:
+            parse(argv)
+        assert exc.value.code == 2
+    assert "must be" in capsys.readouterr().err
+    assert parse(["--parts", "ddp,fsdp"]).parts == ("ddp", "fsdp")
