@@ -20,9 +20,10 @@ def rounds(answer):
     return None
 
 
-@exercise("07.2", 2, "Which loops sync only once?")
+@exercise("07.2", 2, "Which loops sync once, on the last micro-step?")
 def which_loops(answer):
-    """answer = the letters of the loops that all-reduce once per optimizer step (see notebook)."""
+    """answer = the letters of the loops that all-reduce once per optimizer step, on its last
+    micro-step (see the notebook)."""
     if isinstance(answer, str):
         letters = {c for c in answer.upper() if c.isalpha()}
     elif isinstance(answer, (set, list, tuple)):
