@@ -3,6 +3,7 @@
 Nothing runs at import time: call `al.setup()` in a lesson to seed and inspect the machine.
 """
 
+from . import dist
 from .amp import (
     AMP_ORDERS,
     AmpTrace,
@@ -50,6 +51,17 @@ from .batchnorm import (
 from .clipping import clipped_updates, update_norm
 from .compare import GradDiff, grad_diff
 from .data import IGNORE_INDEX, Data, classic_data, classification_data, regression_data, token_data
+from .dist import (
+    DistError,
+    Plan,
+    WorkerFailed,
+    WorkerTimeout,
+    choose_plan,
+    launch,
+    sync_experiments,
+)
+from .dist.report import checks as sync_checks
+from .dist.report import format_summary as format_sync_report
 from .engine import (
     CLIP_PLACEMENTS,
     LAST_WINDOW_POLICIES,
@@ -70,6 +82,13 @@ from .losses import Loss, get_loss
 from .memory import saved_tensor_bytes
 from .models import ScalarModel, TinyLM, mlp
 from .optimizer_state import adam_comparison, adam_steps, max_param_gap
+from .plots_dist import (
+    plot_fsdp_grad_memory,
+    plot_step_times,
+    plot_sync_explorer,
+    plot_sync_rounds,
+    plot_token_normalisation,
+)
 from .plots_scaling import (
     plot_linear_scaling_gap,
     plot_sample_weights,
@@ -98,6 +117,7 @@ from .scaling import (
 from .schedules import schedule_curves, warmup_cosine
 from .tokens import combined_loss, per_token, rank_slices, simulated_ranks_grads, token_weights
 from .widgets_amp import amp_explorer, explorer_data
+from .widgets_dist import sweep_view, sync_explorer
 from .widgets_scaling import loss_scaling_data, loss_scaling_explorer
 
 __version__ = "0.1.0"
@@ -116,6 +136,7 @@ __all__ = [
     "AmpTrace",
     "AuditReport",
     "Data",
+    "DistError",
     "Env",
     "Event",
     "Finding",
@@ -123,12 +144,15 @@ __all__ = [
     "GradDiff",
     "GraphView",
     "Loss",
+    "Plan",
     "Recipe",
     "ScalarModel",
     "TinyLM",
     "Trace",
     "Weights",
     "WindowCheck",
+    "WorkerFailed",
+    "WorkerTimeout",
     "accumulate",
     "accumulated_grads",
     "accumulation_errors",
@@ -150,6 +174,7 @@ __all__ = [
     "catalogue_loop",
     "check",
     "check_micro_batches",
+    "choose_plan",
     "classic_data",
     "classification_data",
     "clipped_updates",
@@ -157,6 +182,7 @@ __all__ = [
     "count_nodes",
     "cpu_grad_scaler_supported",
     "default_loss_scale",
+    "dist",
     "draw_graph",
     "dropout_expectation",
     "effective_batch_size",
@@ -164,6 +190,7 @@ __all__ = [
     "epoch_grads",
     "explore_batchnorm",
     "explorer_data",
+    "format_sync_report",
     "freeze_batchnorm",
     "full_batch_grads",
     "get_loss",
@@ -171,6 +198,7 @@ __all__ = [
     "grad_diff",
     "gradient_mismatch",
     "grads_of",
+    "launch",
     "linear_scaled_lr",
     "linear_scaling_gap",
     "logged_losses",
@@ -188,9 +216,14 @@ __all__ = [
     "params_of",
     "per_token",
     "plot_audit",
+    "plot_fsdp_grad_memory",
     "plot_linear_scaling_gap",
     "plot_sample_weights",
     "plot_scaling_explorer",
+    "plot_step_times",
+    "plot_sync_explorer",
+    "plot_sync_rounds",
+    "plot_token_normalisation",
     "plot_token_weights",
     "plot_window_errors",
     "rank_slices",
@@ -205,7 +238,11 @@ __all__ = [
     "setup",
     "simulated_ranks_grads",
     "summed_loss_graph",
+    "sweep_view",
     "sync_batchnorm_sweep",
+    "sync_checks",
+    "sync_experiments",
+    "sync_explorer",
     "token_data",
     "token_weights",
     "training_comparison",

@@ -1,0 +1,76 @@
+"""Counting the communication data parallelism does: a DDP communication hook for all-reduce and
+FSDP2 custom collectives for reduce-scatter / all-gather (lesson 07). Each call is counted with its
+payload (bytes this rank sends into the collective), then the real collective runs unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CommCounter:
+    """Calls and bytes of one collective; `per_backward` holds the calls of each backward pass."""
+
+    calls: int = 0
+    bytes: int = 0
+    per_backward: list[int] = field(default_factory=list)
+    _mark: int = 0
+
+    def add(self, tensor) -> None:
+        self.calls += 1
+        self.bytes += tensor.numel() * tensor.element_size()
+
+    def end_backward(self) -> None:
+        """Close one backward pass: remember how many calls it made."""
+        self.per_backward.append(self.calls - self._mark)
+        self._mark = self.calls
+
+    def as_dict(self) -> dict:
+        return {"calls": self.calls, "bytes": self.bytes, "per_backward": list(self.per_backward)}
+
+
+def count_allreduce(ddp, counter: CommCounter, process_group=None) -> None:
+    """Register a DDP communication hook that counts every bucket all-reduce, then does it."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    def hook(group, bucket):
+        counter.add(bucket.buffer())  # the flattened gradients of one bucket: what goes on the wire
+        return allreduce_hook(group, bucket)  # the default: all-reduce, then divide by group size
+
+    ddp.register_comm_hook(process_group, hook)
+
+
+def count_fsdp_collectives(model, reduce_scatter: CommCounter, all_gather: CommCounter) -> bool:
+    """Count FSDP2 reduce-scatters and all-gathers of every FSDP module in `model`.
+
+    Uses `FSDPModule.set_custom_reduce_scatter/all_gather` (torch >= 2.8); returns False when the
+    installed torch lacks them (nothing is counted then).
+    """
+    try:
+        from torch.distributed.fsdp import FSDPModule
+        from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
+            DefaultAllGather,
+            DefaultReduceScatter,
+        )
+    except ImportError:
+        return False
+
+    # *args: the remaining arguments (group, op, async_op) changed between torch versions
+    class CountingReduceScatter(DefaultReduceScatter):
+        def __call__(self, output_tensor, input_tensor, *args, **kwargs):
+            reduce_scatter.add(input_tensor)  # the unsharded gradients this rank contributes
+            return super().__call__(output_tensor, input_tensor, *args, **kwargs)
+
+    class CountingAllGather(DefaultAllGather):
+        def __call__(self, output_tensor, input_tensor, *args, **kwargs):
+            all_gather.add(input_tensor)  # this rank's parameter shard
+            return super().__call__(output_tensor, input_tensor, *args, **kwargs)
+
+    modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    if not modules or not hasattr(modules[0], "set_custom_reduce_scatter"):
+        return False
+    for m in modules:  # not recursive: each FSDP module has its own parameter group
+        m.set_custom_reduce_scatter(CountingReduceScatter())
+        m.set_custom_all_gather(CountingAllGather())
+    return True

@@ -1,0 +1,160 @@
+"""What runs inside each rank: `python -m accumlab.dist.worker SPEC_DIR RANK` (lesson 07).
+
+A task is a plain function `task(ctx, **kwargs) -> picklable` living in an importable module, named
+"module:function". The worker joins the process group on 127.0.0.1, runs the task, and writes
+`{"ok": True, "result": ...}` or the exception with its traceback to SPEC_DIR/rankR.pt; the
+launcher (accumlab.dist.launcher) reads it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backend import Plan
+
+
+@dataclass
+class Context:
+    """A rank's view of its group: rank, world size, the backend plan, and a progress line."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    plan: Plan
+    progress_path: Path | None = None
+
+    @property
+    def ddp_device(self) -> str:
+        return self.plan.ddp_device(self.local_rank)
+
+    @property
+    def fsdp_device(self) -> str:
+        return self.plan.fsdp_device(self.local_rank)
+
+    def step(self, label: str) -> None:
+        """Rank 0 reports one finished piece of work (the launcher turns these into a progress bar)."""
+        if self.rank == 0 and self.progress_path is not None:
+            with open(self.progress_path, "a") as f:
+                f.write(label + "\n")
+
+
+def resolve(task: str):
+    """'package.module:function' → the function (ValueError naming `task` when it is not there)."""
+    if not isinstance(task, str) or task.count(":") != 1:
+        raise ValueError(f"task must look like 'package.module:function', got {task!r}")
+    module_name, name = task.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"task {task!r}: cannot import module {module_name!r} ({err})") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ValueError(f"task {task!r}: module {module_name!r} has no function {name!r}")
+    return fn
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    # if the launcher (a notebook kernel, a test) dies, do not linger as an orphan
+    def watch():
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(3)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _init_group(
+    plan: Plan, rank: int, local_rank: int, world_size: int, init_method: str, timeout_s: float
+) -> None:
+    import torch
+    import torch.distributed as dist
+
+    if plan.ddp_device_type == "cuda":
+        torch.cuda.set_device(
+            plan.ddp_device(local_rank)
+        )  # NCCL needs each rank's GPU chosen first
+    dist.init_process_group(
+        plan.backend,
+        init_method=init_method,
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+
+
+def _local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import pickle
+
+    spec_dir, rank = Path(argv[0]), int(argv[1])
+    spec = pickle.loads((spec_dir / "spec.pkl").read_bytes())
+    _exit_with_parent(spec["parent_pid"])
+    out = spec_dir / f"rank{rank}.pt"
+    try:
+        fn = resolve(spec["task"])
+        plan = Plan(**spec["plan"])
+        # rendezvous only on the loopback interface, on the free port the launcher picked
+        _init_group(
+            plan, rank, rank, plan.world_size, f"tcp://127.0.0.1:{spec['port']}", spec["timeout"]
+        )
+        ctx = Context(rank, plan.world_size, rank, plan, spec_dir / "progress")
+        result = fn(ctx, **spec["kwargs"])
+        payload = {"ok": True, "result": result}
+    except BaseException as err:  # every failure is reported to the launcher, then the rank exits
+        payload = {
+            "ok": False,
+            "error": f"{type(err).__name__}: {err}",
+            "traceback": traceback.format_exc(),
+        }
+    import torch
+
+    torch.save(payload, out.with_suffix(".tmp"))
+    os.replace(out.with_suffix(".tmp"), out)  # the launcher never reads a half-written file
+    if not payload["ok"]:
+        print(payload["traceback"], file=sys.stderr, flush=True)
+        os._exit(1)  # skip process-group teardown: the other ranks may be stuck in a collective
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
+    return 0
+
+
+def under_torchrun() -> bool:
+    """True inside a process started by torchrun (it sets RANK, WORLD_SIZE and MASTER_ADDR)."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def run_here(task: str, kwargs: dict, *, device: str = "auto", timeout: float = 600.0):
+    """Run `task` in THIS process as one rank of a torchrun job; rank 0 gets every rank's result
+    (a list), the other ranks get None. Used by `python -m accumlab.dist` under torchrun."""
+    import torch.distributed as dist
+
+    from .backend import choose_plan
+
+    fn = resolve(task)
+    world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    plan = choose_plan(world_size, device=device, ranks_per_node=local_world)
+    _init_group(plan, rank, _local_rank(), world_size, "env://", timeout)
+    ctx = Context(rank, world_size, _local_rank(), plan)
+    result = fn(ctx, **kwargs)
+    gathered = [None] * world_size if rank == 0 else None
+    dist.gather_object(result, gathered, dst=0)
+    dist.destroy_process_group()
+    return gathered
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,171 @@
+"""Lesson 07's figures: pure functions from `al.sync_experiments(...)` data to matplotlib Figures."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+MODE_LABELS = {
+    "every": "sync every micro-step",
+    "no_sync": "no_sync (forward + backward)",
+    "require_flag": "require_backward_grad_sync",
+    "backward_only": "no_sync around backward only",
+}
+
+
+def plot_sync_rounds(ddp: dict, *, title: str | None = None) -> Figure:
+    """All-reduce calls made by each backward of one optimizer step, per way of syncing."""
+    modes = list(ddp)
+    k = len(ddp[modes[0]]["per_backward"])
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    width = 0.8 / len(modes)
+    for j, mode in enumerate(modes):
+        xs = [i + (j - (len(modes) - 1) / 2) * width for i in range(k)]
+        ax.bar(
+            xs,
+            ddp[mode]["per_backward"],
+            width,
+            label=f"{MODE_LABELS.get(mode, mode)} ({ddp[mode]['allreduce_calls']} in all)",
+        )
+    ax.set_xticks(range(k), [f"micro-step {i + 1}" for i in range(k)])
+    ax.set_ylabel("all-reduce calls in this backward")
+    top = max(max(ddp[m]["per_backward"]) for m in modes)
+    ax.set_ylim(0, top * 1.7)  # room above the bars for the legend
+    ax.set_title(
+        title or "When DDP all-reduces during one optimizer step (counted by a comm hook)",
+        fontsize=10,
+    )
+    ax.legend(fontsize=8, ncol=2, loc="upper center")
+    return fig
+
+
+def _series(rows: list[dict], ranks: int, micro_batch: int, no_sync: bool, key: str):
+    pts = sorted(
+        (r["k"], r[key])
+        for r in rows
+        if r["ranks"] == ranks and r["micro_batch"] == micro_batch and r["no_sync"] == no_sync
+    )
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot_step_times(rows: list[dict], *, ranks: int, micro_batch: int, device: str = "") -> Figure:
+    """Measured time per optimizer step against k, syncing every micro-step vs no_sync."""
+    fig = Figure(figsize=(6.5, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    for no_sync, style in ((False, "o-"), (True, "s--")):
+        ks, ts = _series(rows, ranks, micro_batch, no_sync, "step_time_s")
+        ax.plot(
+            ks,
+            [t * 1e3 for t in ts],
+            style,
+            label="no_sync on k−1 micro-steps" if no_sync else "sync every micro-step",
+        )
+    ks = sorted({r["k"] for r in rows})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("micro-steps per optimizer step k")
+    ax.set_ylabel("ms per optimizer step (median)")
+    where = f" on {device}" if device else ""
+    ax.set_title(
+        f"Measured step time, {ranks} rank(s), micro-batch {micro_batch}{where}", fontsize=10
+    )
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_fsdp_grad_memory(fsdp: dict) -> Figure:
+    """FSDP2: gradient bytes each rank holds after every micro-step, and reduce-scatter traffic."""
+    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+    labels = {
+        "sync_each": "reduce-scatter every micro-step",
+        "sync_last": "set_requires_gradient_sync(False) until the last",
+    }
+    for v, style in (("sync_each", "o-"), ("sync_last", "s--")):
+        held = fsdp[v]["grad_bytes_per_micro_step"]
+        left.plot(range(1, len(held) + 1), [b / 1024 for b in held], style, label=labels[v])
+    left.axhline(
+        fsdp["param_bytes_full"] / 1024,
+        color="grey",
+        linewidth=1,
+        linestyle=":",
+        label="size of the full (unsharded) gradient",
+    )
+    left.set_ylim(bottom=0)
+    left.set_xlabel("micro-step")
+    left.set_ylabel("gradient KiB held per rank")
+    left.set_xticks(range(1, len(fsdp["sync_each"]["grad_bytes_per_micro_step"]) + 1))
+    left.legend(fontsize=7)
+    left.set_title("Gradient memory per rank", fontsize=10)
+    right.bar(
+        ["every\nmicro-step", "last only"],
+        [
+            fsdp["sync_each"]["reduce_scatter_bytes"] / 1024,
+            fsdp["sync_last"]["reduce_scatter_bytes"] / 1024,
+        ],
+        color=["tab:blue", "tab:orange"],
+    )
+    right.set_ylabel("reduce-scatter KiB sent per rank")
+    right.set_title("Communication per optimizer step", fontsize=10)
+    return fig
+
+
+def plot_token_normalisation(tokens: dict) -> Figure:
+    """Relative error against one process: per-rank token means vs an all-reduced token count."""
+    fig = Figure(figsize=(6, 3), layout="constrained")
+    ax = fig.add_subplot()
+    names = ["per-rank token mean", "all-reduced token count"]
+    errs = [
+        max(tokens[v]["vs_reference"]["max_rel"], 1e-17) for v in ("local_mean", "global_count")
+    ]
+    ax.bar(names, errs, color=["tab:red", "tab:green"])
+    ax.set_yscale("log")
+    ax.set_ylabel("max relative gradient error")
+    ax.set_title(
+        f"Ranks holding {tokens['tokens_per_rank']} real tokens vs one process", fontsize=10
+    )
+    return fig
+
+
+def plot_sync_explorer(view: dict) -> Figure:
+    """Lesson 07's widget: all-reduce calls, bytes and step time against k for the chosen ranks and
+    micro-batch, both ways of syncing; the chosen (k, no_sync) point is ringed."""
+    fig = Figure(figsize=(9, 3), layout="constrained")
+    axes = fig.subplots(1, 3)
+    keys = (
+        ("allreduce_calls", "all-reduce calls / step", 1),
+        ("allreduce_bytes", "KiB all-reduced / step", 1 / 1024),
+        ("step_time_s", "ms / step (measured)", 1e3),
+    )
+    sel = view["selected"]
+    for ax, (key, label, scale) in zip(axes, keys, strict=True):
+        for no_sync, style in ((False, "o-"), (True, "s--")):
+            ks, ys = view["series"][no_sync]["k"], view["series"][no_sync][key]
+            ax.plot(
+                ks,
+                [y * scale for y in ys],
+                style,
+                label="no_sync" if no_sync else "sync every step",
+            )
+        ax.plot(
+            [sel["k"]],
+            [sel[key] * scale],
+            "o",
+            markersize=14,
+            markerfacecolor="none",
+            color="black",
+        )
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(view["series"][False]["k"], [str(k) for k in view["series"][False]["k"]])
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("k")
+        ax.set_title(label, fontsize=9)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(
+        f"{view['ranks']} rank(s), micro-batch {view['micro_batch']}: "
+        f"{sel['allreduce_calls']} all-reduce(s), {sel['allreduce_bytes'] / 1024:.0f} KiB, "
+        f"{sel['step_time_s'] * 1e3:.2f} ms per step{view.get('source', '')}",
+        fontsize=10,
+    )
+    return fig

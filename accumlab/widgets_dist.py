@@ -1,0 +1,92 @@
+"""Lesson 07's explorer: ranks, k, micro-batch and no_sync → all-reduce count, bytes, step time.
+
+Launching processes on every slider move would take seconds, so the explorer reads the sweep that
+`al.sync_experiments(...)` already measured (or a recorded GPU sweep); `sweep_view` is the plain
+function behind it, callable without any widget.
+"""
+
+from __future__ import annotations
+
+
+def sweep_grid(rows: list[dict]) -> dict:
+    """The values the sweep covers: {"ranks": [...], "k": [...], "micro_batch": [...]}."""
+    if not rows:
+        raise ValueError("rows must hold at least one measured sweep row, got an empty sweep")
+    return {key: sorted({r[key] for r in rows}) for key in ("ranks", "k", "micro_batch")}
+
+
+def sweep_view(
+    rows: list[dict], ranks: int, k: int, micro_batch: int, no_sync: bool, *, source: str = ""
+) -> dict:
+    """The measured row for one setting, plus both curves over k for the same ranks/micro-batch."""
+    grid = sweep_grid(rows)
+    for name, value in (("ranks", ranks), ("k", k), ("micro_batch", micro_batch)):
+        if value not in grid[name]:
+            raise ValueError(
+                f"{name} must be one of the measured values {grid[name]}, got {value!r}"
+            )
+    series = {}
+    for mode in (False, True):
+        pts = sorted(
+            (
+                r
+                for r in rows
+                if r["ranks"] == ranks and r["micro_batch"] == micro_batch and r["no_sync"] == mode
+            ),
+            key=lambda r: r["k"],
+        )
+        series[mode] = {
+            key: [r[key] for r in pts]
+            for key in ("k", "allreduce_calls", "allreduce_bytes", "step_time_s")
+        }
+    selected = next(
+        r
+        for r in rows
+        if r["ranks"] == ranks
+        and r["k"] == k
+        and r["micro_batch"] == micro_batch
+        and r["no_sync"] == bool(no_sync)
+    )
+    return {
+        "ranks": ranks,
+        "micro_batch": micro_batch,
+        "selected": selected,
+        "series": series,
+        "source": source,
+    }
+
+
+def sync_explorer(rows: list[dict], *, source: str = ""):
+    """Lesson 07: an Explorer over a measured sweep. Sliders only offer measured values."""
+    import ipywidgets as W
+
+    from .plots_dist import plot_sync_explorer
+    from .widgets import Explorer, int_slider
+
+    grid = sweep_grid(rows)
+    if grid["ranks"] != list(range(grid["ranks"][0], grid["ranks"][-1] + 1)):
+        raise ValueError(f"the sweep must cover consecutive rank counts, got {grid['ranks']}")
+    style = {"description_width": "initial"}
+    controls = {
+        "ranks": int_slider("ranks", grid["ranks"][-1], grid["ranks"][0], grid["ranks"][-1]),
+        "k": W.SelectionSlider(
+            options=grid["k"],
+            value=grid["k"][len(grid["k"]) // 2],
+            description="micro-steps k",
+            continuous_update=False,
+            style=style,
+        ),
+        "micro_batch": W.SelectionSlider(
+            options=grid["micro_batch"],
+            value=grid["micro_batch"][0],
+            description="micro-batch",
+            continuous_update=False,
+            style=style,
+        ),
+        "no_sync": W.Checkbox(value=True, description="no_sync on k−1 micro-steps"),
+    }
+
+    def compute(ranks, k, micro_batch, no_sync):
+        return sweep_view(rows, ranks, k, micro_batch, no_sync, source=source)
+
+    return Explorer(controls, compute, plot_sync_explorer)
