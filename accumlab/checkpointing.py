@@ -70,3 +70,20 @@ def checkpointed(model: nn.Module, segments: int) -> nn.Module:
     if segments == 0:
         return model
     return Checkpointed(model, segments)
+
+
+def checkpoint_grad_gap(model: nn.Module, data, segments: int, *, loss="mse") -> float:
+    """Largest |difference| between the gradients with and without checkpointing on `data`
+    (recomputation repeats the same operations, so it should be 0). Lesson 05."""
+    import copy
+
+    from .losses import get_loss
+
+    loss_fn = get_loss(loss)
+    grads = []
+    for seg in (0, segments):
+        m = copy.deepcopy(model)
+        loss_sum, count = loss_fn(checkpointed(m, seg)(data.x), data.y)
+        (loss_sum / count).backward()
+        grads.append([p.grad for p in m.parameters()])
+    return max(float((a - b).abs().max()) for a, b in zip(*grads, strict=True))
