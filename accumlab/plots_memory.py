@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 from matplotlib.figure import Figure
 
 PART_COLOURS = {
@@ -10,6 +12,17 @@ PART_COLOURS = {
     "optimizer state": "tab:green",
     "saved activations": "tab:red",
 }
+
+
+class LessonFigure(Figure):
+    """A matplotlib Figure that shows itself in Jupyter. A Figure built without pyplot (as every
+    plot here is, to keep no global state) has no rich display of its own: a notebook would print
+    `<Figure size ...>` instead of the picture."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=100)
+        return buf.getvalue()
 
 
 def byte_unit(largest: float) -> tuple[float, str]:
@@ -28,7 +41,7 @@ def plot_footprint(
     labels = list(breakdowns)
     parts = list(dict.fromkeys(p for b in breakdowns.values() for p in b))
     div, unit = byte_unit(max(sum(b.values()) for b in breakdowns.values()))
-    fig = Figure(figsize=(7, 3.6), layout="constrained")
+    fig = LessonFigure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     bottom = [0.0] * len(labels)
     for part in parts:
@@ -50,7 +63,7 @@ def plot_memory_vs_k(sweep: dict, *, title: str | None = None) -> Figure:
     peak = sweep.get("peak")
     largest = max([floor + a for a in acts] + (peak or []))
     div, unit = byte_unit(largest)
-    fig = Figure(figsize=(7, 3.6), layout="constrained")
+    fig = LessonFigure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     x = list(range(len(k)))
     ax.bar(
@@ -85,7 +98,7 @@ def plot_memory_vs_k(sweep: dict, *, title: str | None = None) -> Figure:
 
 def plot_step_time(timing: dict, *, title: str | None = None) -> Figure:
     """Lesson 05: seconds per optimizer step (same global batch) against the micro-batch size."""
-    fig = Figure(figsize=(7, 3.4), layout="constrained")
+    fig = LessonFigure(figsize=(7, 3.4), layout="constrained")
     ax = fig.add_subplot()
     sizes = timing["micro_sizes"]
     ms = [s * 1000 for s in timing["seconds"]]
@@ -112,7 +125,7 @@ def plot_checkpointing(comparison: dict, *, title: str | None = None) -> Figure:
     rows = comparison["rows"]
     names = [r["name"] for r in rows]
     div, unit = byte_unit(max(r["activations"] for r in rows))
-    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    fig = LessonFigure(figsize=(8, 3.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     left.bar(names, [r["activations"] / div for r in rows], color="tab:red")
     left.set_ylabel(f"saved activations ({unit})")
@@ -129,13 +142,18 @@ def plot_checkpointing(comparison: dict, *, title: str | None = None) -> Figure:
 def plot_logging_growth(runs: dict[str, dict]) -> Figure:
     """Lesson 05: graph nodes behind the running total (left) and saved bytes still alive (right)
     after each micro-step, one line per loop (from `accumlab.leaks.logging_growth`)."""
-    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    fig = LessonFigure(figsize=(8, 3.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     largest = max(max(r["alive_bytes"]) for r in runs.values())
     div, unit = byte_unit(max(largest, 1))
-    for label, r in runs.items():
-        left.plot(r["micro_steps"], r["graph_nodes"], "o-", label=label)
-        right.plot(r["micro_steps"], [b / div for b in r["alive_bytes"]], "o-", label=label)
+    # lines that coincide stay visible: each later line is thinner, dashed, with smaller markers
+    styles = [("o", "-", 9, 3), ("s", "--", 6, 2), ("^", ":", 4, 1.5)]
+    for (label, r), (marker, line, size, width) in zip(
+        runs.items(), styles * len(runs), strict=False
+    ):
+        kw = dict(marker=marker, linestyle=line, markersize=size, linewidth=width, label=label)
+        left.plot(r["micro_steps"], r["graph_nodes"], **kw)
+        right.plot(r["micro_steps"], [b / div for b in r["alive_bytes"]], **kw)
     left.set_ylabel("autograd nodes behind total_loss")
     right.set_ylabel(f"saved activations alive ({unit})")
     for ax in (left, right):
@@ -152,7 +170,7 @@ def plot_memory_explorer(data: dict) -> Figure:
     labels = [f"mb={data['micro_batch_size']}, k={k}", f"mb={data['global_batch']}, k=1"]
     breakdowns = {labels[0]: chosen, labels[1]: full}
     div, unit = byte_unit(max(sum(b.values()) for b in breakdowns.values()))
-    fig = Figure(figsize=(9, 3.4), layout="constrained")
+    fig = LessonFigure(figsize=(9, 3.4), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[3, 2])
     bottom = [0.0, 0.0]
     for part in chosen:
