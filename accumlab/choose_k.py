@@ -77,14 +77,17 @@ def probe(
     first size that ran (None if none did) and the list of (size, fitted?) tried."""
     tried = []
     for m in candidates:
+        fitted = True
         try:
             attempt(m)
         except torch.OutOfMemoryError:
-            tried.append((m, False))
-            on_oom()  # the failed step's tensors are garbage now; free them before the next try
-            continue
-        tried.append((m, True))
-        return m, tried
+            fitted = (
+                False  # free only after the except block: its traceback holds the step's tensors
+            )
+        tried.append((m, fitted))
+        if fitted:
+            return m, tried
+        on_oom()
     return None, tried
 
 

@@ -15,9 +15,12 @@ def test_benchmark_runs_on_tiny_sizes(monkeypatch, capsys, tmp_path):
     spec.loader.exec_module(bench)
     monkeypatch.setitem(bench.SIZES, "cpu", (8, 2, 16, 4, 2))
     out = tmp_path / "table.md"
-    assert bench.main(["--repeats", "1", "--device", "cpu", "--markdown", str(out)]) == 0
+    assert (
+        bench.main(["--repeats", "1", "--device", "cpu", "--profile", "--markdown", str(out)]) == 0
+    )
     text = out.read_text()
     assert "hand-written loop | " in text and "al.run(record_grads=False)" in text
+    assert "| record_grads=True | " in text
     assert "Command: `python benchmarks/engine_overhead.py --repeats 1" in text
     with pytest.raises(SystemExit):
         bench.main(["--repeats", "0"])
