@@ -32,7 +32,10 @@ def test_estimate_picks_largest_divisor_that_fits(setup):
 
 def test_budget_below_floor_says_by_how_much(setup):
     model, data, floor, _ = setup
-    with pytest.raises(ValueError, match=f"budget_bytes={floor - 1234:,} is 1,234 bytes below the floor of {floor:,}"):
+    with pytest.raises(
+        ValueError,
+        match=f"budget_bytes={floor - 1234:,} is 1,234 bytes below the floor of {floor:,}",
+    ):
         al.choose_micro_batch(model, data, floor - 1234)
 
 

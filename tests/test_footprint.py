@@ -19,7 +19,9 @@ def small():
 def test_setup_validates_and_is_deterministic():
     a, da = al.memory_setup(8, 2, 4, seed=3)
     b, db = al.memory_setup(8, 2, 4, seed=3)
-    assert torch.equal(da.x, db.x) and all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    assert torch.equal(da.x, db.x) and all(
+        torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True)
+    )
     assert next(a.parameters()).dtype == torch.float32
     with pytest.raises(ValueError, match="width"):
         al.memory_setup(width=0)
@@ -35,7 +37,9 @@ def test_param_grad_and_optimizer_state_bytes(small):
     assert al.optimizer_state_bytes(model, "sgd") == 0
     assert al.optimizer_state_bytes(model, "sgd_momentum") == 4 * n
     for name in ("adam", "adamw"):
-        assert al.optimizer_state_bytes(model, name) == 8 * n + 4 * tensors  # 2 moments + step counters
+        assert (
+            al.optimizer_state_bytes(model, name) == 8 * n + 4 * tensors
+        )  # 2 moments + step counters
     with pytest.raises(ValueError, match="optimizer"):
         al.optimizer_state_bytes(model, "lion")
     assert all(p.grad is None for p in model.parameters())  # measured on a copy
@@ -125,7 +129,10 @@ def test_live_saved_tensors_sees_backward_free_the_graph():
 
 def test_peak_saved_bytes_of_the_three_loops(small):
     model, data = small
-    p = {loop: al.peak_saved_bytes(model, data, 8, loop) for loop in ("full_batch", "accumulate", "sum_then_backward")}
+    p = {
+        loop: al.peak_saved_bytes(model, data, 8, loop)
+        for loop in ("full_batch", "accumulate", "sum_then_backward")
+    }
     assert p["sum_then_backward"] == p["full_batch"] == 4 * p["accumulate"]
     with pytest.raises(ValueError, match="loop"):
         al.peak_saved_bytes(model, data, 8, "sideways")

@@ -21,7 +21,11 @@ def test_record_memory_command_writes_labelled_results(tmp_path):
     env = {**os.environ, "ACCUMLAB_RECORD_SIZE": "small", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "accumlab.record", "memory", "--allow-cpu", "--out", str(tmp_path)],
-        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((tmp_path / "memory.json").read_text())
@@ -31,7 +35,12 @@ def test_record_memory_command_writes_labelled_results(tmp_path):
     assert res["size"] == "small"
     acts = res["memory"]["activations"]
     assert acts == sorted(acts, reverse=True) and acts[0] == 4 * acts[-1]
-    assert [r["name"] for r in res["checkpointing"]["rows"]] == ["plain", "checkpointing", "accumulation", "both"]
+    assert [r["name"] for r in res["checkpointing"]["rows"]] == [
+        "plain",
+        "checkpointing",
+        "accumulation",
+        "both",
+    ]
     c = res["choice"]
     assert c["micro_batch_size"] * c["accumulation_steps"] == res["memory"]["global_batch"]
     # the notebook draws recorded results with the same plot functions as local ones
@@ -47,7 +56,11 @@ def test_record_memory_command_writes_labelled_results(tmp_path):
 def test_record_refuses_cpu_without_flag(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "accumlab.record", "memory", "--out", str(tmp_path)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert proc.returncode != 0 and "no CUDA device" in proc.stderr
     assert not (tmp_path / "memory.json").exists()

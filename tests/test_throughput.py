@@ -38,7 +38,9 @@ def test_time_step_and_sweep_structure(small):
     before = [p.clone() for p in model.parameters()]
     s = al.time_step(model, data, 4, repeats=1)
     assert isinstance(s, float) and s > 0
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))  # timed on a copy
+    assert all(
+        torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)
+    )  # timed on a copy
     sweep = al.step_time_sweep(model, data, [16, 4], repeats=1, progress=False)
     assert sweep["accumulation_steps"] == [1, 4] and len(sweep["seconds"]) == 2
     with pytest.raises(ValueError, match="repeats"):

@@ -7,7 +7,14 @@ from accumlab import plots_memory
 
 
 def test_explore_memory_compute():
-    d = al.explore_memory(micro_batch_size=4, accumulation_steps=2, width=32, depth=2, optimizer="sgd", checkpointing=False)
+    d = al.explore_memory(
+        micro_batch_size=4,
+        accumulation_steps=2,
+        width=32,
+        depth=2,
+        optimizer="sgd",
+        checkpointing=False,
+    )
     assert d["global_batch"] == 8
     assert d["full_batch"]["saved activations"] == 2 * d["footprint"]["saved activations"]
     assert d["footprint"]["optimizer state"] == 0
@@ -31,7 +38,10 @@ def test_explorer_reacts_to_controls():
     assert f["optimizer state"] == f["parameters"]
     assert ex.error is None
     # no invalid value is reachable: the sliders offer fixed lists / ranges
-    assert min(ex.controls["micro_batch_size"].options) >= 1 and ex.controls["accumulation_steps"].min == 1
+    assert (
+        min(ex.controls["micro_batch_size"].options) >= 1
+        and ex.controls["accumulation_steps"].min == 1
+    )
 
 
 def test_figures_render_as_png():
