@@ -48,6 +48,8 @@ from .batchnorm import (
     training_comparison,
     with_momentum,
 )
+from .checkpointing import Checkpointed, checkpoint_grad_gap
+from .choose_k import Choice, choose_micro_batch, floor_bytes
 from .clipping import clipped_updates, update_norm
 from .compare import GradDiff, grad_diff
 from .data import IGNORE_INDEX, Data, classic_data, classification_data, regression_data, token_data
@@ -77,7 +79,17 @@ from .engine import (
 )
 from .env import Env, setup
 from .exercises import check
+from .footprint import (
+    Footprint,
+    activation_bytes,
+    footprint,
+    memory_setup,
+    memory_sweep,
+    optimizer_state_bytes,
+    proportional_deviation,
+)
 from .graph import GraphView, count_nodes, draw_graph, summed_loss_graph
+from .leaks import graph_nodes, logging_growth, peak_saved_bytes
 from .losses import Loss, get_loss
 from .memory import saved_tensor_bytes
 from .models import ScalarModel, TinyLM, mlp
@@ -115,9 +127,11 @@ from .scaling import (
     window_errors,
 )
 from .schedules import schedule_curves, warmup_cosine
+from .throughput import checkpoint_comparison, step_time_sweep, time_step
 from .tokens import combined_loss, per_token, rank_slices, simulated_ranks_grads, token_weights
 from .widgets_amp import amp_explorer, explorer_data
 from .widgets_dist import sweep_view, sync_explorer
+from .widgets_memory import explore_memory, memory_explorer
 from .widgets_scaling import loss_scaling_data, loss_scaling_explorer
 
 __version__ = "0.1.0"
@@ -135,11 +149,14 @@ __all__ = [
     "ZERO_GRAD_PLACEMENTS",
     "AmpTrace",
     "AuditReport",
+    "Checkpointed",
+    "Choice",
     "Data",
     "DistError",
     "Env",
     "Event",
     "Finding",
+    "Footprint",
     "GhostBatchNorm1d",
     "GradDiff",
     "GraphView",
@@ -157,6 +174,7 @@ __all__ = [
     "accumulated_grads",
     "accumulation_errors",
     "accumulation_progress",
+    "activation_bytes",
     "adam_comparison",
     "adam_steps",
     "amp_demo",
@@ -174,6 +192,9 @@ __all__ = [
     "catalogue_loop",
     "check",
     "check_micro_batches",
+    "checkpoint_comparison",
+    "checkpoint_grad_gap",
+    "choose_micro_batch",
     "choose_plan",
     "classic_data",
     "classification_data",
@@ -189,7 +210,10 @@ __all__ = [
     "effective_weights",
     "epoch_grads",
     "explore_batchnorm",
+    "explore_memory",
     "explorer_data",
+    "floor_bytes",
+    "footprint",
     "format_sync_report",
     "freeze_batchnorm",
     "full_batch_grads",
@@ -198,22 +222,29 @@ __all__ = [
     "grad_diff",
     "gradient_mismatch",
     "grads_of",
+    "graph_nodes",
     "launch",
     "linear_scaled_lr",
     "linear_scaling_gap",
     "logged_losses",
+    "logging_growth",
     "loss_scaling_data",
     "loss_scaling_explorer",
     "matching_momentum",
     "max_param_gap",
     "mean_loss",
+    "memory_explorer",
+    "memory_setup",
+    "memory_sweep",
     "micro_batch_grads",
     "micro_batch_stats",
     "micro_batch_weights",
     "mlp",
     "norm_model",
     "old_weight_formula",
+    "optimizer_state_bytes",
     "params_of",
+    "peak_saved_bytes",
     "per_token",
     "plot_audit",
     "plot_fsdp_grad_memory",
@@ -226,6 +257,7 @@ __all__ = [
     "plot_token_normalisation",
     "plot_token_weights",
     "plot_window_errors",
+    "proportional_deviation",
     "rank_slices",
     "regression_data",
     "run",
@@ -237,12 +269,14 @@ __all__ = [
     "schedule_curves",
     "setup",
     "simulated_ranks_grads",
+    "step_time_sweep",
     "summed_loss_graph",
     "sweep_view",
     "sync_batchnorm_sweep",
     "sync_checks",
     "sync_experiments",
     "sync_explorer",
+    "time_step",
     "token_data",
     "token_weights",
     "training_comparison",

@@ -1,0 +1,134 @@
+"""What accumulation costs in time (lesson 05): seconds per optimizer step against the micro-batch
+size at a fixed global batch, and gradient checkpointing's memory/time trade-off. Timings are
+shown, never asserted: they depend on the machine and on what else runs on it."""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+
+from torch import nn
+
+from ._validate import positive_int
+from .checkpointing import checkpointed
+from .data import Data
+from .footprint import activation_bytes, step_peak_bytes
+from .step import device_of, make_optimizer, synchronize, train_step
+
+
+def time_step(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    *,
+    optimizer: str = "adam",
+    segments: int = 0,
+    loss="mse",
+    repeats: int = 3,
+    warmup: int = 1,
+) -> float:
+    """Median wall-clock seconds of one optimizer step over all of `data` (the global batch) in
+    micro-batches of `micro_batch_size`, on a copy of `model`, after `warmup` untimed steps."""
+    positive_int("repeats", repeats)
+    positive_int("warmup", warmup, minimum=0)
+    model = copy.deepcopy(model)
+    device = device_of(model)
+    net = checkpointed(model, segments)
+    opt = make_optimizer(optimizer, model.parameters())
+    micro = data.to(device).micro_batches(micro_batch_size)
+    for _ in range(warmup):  # first steps allocate optimizer state and warm caches: not timed
+        train_step(net, opt, micro, loss)
+    times = []
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        train_step(net, opt, micro, loss)
+        synchronize(device)  # GPU kernels run asynchronously: wait before reading the clock
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def step_time_sweep(
+    model: nn.Module,
+    data: Data,
+    micro_sizes: list[int],
+    *,
+    optimizer: str = "adam",
+    segments: int = 0,
+    loss="mse",
+    repeats: int = 3,
+    progress: bool = True,
+) -> dict:
+    """Seconds per optimizer step for each micro-batch size, at the global batch `len(data)`."""
+    from tqdm.auto import tqdm
+
+    sizes = [positive_int("micro_sizes[i]", m) for m in micro_sizes]
+    seconds = [
+        time_step(
+            model, data, m, optimizer=optimizer, segments=segments, loss=loss, repeats=repeats
+        )
+        for m in tqdm(sizes, desc="timing micro-batch sizes", disable=not progress)
+    ]
+    return {
+        "global_batch": len(data),
+        "micro_sizes": sizes,
+        "accumulation_steps": [-(-len(data) // m) for m in sizes],
+        "seconds": seconds,
+        "samples_per_second": [len(data) / s for s in seconds],
+        "optimizer": optimizer,
+        "segments": segments,
+        "device": str(device_of(model)),
+    }
+
+
+def checkpoint_comparison(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    segments: int,
+    *,
+    optimizer: str = "adam",
+    loss="mse",
+    repeats: int = 3,
+    progress: bool = True,
+) -> dict:
+    """Four ways to train on the global batch `len(data)`: plain, checkpointing only, accumulation
+    only (micro-batches of `micro_batch_size`), and both. For each: saved-activation bytes, seconds
+    per optimizer step, and the CUDA peak (None without a GPU). Lesson 05."""
+    from tqdm.auto import tqdm
+
+    positive_int("segments", segments, minimum=2)
+    n = len(data)
+    configs = [
+        ("plain", n, 0),
+        ("checkpointing", n, segments),
+        ("accumulation", micro_batch_size, 0),
+        ("both", micro_batch_size, segments),
+    ]
+    rows = []
+    batch = data.to(device_of(model))
+    for name, mb, seg in tqdm(configs, desc="checkpointing vs accumulation", disable=not progress):
+        rows.append(
+            {
+                "name": name,
+                "micro_batch_size": mb,
+                "accumulation_steps": -(-n // mb),
+                "segments": seg,
+                "activations": activation_bytes(
+                    model, batch.micro_batches(mb)[0], segments=seg, loss=loss
+                ),
+                "seconds": time_step(
+                    model, data, mb, optimizer=optimizer, segments=seg, loss=loss, repeats=repeats
+                ),
+                "peak": step_peak_bytes(
+                    model, data, mb, optimizer=optimizer, segments=seg, loss=loss
+                ),
+            }
+        )
+    return {
+        "global_batch": n,
+        "rows": rows,
+        "optimizer": optimizer,
+        "device": str(device_of(model)),
+    }

@@ -1,0 +1,75 @@
+"""Lesson 05's explorer: micro-batch size, k, model size, optimizer and checkpointing → memory
+breakdown and step time. `explore_memory` is the plain compute function tests call directly."""
+
+from __future__ import annotations
+
+from ._validate import one_of, positive_int
+from .footprint import footprint, memory_setup
+from .step import OPTIMIZERS
+from .throughput import time_step
+
+MICRO_SIZES = (1, 2, 4, 8, 16, 32, 64)
+WIDTHS = (32, 64, 128, 256)
+
+
+def explore_memory(
+    micro_batch_size: int = 8,
+    accumulation_steps: int = 4,
+    width: int = 128,
+    depth: int = 4,
+    optimizer: str = "adam",
+    checkpointing: bool = False,
+) -> dict:
+    """Footprint and seconds per optimizer step for micro-batches of `micro_batch_size` × k, and the
+    same global batch in one go (k = 1). Checkpointing cuts the model into 2 segments."""
+    positive_int("micro_batch_size", micro_batch_size)
+    positive_int("accumulation_steps", accumulation_steps)
+    one_of("optimizer", optimizer, OPTIMIZERS)
+    global_batch = micro_batch_size * accumulation_steps
+    model, data = memory_setup(width, depth, global_batch)
+    segments = 2 if checkpointing else 0
+    chosen = footprint(model, data, micro_batch_size, optimizer=optimizer, segments=segments)
+    full = footprint(model, data, global_batch, optimizer=optimizer, segments=segments)
+    timing = dict(optimizer=optimizer, segments=segments, repeats=1)
+    return {
+        "micro_batch_size": micro_batch_size,
+        "accumulation_steps": accumulation_steps,
+        "global_batch": global_batch,
+        "optimizer": optimizer,
+        "checkpointing": checkpointing,
+        "footprint": chosen.parts(),
+        "full_batch": full.parts(),
+        "seconds": time_step(model, data, micro_batch_size, **timing),
+        "full_seconds": time_step(model, data, global_batch, **timing),
+    }
+
+
+def memory_explorer():
+    """Lesson 05: sliders and switches for the memory/throughput trade-off. Every reachable
+    combination is valid: sizes come from fixed lists, checkpointing uses 2 segments (any depth
+    gives at least 2 layers with the head)."""
+    import ipywidgets as W
+
+    from .plots_memory import plot_memory_explorer
+    from .widgets import Explorer, int_slider
+
+    def choice(description, options, value):
+        return W.SelectionSlider(
+            options=list(options),
+            value=value,
+            description=description,
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
+
+    controls = {
+        "micro_batch_size": choice("micro-batch size", MICRO_SIZES, 8),
+        "accumulation_steps": int_slider("k", 4, 1, 8),
+        "width": choice("width", WIDTHS, 128),
+        "depth": int_slider("depth", 4, 1, 8),
+        "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="adam", description="optimizer"),
+        "checkpointing": W.Checkbox(value=False, description="checkpointing"),
+    }
+    explorer = Explorer(controls, explore_memory, plot_memory_explorer)
+    explorer.widget.children[0].layout.flex_flow = "row wrap"  # six controls: wrap, don't overflow
+    return explorer

@@ -1,0 +1,62 @@
+"""Lesson 05's explorer and figures, driven without a browser."""
+
+import pytest
+
+import accumlab as al
+from accumlab import plots_memory
+
+
+def test_explore_memory_compute():
+    d = al.explore_memory(
+        micro_batch_size=4,
+        accumulation_steps=2,
+        width=32,
+        depth=2,
+        optimizer="sgd",
+        checkpointing=False,
+    )
+    assert d["global_batch"] == 8
+    assert d["full_batch"]["saved activations"] == 2 * d["footprint"]["saved activations"]
+    assert d["footprint"]["optimizer state"] == 0
+    assert d["seconds"] > 0 and d["full_seconds"] > 0
+    with pytest.raises(ValueError, match="optimizer"):
+        al.explore_memory(optimizer="lbfgs")
+
+
+def test_explorer_reacts_to_controls():
+    ex = al.memory_explorer()
+    assert ex.data["accumulation_steps"] == 4
+    ex.controls["accumulation_steps"].value = 2
+    assert ex.data["global_batch"] == 2 * ex.data["micro_batch_size"]
+    plain = ex.data["footprint"]["saved activations"]
+    ex.controls["depth"].value = 5
+    deeper = ex.data["footprint"]["saved activations"]
+    ex.controls["checkpointing"].value = True
+    assert deeper > plain and ex.data["footprint"]["saved activations"] < deeper
+    ex.controls["optimizer"].value = "sgd_momentum"
+    f = ex.data["footprint"]
+    assert f["optimizer state"] == f["parameters"]
+    assert ex.error is None
+    # no invalid value is reachable: the sliders offer fixed lists / ranges
+    assert (
+        min(ex.controls["micro_batch_size"].options) >= 1
+        and ex.controls["accumulation_steps"].min == 1
+    )
+
+
+def test_figures_render_as_png():
+    model, data = al.memory_setup(width=8, depth=2, global_batch=8)
+    f = al.footprint(model, data, 4)
+    figs = [
+        plots_memory.plot_footprint({"a": f.parts(), "b": f.parts()}),
+        plots_memory.plot_memory_vs_k(al.memory_sweep(model, data, [8, 4])),
+        plots_memory.plot_logging_growth({"x": al.logging_growth(model, data, 4)}),
+        plots_memory.plot_memory_explorer(al.explore_memory(2, 2, 32, 1, "adam", True)),
+    ]
+    for fig in figs:
+        assert fig._repr_png_().startswith(b"\x89PNG")
+
+
+def test_byte_unit():
+    assert plots_memory.byte_unit(10) == (1.0, "B")
+    assert plots_memory.byte_unit(3 * 2**20) == (2.0**20, "MiB")
