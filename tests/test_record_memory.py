@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from accumlab import plots_memory
+from accumlab.figures import figure_png
 from accumlab.recorders import memory as recorder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +50,7 @@ def test_record_memory_command_writes_labelled_results(tmp_path):
         plots_memory.plot_step_time(res["step_time"]),
         plots_memory.plot_checkpointing(res["checkpointing"]),
     ):
-        assert fig._repr_png_().startswith(b"\x89PNG")
+        assert figure_png(fig).startswith(b"\x89PNG")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")

@@ -4,6 +4,7 @@ import pytest
 
 import accumlab as al
 from accumlab import plots_memory
+from accumlab.figures import figure_png
 
 
 def test_explore_memory_compute():
@@ -54,7 +55,7 @@ def test_figures_render_as_png():
         plots_memory.plot_memory_explorer(al.explore_memory(2, 2, 32, 1, "adam", True)),
     ]
     for fig in figs:
-        assert fig._repr_png_().startswith(b"\x89PNG")
+        assert figure_png(fig).startswith(b"\x89PNG")
 
 
 def test_byte_unit():
