@@ -20,7 +20,7 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def _unavailable(reason: str):
+def unavailable(reason: str):
     # CI must install Chromium (.ci/run does, with apt); anywhere else a missing browser skips
     if in_ci():
         pytest.fail(f"CI is set but {reason}; .ci/run installs Debian's chromium", pytrace=False)
@@ -31,13 +31,13 @@ def _unavailable(reason: str):
 def chromium() -> str:
     path = find_chromium()
     if path is None:
-        _unavailable(
+        unavailable(
             "no Chromium found (apt-get install chromium, or set ACCUMLAB_CHROMIUM to its path)"
         )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        _unavailable("Playwright for Python is not installed (pip install playwright)")
+        unavailable("Playwright for Python is not installed (pip install playwright)")
     return path
 
 

@@ -284,7 +284,9 @@ _INSPECT_JS = r"""
   const isError = t => /Traceback \(most recent call last\)|^\s*\w*(Error|Exception): /m.test(t);
   const cells = [...panel.querySelectorAll('.jp-Notebook .jp-Cell.jp-CodeCell')].map(cell => {
     const prompt = cell.querySelector('.jp-InputArea-prompt');
-    const outputs = [...cell.querySelectorAll('.jp-OutputArea-output')];
+    // innermost outputs only: an Output widget nests an output area inside the cell's own
+    const outputs = [...cell.querySelectorAll('.jp-OutputArea-output')]
+      .filter(o => !o.querySelector('.jp-OutputArea-output'));
     return {
       prompt: prompt ? text(prompt).replace(/\s/g, '') : '',
       errors: outputs
@@ -415,16 +417,17 @@ def wait_finished(
 
 def problems_of(state: dict, cells: list[dict]) -> list[str]:
     """Plain-language list of what is wrong on the page (empty when the notebook is healthy)."""
-    found = []
+    found, unrun, stopped = [], [], False
     for i, (got, want) in enumerate(zip(state["cells"], cells, strict=True)):
         where = f"code cell {i + 1}"
         expected_error = "raises-exception" in want["tags"]
+        if want["source"] and not _ran(got):
+            unrun.append(i + 1)
         if got["errors"] and not expected_error:
             found += [f"{where}: error output: {e}" for e in got["errors"]]
+            stopped = True
         if expected_error and _ran(got) and not got["errors"]:
             found.append(f"{where} is tagged raises-exception but showed no error")
-        if want["source"] and not _ran(got):
-            found.append(f"{where} did not run (prompt {got['prompt']})")
         if got["loading"]:
             found.append(f"{where}: {got['loading']} widget(s) still show '{LOADING}'")
         if got["broken"]:
@@ -436,6 +439,10 @@ def problems_of(state: dict, cells: list[dict]) -> list[str]:
                 f"{where}: {got['textFigures']} figure(s) shown as text '<Figure size ...>', "
                 "not as an image (no matplotlib image formatter in the kernel)"
             )
+    if unrun:
+        why = ": Run All stops at the first unexpected error" if stopped else ""
+        cells = ", ".join(map(str, unrun))
+        found.append(f"code cell{'s' if len(unrun) > 1 else ''} {cells} did not run{why}")
     return found
 
 
