@@ -36,7 +36,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-ERROR_PREFIX = "Error displaying widget"
 LOADING = "Loading widget..."
 
 # User settings for a lab that a test can drive: the kernel starts when a notebook opens, nothing is
@@ -46,7 +45,7 @@ SETTINGS = {
     "@jupyterlab/notebook-extension/tracker": {
         "autoStartDefaultKernel": True,
         "kernelShutdown": True,
-        # the default windowing leaves off-screen cells unrendered; a checker must see them all
+        # the default windowing defers or skips off-screen cells; a checker must see them all
         "windowingMode": "none",
     },
     "@jupyterlab/apputils-extension/notification": {
@@ -502,6 +501,8 @@ _EXPLORER_JS = r"""
   const img = out && out.querySelector('img');
   return {
     value: (slider.querySelector('.widget-readout')?.textContent || '').trim(),
+    // noUiSlider reports the handle position in percent of the range
+    atMax: parseFloat(slider.querySelector('.noUi-handle')?.getAttribute('aria-valuenow')) >= 100,
     image: img ? img.getAttribute('src') : '',
     output: out ? (out.innerText || '').trim().slice(0, 300) : '',
   };

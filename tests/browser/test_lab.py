@@ -15,7 +15,7 @@ import os
 import pytest
 
 from .conftest import LESSONS
-from .lab import FIXTURES, page_problems, press_on_slider, run_notebook, screenshot
+from .lab import FIXTURES, explorer_state, page_problems, press_on_slider, run_notebook, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -24,28 +24,38 @@ EXPLORER_SLIDER = "micro-batch size"  # accumlab.widgets.accumulation_explorer, 
 
 
 def check_keyboard_explorer(page) -> None:
-    """ArrowRight on the micro-batch slider moves it one step and redraws a different gradient;
-    ArrowLeft moves it back and redraws again (press_on_slider fails when no redraw comes)."""
-    before, after = press_on_slider(page, EXPLORER_SLIDER, "ArrowRight")
-    assert int(after["value"]) == int(before["value"]) + 1, (
-        f"readout {before['value']} -> {after['value']}"
+    """One arrow key on the micro-batch slider moves it one step and redraws a different gradient;
+    the opposite key moves it back and redraws again (press_on_slider fails when no redraw comes)."""
+    state = explorer_state(page, EXPLORER_SLIDER)
+    assert state is not None, f"no slider labelled {EXPLORER_SLIDER!r}: is the explorer shown?"
+    there, back_key, step = (
+        ("ArrowLeft", "ArrowRight", -1) if state["atMax"] else ("ArrowRight", "ArrowLeft", 1)
+    )
+    before, after = press_on_slider(page, EXPLORER_SLIDER, there)
+    assert int(after["value"]) == int(before["value"]) + step, (
+        f"{there}: readout {before['value']} -> {after['value']}"
     )
     assert after["image"] != before["image"], "the plotted gradient did not change"
-    _, back = press_on_slider(page, EXPLORER_SLIDER, "ArrowLeft")
-    assert back["value"] == before["value"], f"readout {after['value']} -> {back['value']}"
+    _, back = press_on_slider(page, EXPLORER_SLIDER, back_key)
+    assert back["value"] == before["value"], (
+        f"{back_key}: readout {after['value']} -> {back['value']}"
+    )
     assert back["image"] != after["image"], "the plotted gradient did not change back"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem for p in LESSONS])
 def test_lesson_in_lab(page, lab, screenshots, lesson):
+    shot = screenshots / f"{lesson.stem}.png"
     try:
         report = run_notebook(page, lab, lesson, timeout=TIMEOUT)
-        assert not report.problems, report.summary()
-        if lesson.name.startswith("02_"):
-            check_keyboard_explorer(page)
-            assert not page_problems(page, lesson), page_problems(page, lesson)
-    finally:
-        screenshot(page, screenshots / f"{lesson.stem}.png")  # also when it failed: what went wrong
+    except BaseException:
+        screenshot(page, shot)  # what the page showed when it went wrong
+        raise
+    screenshot(page, shot)  # the lesson as Run All leaves it, before the keyboard moves anything
+    assert not report.problems, report.summary()
+    if lesson.name.startswith("02_"):
+        check_keyboard_explorer(page)
+        assert not page_problems(page, lesson), page_problems(page, lesson)
 
 
 def test_keyboard_moves_explorer_fixture(page, lab):
