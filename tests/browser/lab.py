@@ -138,6 +138,8 @@ class LabServer:
             JUPYTER_RUNTIME_DIR=str(self.runtime_dir),
             JUPYTERLAB_SETTINGS_DIR=str(settings_dir),
             JUPYTERLAB_WORKSPACES_DIR=str(self.workdir / "workspaces"),
+            # nor IPython startup files: the lessons must render as they do on a fresh machine
+            IPYTHONDIR=str(self.workdir / "ipython"),
         )
         cmd = [
             sys.executable,
