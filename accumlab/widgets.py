@@ -34,7 +34,9 @@ class Explorer:
         self.refresh()
         for control in controls.values():
             control.observe(self._changed, names="value")
-        self.widget = W.VBox([W.HBox(list(controls.values())), self.output])
+        # wrap: several controls on one line would squeeze each slider to a few pixels
+        row = W.HBox(list(controls.values()), layout=W.Layout(flex_flow="row wrap"))
+        self.widget = W.VBox([row, self.output])
 
     @property
     def values(self) -> dict:

@@ -106,6 +106,26 @@ def _tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text[-lines:])
 
 
+def _failed_at(spec_dir: Path, rank: int) -> float:
+    import torch
+
+    result = spec_dir / f"rank{rank}.pt"
+    if not result.exists():
+        return float("inf")  # died without a report: a crash, timed by nothing we can read
+    return torch.load(result, weights_only=False).get("failed_at", float("inf"))
+
+
+def _root_failure(procs, spec_dir: Path, world_size: int, task: str, grace: float = 3.0):
+    """The failure to report: when one rank raises, its peers fail moments later inside a
+    collective ("connection closed by peer"). Wait briefly for them, then blame the earliest."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(0.02)
+    failed = [r for r, p in enumerate(procs) if p.poll() not in (None, 0)]
+    rank = min(failed, key=lambda r: (_failed_at(spec_dir, r), r))
+    return _failure(spec_dir, rank, procs[rank].poll(), world_size, task)
+
+
 def _failure(spec_dir: Path, rank: int, code: int, world_size: int, task: str) -> WorkerFailed:
     import torch
 
@@ -189,9 +209,8 @@ def launch(
             deadline = time.monotonic() + timeout
             while True:
                 codes = [p.poll() for p in procs]
-                for rank, code in enumerate(codes):
-                    if code not in (None, 0):
-                        raise _failure(spec_dir, rank, code, world_size, name)
+                if any(code not in (None, 0) for code in codes):
+                    raise _root_failure(procs, spec_dir, world_size, name)
                 if all(c == 0 for c in codes):
                     break
                 if time.monotonic() > deadline:

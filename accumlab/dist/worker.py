@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             "ok": False,
             "error": f"{type(err).__name__}: {err}",
             "traceback": traceback.format_exc(),
+            "failed_at": time.time(),  # lets the launcher blame the rank that failed first
         }
     import torch
 
