@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?=
 PYTEST_ARGS ?=
 
-.PHONY: lab test lint format check-notebooks bench clean
+.PHONY: lab test test-browser lint format check-notebooks bench screenshots clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,14 @@ lab: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/pytest --nbmake $(PYTEST_ARGS)
+
+# every lesson run in JupyterLab in headless Chromium (Debian's /usr/bin/chromium)
+test-browser: $(VENV)/.installed
+	$(BIN)/pytest -m browser tests/browser $(PYTEST_ARGS)
+
+# refresh the README's pictures of lessons 02 and 03
+screenshots: $(VENV)/.installed
+	ACCUMLAB_SCREENSHOTS=docs/img $(BIN)/pytest -m browser tests/browser -k "02_grad or 03_loss"
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

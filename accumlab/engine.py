@@ -117,7 +117,8 @@ class Trace:
 
     @property
     def steps(self) -> int:
-        return len(self.window_grads)
+        """Windows completed (optimizer steps, or would-be steps when optimizer=None)."""
+        return len(self.window_losses)
 
     def count(self, kind: str) -> int:
         return sum(e.kind == kind for e in self.events)
@@ -160,7 +161,8 @@ def run(
     optimizer: str | Callable | None = "sgd",
     lr: float = 0.01,
     epochs: int = 1,
-    record_grads: bool = True,
+    record_grads: bool = False,
+    record_windows: bool = True,
     in_place: bool = False,
     scheduler: Callable | None = None,
 ) -> Trace:
@@ -168,6 +170,10 @@ def run(
 
     The model is copied first (unless `in_place`), so several recipes can start from one model.
     `optimizer=None` accumulates and zeroes but never updates: gradients only.
+    `record_grads=True` also keeps every `.grad` after every micro-step in `trace.grads` (lesson 02
+    plots them); it is off by default because copying every gradient every micro-step costs time.
+    `record_windows=False` skips the per-window copies of gradients and parameters
+    (`trace.window_grads`, `trace.params`): a training run then costs what a hand loop costs.
     `scheduler` (lesson 06): a callable optimizer -> LR scheduler, stepped as `recipe.scheduler_step`
     says.
     """
@@ -204,7 +210,9 @@ def run(
                 )
             model.zero_grad(set_to_none=True)
             trace.events.append(Event("zero", micro_step, w_index))
-            window_sum = 0.0
+            # losses stay on the device until the window ends: reading them per micro-step with
+            # float() would make the CPU wait for the GPU at every micro-step
+            raw, scaled_losses = [], []
             for i, (mb, count) in enumerate(zip(window, counts, strict=True)):
                 if recipe.zero_grad == "every_micro_step" and i > 0:
                     model.zero_grad(set_to_none=True)  # the bug: erases earlier micro-batches
@@ -217,9 +225,8 @@ def run(
                 else:
                     scaled.backward()
                 trace.events.append(Event("backward", micro_step, w_index))
-                window_sum += float(loss_sum.detach())  # .item(): never keep the graph alive
-                trace.micro_losses.append(float(loss_sum.detach()) / max(count, 1))
-                trace.scaled_losses.append(float(scaled.detach()))
+                raw.append(loss_sum.detach())  # detached: never keep the graph alive
+                scaled_losses.append(scaled.detach())
                 trace.micro_counts.append(count)
                 if record_grads:
                     trace.grads.append(snapshot({n: p.grad for n, p in params.items()}, params))
@@ -236,15 +243,20 @@ def run(
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip_norm)
                 trace.clip_norms.append(float(norm))
                 trace.events.append(Event("clip", micro_step - 1, w_index))
-            trace.window_grads.append(grads_of(model))
-            trace.window_losses.append(window_sum / max(window_count, 1))
+            raw_values = torch.stack(raw).tolist()  # one device sync per window
+            trace.micro_losses += [v / max(c, 1) for v, c in zip(raw_values, counts, strict=True)]
+            trace.scaled_losses += torch.stack(scaled_losses).tolist()
+            if record_windows:
+                trace.window_grads.append(grads_of(model))
+            trace.window_losses.append(sum(raw_values) / max(window_count, 1))
             if opt is not None:
                 trace.lrs.append(float(opt.param_groups[0]["lr"]))
                 opt.step()
                 trace.events.append(Event("step", micro_step - 1, w_index))
             if sched is not None:
                 _step_scheduler(sched, trace, micro_step - 1, w_index)  # after optimizer.step()
-            trace.params.append(params_of(model))
+            if record_windows:
+                trace.params.append(params_of(model))
             w_index += 1
     return trace
 

@@ -81,7 +81,7 @@ def accumulation_progress(
             f"micro_batch_size × accumulation_steps = {recipe.window_size} exceeds the "
             f"{len(data)} samples available"
         )
-    trace = run(recipe, model, window, loss=loss, optimizer=None)
+    trace = run(recipe, model, window, loss=loss, optimizer=None, record_grads=True)
     names = [n for n, _ in model.named_parameters()]
     flat = [torch.cat([g[n].reshape(-1) for n in names]) for g in trace.grads]
     full = full_batch_grads(model, window, loss=loss)

@@ -49,10 +49,19 @@ def hand_loop(model, data, micro_batch_size: int, k: int):
     return model
 
 
-def engine(model, data, micro_batch_size: int, k: int, record_grads: bool):
+def engine(
+    model, data, micro_batch_size: int, k: int, record_grads: bool, record_windows: bool = True
+):
     recipe = al.Recipe(micro_batch_size, k)
     return al.run(
-        recipe, model, data, loss="mse", optimizer="sgd", lr=LR, record_grads=record_grads
+        recipe,
+        model,
+        data,
+        loss="mse",
+        optimizer="sgd",
+        lr=LR,
+        record_grads=record_grads,
+        record_windows=record_windows,
     ).model
 
 
@@ -71,8 +80,9 @@ def bench(device: torch.device, repeats: int) -> dict:
     model, data = memory_setup(width, depth, n, device=device)
     contenders = {
         "hand-written loop": lambda: hand_loop(model, data, mb, k),
-        "al.run(record_grads=False)": lambda: engine(model, data, mb, k, False),
-        "al.run (default, record_grads=True)": lambda: engine(model, data, mb, k, True),
+        "al.run(record_windows=False)": lambda: engine(model, data, mb, k, False, False),
+        "al.run (default)": lambda: engine(model, data, mb, k, False),
+        "al.run(record_grads=True)": lambda: engine(model, data, mb, k, True),
     }
     ref = hand_loop(model, data, mb, k)
     for name, fn in contenders.items():  # same model, same data, same result: else no comparison

@@ -13,7 +13,9 @@ import accumlab as al
 def test_classic_example_reproduced_exactly():
     data, model = al.classic_data(), al.ScalarModel(w=1.0)
     assert float(al.full_batch_grads(model, data)["w"]) == -20.0
-    trace = al.run(al.Recipe(micro_batch_size=1, accumulation_steps=2), model, data, lr=0.01)
+    trace = al.run(
+        al.Recipe(micro_batch_size=1, accumulation_steps=2), model, data, lr=0.01, record_grads=True
+    )
     assert [float(g["w"]) for g in trace.grads] == [-16.0, -20.0]
     assert math.isclose(float(trace.params[-1]["w"]), 1.2, rel_tol=1e-15)
     assert model.w.item() == 1.0  # run works on a copy
@@ -72,7 +74,7 @@ def test_sum_normalization_matches_summed_loss():
 
 def test_trace_events_and_steps():
     data = al.regression_data(20, 2)
-    trace = al.run(al.Recipe(2, 3), al.mlp(2, 3, 1, depth=1), data, epochs=2)
+    trace = al.run(al.Recipe(2, 3), al.mlp(2, 3, 1, depth=1), data, epochs=2, record_grads=True)
     # 10 micro-batches → windows of 3,3,3,1 per epoch
     assert trace.steps == 8 and trace.count("step") == 8 and trace.count("backward") == 20
     assert len(trace.grads) == 20 and len(trace.params) == 8
@@ -85,7 +87,7 @@ def test_window_loss_is_item_weighted_mean():
     model = al.mlp(2, 3, 1, depth=1, seed=3)
     trace = al.run(al.Recipe(4, 3), model, data, optimizer=None)
     loss_sum, count = al.get_loss("mse")(model(data.x), data.y)
-    assert math.isclose(trace.window_losses[0], float(loss_sum) / count, rel_tol=1e-12)
+    assert math.isclose(trace.window_losses[0], loss_sum.item() / count, rel_tol=1e-12)
 
 
 def test_optimizer_choices_and_none():
@@ -113,3 +115,25 @@ def test_token_data_global_normalization_is_exact_mean_of_means_is_not():
     bad = al.accumulated_grads(model, data, 2, normalization="mean", loss="cross_entropy")
     assert al.grad_diff(good, full).max_rel <= 1e-12
     assert al.grad_diff(bad, full).max_rel > 1e-3
+
+
+def test_grads_are_recorded_only_when_asked():
+    data = al.regression_data(8, 2)
+    assert al.run(al.Recipe(2, 2), al.mlp(2, 3, 1, depth=1), data).grads == []
+    trace = al.run(al.Recipe(2, 2), al.mlp(2, 3, 1, depth=1), data, record_grads=True)
+    assert len(trace.grads) == 4 and len(trace.micro_losses) == 4 == len(trace.scaled_losses)
+    # each window's last snapshot is what the optimizer stepped with
+    assert all(
+        torch.equal(trace.grads[i]["0.weight"], trace.window_grads[w]["0.weight"])
+        for w, i in ((0, 1), (1, 3))
+    )
+
+
+def test_record_windows_off_keeps_the_result_and_drops_the_copies():
+    data = al.regression_data(16, 2, seed=8)
+    model = al.mlp(2, 3, 1, depth=1, seed=8)
+    full = al.run(al.Recipe(2, 4), model, data, lr=0.1)
+    lean = al.run(al.Recipe(2, 4), model, data, lr=0.1, record_windows=False)
+    assert lean.window_grads == [] and lean.params == [] and lean.steps == full.steps == 2
+    assert lean.window_losses == full.window_losses
+    assert al.grad_diff(al.params_of(lean.model), full.params[-1]).max_abs == 0

@@ -19,7 +19,11 @@ def test_benchmark_runs_on_tiny_sizes(monkeypatch, capsys, tmp_path):
         bench.main(["--repeats", "1", "--device", "cpu", "--profile", "--markdown", str(out)]) == 0
     )
     text = out.read_text()
-    assert "hand-written loop | " in text and "al.run(record_grads=False)" in text
+    assert (
+        "hand-written loop | " in text
+        and "al.run (default)" in text
+        and "record_windows=False" in text
+    )
     assert "| record_grads=True | " in text
     assert "Command: `python benchmarks/engine_overhead.py --repeats 1" in text
     with pytest.raises(SystemExit):
