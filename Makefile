@@ -46,7 +46,7 @@ check-notebooks: $(VENV)/.installed
 	$(BIN)/python tools/check_notebooks.py notebooks
 
 bench: $(VENV)/.installed
-	$(BIN)/python tools/bench_notebooks.py notebooks --out benchmarks/notebooks.md
+	$(BIN)/python tools/bench_notebooks.py notebooks --out benchmarks/notebooks.md --readme README.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
