@@ -141,15 +141,23 @@ def params_of(model: nn.Module) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
+# optimizers by name; their state per parameter: none, one momentum buffer, two Adam moments
+OPTIMIZERS = {
+    "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr),
+    "sgd_momentum": lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9),
+    "adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
+    "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr),
+}
+
+
 def make_optimizer(optimizer, params, lr: float):
-    """'sgd' | 'adam' | 'adamw' | a callable params -> Optimizer | None (no update)."""
+    """A name from OPTIMIZERS | a callable params -> Optimizer | None (no update)."""
     if optimizer is None:
         return None
     if callable(optimizer):
         return optimizer(params)
-    builders = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
-    one_of("optimizer", optimizer, builders)
-    return builders[optimizer](params, lr=lr)
+    one_of("optimizer", optimizer, OPTIMIZERS)
+    return OPTIMIZERS[optimizer](params, lr)
 
 
 def run(
