@@ -9,11 +9,11 @@ of whatever batch it is given, and it updates its running statistics once per fo
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager
 
 import torch
 from torch import nn
 
+from ._threads import one_thread
 from ._validate import one_of, positive_float, positive_int
 from .compare import GradDiff, grad_diff
 from .data import Data, classification_data
@@ -22,19 +22,6 @@ from .models import NORMS, mlp
 from .reference import accumulated_grads, full_batch_grads
 
 _NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm)
-
-
-@contextmanager
-def one_thread():
-    """Run torch on one CPU thread inside the block, then restore the previous setting. These
-    models are tiny: handing each op to a second thread costs more than the arithmetic, and on a
-    busy 2-core machine waiting for that thread dominated the run time (measured 40x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def batchnorm_layers(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
+from .._threads import one_thread
 from .._validate import positive_float, positive_int
 from ..data import Data
 from ..engine import make_optimizer
@@ -24,18 +24,6 @@ from .diagnose import (
 )
 from .findings import AuditReport
 from .runner import record
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Tiny models: handing each small op to a second thread costs more than the op itself, and on
-    a busy machine the hand-offs slow an audit from 0.05 s to over a second. Restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def audit(
@@ -86,7 +74,7 @@ def audit(
     )
 
     started = time.perf_counter()
-    with _one_thread():
+    with one_thread():
         return _audit(train_fn, setup, started, device)
 
 
