@@ -20,8 +20,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# as root (containers, cloud boxes) Jupyter refuses to start unless told it is on purpose
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(VENV)/.installed
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS)
 
 test: $(VENV)/.installed
 	$(BIN)/pytest --nbmake $(PYTEST_ARGS)

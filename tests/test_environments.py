@@ -95,3 +95,14 @@ def test_readme_binder_badge_opens_lesson_00():
 
 def test_ci_script_is_executable():
     assert os.access(ROOT / ".ci/run", os.X_OK)
+
+
+def test_readme_commands_are_make_targets():
+    readme = (ROOT / "README.md").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    for target in re.findall(r"^make ([a-z-]+)", readme, re.M) + ["lab", "test"]:
+        assert re.search(rf"^{target}:", makefile, re.M), (
+            f"README names `make {target}`, Makefile lacks it"
+        )
+    assert re.search(r"^test:.*\n\t\$\(BIN\)/pytest --nbmake", makefile, re.M)
+    assert "make test" in (ROOT / ".ci/run").read_text()
