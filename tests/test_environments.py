@@ -106,3 +106,10 @@ def test_readme_commands_are_make_targets():
         )
     assert re.search(r"^test:.*\n\t\$\(BIN\)/pytest --nbmake", makefile, re.M)
     assert "make test" in (ROOT / ".ci/run").read_text()
+
+
+def test_readme_python_examples_run():
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert len(blocks) >= 2
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})
