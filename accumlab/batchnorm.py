@@ -230,11 +230,7 @@ def running_stats_step(
     bns = batchnorm_layers(model)
     if not bns:
         raise ValueError("model has no BatchNorm layer: it keeps no running statistics")
-    window = micro_batch_size * accumulation_steps
-    if window > len(data):
-        raise ValueError(
-            f"micro_batch_size × accumulation_steps = {window} exceeds the {len(data)} samples available"
-        )
+    window = len(data.first_window(micro_batch_size, accumulation_steps))
     check_micro_batches(model, data[:window], micro_batch_size)
     out = {"momentum": bns[0].momentum, "accumulation_steps": accumulation_steps}
     for name, (mb, k) in {
@@ -266,11 +262,7 @@ def running_mean_trajectory(
     bns = batchnorm_layers(model)
     if not bns:
         raise ValueError("model has no BatchNorm layer: it keeps no running statistics")
-    window = micro_batch_size * accumulation_steps
-    if window > len(data):
-        raise ValueError(
-            f"micro_batch_size × accumulation_steps = {window} exceeds the {len(data)} samples available"
-        )
+    window = len(data.first_window(micro_batch_size, accumulation_steps))
     check_micro_batches(model, data[:window], micro_batch_size)
     if not 0 <= channel < bns[0].num_features:
         raise ValueError(f"channel must be in [0, {bns[0].num_features}), got {channel!r}")
@@ -486,13 +478,7 @@ def explore_batchnorm(
     error of accumulating vs the full batch, and (BatchNorm only) the running-mean trajectory."""
     one_of("norm", norm, NORMS)
     data = data if data is not None else batchnorm_data()
-    window = positive_int("micro_batch_size", micro_batch_size) * positive_int(
-        "accumulation_steps", accumulation_steps
-    )
-    if window > len(data):
-        raise ValueError(
-            f"micro_batch_size × accumulation_steps = {window} exceeds the {len(data)} samples available"
-        )
+    window = len(data.first_window(micro_batch_size, accumulation_steps))
     model = with_momentum(norm_model(norm), momentum) if norm == "batch" else norm_model(norm)
     batch = data[:window]
     return {

@@ -54,6 +54,17 @@ class Data:
             )
         return [self[i : i + micro_batch_size] for i in range(0, len(self), micro_batch_size)]
 
+    def first_window(self, micro_batch_size: int, accumulation_steps: int) -> Data:
+        """The samples of one full optimizer step: the first micro_batch_size × k of them."""
+        positive_int("micro_batch_size", micro_batch_size)
+        positive_int("accumulation_steps", accumulation_steps)
+        size = micro_batch_size * accumulation_steps
+        if size > len(self):
+            raise ValueError(
+                f"micro_batch_size × accumulation_steps = {size} exceeds the {len(self)} samples available"
+            )
+        return self[:size]
+
     def lengths(self) -> torch.Tensor:
         """Real (non-padding) tokens per sequence, for token data."""
         return (self.y != IGNORE_INDEX).sum(dim=-1)

@@ -75,12 +75,7 @@ def accumulation_progress(
     Returns {"names", "accumulated": tensor (k, n_values), "full": tensor (n_values,), "samples"}.
     """
     recipe = Recipe(micro_batch_size, accumulation_steps)
-    window = data[: recipe.window_size]
-    if len(window) < recipe.window_size:
-        raise ValueError(
-            f"micro_batch_size × accumulation_steps = {recipe.window_size} exceeds the "
-            f"{len(data)} samples available"
-        )
+    window = data.first_window(micro_batch_size, accumulation_steps)
     trace = run(recipe, model, window, loss=loss, optimizer=None, record_grads=True)
     names = [n for n, _ in model.named_parameters()]
     flat = [torch.cat([g[n].reshape(-1) for n in names]) for g in trace.grads]

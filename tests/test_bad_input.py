@@ -88,3 +88,12 @@ def test_batchnorm_with_single_sample_micro_batches():
         al.run(al.Recipe(1, 4), model, al.regression_data(8))
     with pytest.raises(ValueError, match="BatchNorm"):
         al.accumulated_grads(model, al.regression_data(9), 2)  # last micro-batch holds 1 sample
+
+
+def test_first_window_is_one_optimizer_step_of_samples():
+    data = al.regression_data(10)
+    assert len(data.first_window(3, 3)) == 9
+    with pytest.raises(ValueError, match="= 12 exceeds the 10 samples"):
+        data.first_window(4, 3)
+    with pytest.raises(ValueError, match="accumulation_steps.*0"):
+        data.first_window(4, 0)
