@@ -1,1 +1,0 @@
-"""One module per recorded GPU experiment; each exposes `record() -> dict` (see accumlab.record)."""
