@@ -1,289 +1,81 @@
 """accumlab — the machinery behind the gradient-accumulation lessons. `import accumlab as al`.
 
-Nothing runs at import time: call `al.setup()` in a lesson to seed and inspect the machine.
+The core — data, models, losses, the engine (`Recipe`, `run`, `Trace`), reference gradients,
+comparisons, autograd-graph helpers, setup, figures and the explorer base — is reached as `al.<name>`.
+Each lesson's machinery lives in a topic folder reached as `al.<topic>.<name>`:
+
+    accumulation (00, 02)  autograd (01)  scaling (03)  batchnorm (04)  memory (05)
+    precision (06)         dist (07)      audit (08)
+
+Nothing runs at import time, and nothing is imported before a lesson touches it: call
+`al.setup()` in a lesson to seed and inspect the machine.
 """
 
-from . import dist
-from .amp import (
-    AMP_ORDERS,
-    AmpTrace,
-    amp_demo,
-    amp_error,
-    amp_report,
-    amp_train,
-    autocast_dtype,
-    cpu_grad_scaler_supported,
-    default_loss_scale,
-)
-from .audit import (
-    CATALOGUE,
-    AuditReport,
-    Finding,
-    audit,
-    audit_explorer,
-    audit_setup,
-    catalogue_loop,
-    plot_audit,
-)
-from .audit import CODES as AUDIT_CODES
-from .batchnorm import (
-    GhostBatchNorm1d,
-    batch_gradient_diff,
-    batchnorm_data,
-    batchnorm_layers,
-    check_micro_batches,
-    dropout_expectation,
-    explore_batchnorm,
-    freeze_batchnorm,
-    ghost_batchnorm,
-    gradient_mismatch,
-    matching_momentum,
-    micro_batch_stats,
-    micro_batch_weights,
-    norm_model,
-    old_weight_formula,
-    running_mean_trajectory,
-    running_stats_step,
-    sync_batchnorm_sweep,
-    training_comparison,
-    with_momentum,
-)
-from .checkpointing import Checkpointed, checkpoint_grad_gap
-from .choose_k import Choice, choose_micro_batch, floor_bytes
-from .clipping import clipped_updates, update_norm
-from .compare import GradDiff, grad_diff
-from .data import IGNORE_INDEX, Data, classic_data, classification_data, regression_data, token_data
-from .dist import (
-    DistError,
-    Plan,
-    WorkerFailed,
-    WorkerTimeout,
-    choose_plan,
-    launch,
-    sync_experiments,
-)
-from .dist.report import checks as sync_checks
-from .dist.report import format_summary as format_sync_report
-from .engine import (
-    CLIP_PLACEMENTS,
-    LAST_WINDOW_POLICIES,
-    NORMALIZATIONS,
-    SCHEDULER_STEPS,
-    ZERO_GRAD_PLACEMENTS,
-    Event,
-    Recipe,
-    Trace,
-    grads_of,
-    params_of,
-    run,
-)
-from .env import Env, setup
-from .exercises import check
-from .footprint import (
-    Footprint,
-    activation_bytes,
-    footprint,
-    memory_setup,
-    memory_sweep,
-    optimizer_state_bytes,
-    proportional_deviation,
-)
-from .graph import GraphView, count_nodes, draw_graph, summed_loss_graph
-from .leaks import graph_nodes, logging_growth, peak_saved_bytes
-from .losses import Loss, get_loss
-from .memory import saved_tensor_bytes
-from .models import ScalarModel, TinyLM, mlp
-from .optimizer_state import adam_comparison, adam_steps, max_param_gap
-from .plots_dist import (
-    plot_fsdp_grad_memory,
-    plot_step_times,
-    plot_sync_explorer,
-    plot_sync_rounds,
-    plot_token_normalisation,
-)
-from .plots_scaling import (
-    plot_linear_scaling_gap,
-    plot_sample_weights,
-    plot_scaling_explorer,
-    plot_token_weights,
-    plot_window_errors,
-)
-from .precision import ACCUMULATIONS, accumulate, accumulation_errors, micro_batch_grads
-from .reference import accumulated_grads, accumulation_progress, full_batch_grads
-from .scaling import (
-    Weights,
-    WindowCheck,
-    effective_batch_size,
-    effective_weights,
-    epoch_grads,
-    linear_scaled_lr,
-    linear_scaling_gap,
-    logged_losses,
-    mean_loss,
-    sample_weights,
-    scale_grads,
-    update_of,
-    weighted_grads,
-    window_errors,
-)
-from .schedules import schedule_curves, warmup_cosine
-from .throughput import checkpoint_comparison, step_time_sweep, time_step
-from .tokens import combined_loss, per_token, rank_slices, simulated_ranks_grads, token_weights
-from .widgets_amp import amp_explorer, explorer_data
-from .widgets_dist import sweep_view, sync_explorer
-from .widgets_memory import explore_memory, memory_explorer
-from .widgets_scaling import loss_scaling_data, loss_scaling_explorer
+from ._lazy import lazy_names
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ACCUMULATIONS",
-    "AMP_ORDERS",
-    "AUDIT_CODES",
-    "CATALOGUE",
-    "CLIP_PLACEMENTS",
-    "IGNORE_INDEX",
-    "LAST_WINDOW_POLICIES",
-    "NORMALIZATIONS",
-    "SCHEDULER_STEPS",
-    "ZERO_GRAD_PLACEMENTS",
-    "AmpTrace",
-    "AuditReport",
-    "Checkpointed",
-    "Choice",
-    "Data",
-    "DistError",
-    "Env",
-    "Event",
-    "Finding",
-    "Footprint",
-    "GhostBatchNorm1d",
-    "GradDiff",
-    "GraphView",
-    "Loss",
-    "Plan",
-    "Recipe",
-    "ScalarModel",
-    "TinyLM",
-    "Trace",
-    "Weights",
-    "WindowCheck",
-    "WorkerFailed",
-    "WorkerTimeout",
-    "accumulate",
-    "accumulated_grads",
-    "accumulation_errors",
-    "accumulation_progress",
-    "activation_bytes",
-    "adam_comparison",
-    "adam_steps",
-    "amp_demo",
-    "amp_error",
-    "amp_explorer",
-    "amp_report",
-    "amp_train",
-    "audit",
-    "audit_explorer",
-    "audit_setup",
-    "autocast_dtype",
-    "batch_gradient_diff",
-    "batchnorm_data",
-    "batchnorm_layers",
-    "catalogue_loop",
-    "check",
-    "check_micro_batches",
-    "checkpoint_comparison",
-    "checkpoint_grad_gap",
-    "choose_micro_batch",
-    "choose_plan",
-    "classic_data",
-    "classification_data",
-    "clipped_updates",
-    "combined_loss",
-    "count_nodes",
-    "cpu_grad_scaler_supported",
-    "default_loss_scale",
+TOPICS = (
+    "accumulation",
+    "autograd",
+    "scaling",
+    "batchnorm",
+    "memory",
+    "precision",
     "dist",
-    "draw_graph",
-    "dropout_expectation",
-    "effective_batch_size",
-    "effective_weights",
-    "epoch_grads",
-    "explore_batchnorm",
-    "explore_memory",
-    "explorer_data",
-    "floor_bytes",
-    "footprint",
-    "format_sync_report",
-    "freeze_batchnorm",
-    "full_batch_grads",
-    "get_loss",
-    "ghost_batchnorm",
-    "grad_diff",
-    "gradient_mismatch",
-    "grads_of",
-    "graph_nodes",
-    "launch",
-    "linear_scaled_lr",
-    "linear_scaling_gap",
-    "logged_losses",
-    "logging_growth",
-    "loss_scaling_data",
-    "loss_scaling_explorer",
-    "matching_momentum",
-    "max_param_gap",
-    "mean_loss",
-    "memory_explorer",
-    "memory_setup",
-    "memory_sweep",
-    "micro_batch_grads",
-    "micro_batch_stats",
-    "micro_batch_weights",
-    "mlp",
-    "norm_model",
-    "old_weight_formula",
-    "optimizer_state_bytes",
-    "params_of",
-    "peak_saved_bytes",
-    "per_token",
-    "plot_audit",
-    "plot_fsdp_grad_memory",
-    "plot_linear_scaling_gap",
-    "plot_sample_weights",
-    "plot_scaling_explorer",
-    "plot_step_times",
-    "plot_sync_explorer",
-    "plot_sync_rounds",
-    "plot_token_normalisation",
-    "plot_token_weights",
-    "plot_window_errors",
-    "proportional_deviation",
-    "rank_slices",
-    "regression_data",
-    "run",
-    "running_mean_trajectory",
-    "running_stats_step",
-    "sample_weights",
-    "saved_tensor_bytes",
-    "scale_grads",
-    "schedule_curves",
-    "setup",
-    "simulated_ranks_grads",
-    "step_time_sweep",
-    "summed_loss_graph",
-    "sweep_view",
-    "sync_batchnorm_sweep",
-    "sync_checks",
-    "sync_experiments",
-    "sync_explorer",
-    "time_step",
-    "token_data",
-    "token_weights",
-    "training_comparison",
-    "update_norm",
-    "update_of",
-    "warmup_cosine",
-    "weighted_grads",
-    "window_errors",
-    "with_momentum",
-]
+    "audit",
+)
+
+__getattr__, __dir__, __all__ = lazy_names(
+    __name__,
+    {
+        # env.py: setup
+        "Env": "env",
+        "setup": "env",
+        # data.py, models.py, losses.py
+        "IGNORE_INDEX": "data",
+        "Data": "data",
+        "classic_data": "data",
+        "classification_data": "data",
+        "regression_data": "data",
+        "token_data": "data",
+        "NORMS": "models",
+        "ScalarModel": "models",
+        "TinyLM": "models",
+        "mlp": "models",
+        "Loss": "losses",
+        "get_loss": "losses",
+        # optim.py, engine.py: how a loop accumulates
+        "OPTIMIZERS": "optim",
+        "make_optimizer": "optim",
+        "CLIP_PLACEMENTS": "engine",
+        "LAST_WINDOW_POLICIES": "engine",
+        "NORMALIZATIONS": "engine",
+        "SCHEDULER_STEPS": "engine",
+        "ZERO_GRAD_PLACEMENTS": "engine",
+        "Event": "engine",
+        "Recipe": "engine",
+        "Trace": "engine",
+        "grads_of": "engine",
+        "params_of": "engine",
+        "run": "engine",
+        # reference.py, compare.py: what a loop should have produced, and how far it is
+        "accumulated_grads": "reference",
+        "accumulation_progress": "reference",
+        "full_batch_grads": "reference",
+        "GradDiff": "compare",
+        "grad_diff": "compare",
+        # graph.py, saved.py: the autograd graph and what it keeps
+        "GraphView": "graph",
+        "count_nodes": "graph",
+        "draw_graph": "graph",
+        "saved_tensor_bytes": "saved",
+        # figures.py, explorer.py, recorded.py, exercises
+        "plot_bars": "figures",
+        "Explorer": "explorer",
+        "describe_recorded": "recorded:describe",
+        "load_recorded": "recorded:load",
+        "check": "exercises",
+    },
+    TOPICS,
+)

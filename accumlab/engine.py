@@ -16,6 +16,7 @@ from torch import nn
 from ._validate import one_of, positive_float, positive_int
 from .data import Data
 from .losses import Loss, get_loss
+from .optim import make_optimizer
 
 # How each micro-batch's loss is scaled before backward:
 #   mean   — micro-batch mean ÷ number of micro-batches in the window (the usual `loss / k`)
@@ -142,24 +143,6 @@ def params_of(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 # optimizers by name; their state per parameter: none, one momentum buffer, two Adam moments
-OPTIMIZERS = {
-    "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr),
-    "sgd_momentum": lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9),
-    "adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
-    "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr),
-}
-
-
-def make_optimizer(optimizer, params, lr: float):
-    """A name from OPTIMIZERS | a callable params -> Optimizer | None (no update)."""
-    if optimizer is None:
-        return None
-    if callable(optimizer):
-        return optimizer(params)
-    one_of("optimizer", optimizer, OPTIMIZERS)
-    return OPTIMIZERS[optimizer](params, lr)
-
-
 def run(
     recipe: Recipe,
     model: nn.Module,
@@ -192,9 +175,6 @@ def run(
     positive_int("epochs", epochs)
     loss_fn = get_loss(loss)
     windows = recipe.windows(data)  # validates micro_batch_size against len(data)
-    from .batchnorm import check_micro_batches  # here: batchnorm builds on the engine
-
-    check_micro_batches(model, data, recipe.micro_batch_size)  # BatchNorm needs ≥ 2 samples each
     model = model if in_place else copy.deepcopy(model)
     opt = make_optimizer(optimizer, model.parameters(), lr)
     if scheduler is not None and opt is None:
@@ -225,7 +205,9 @@ def run(
                 if recipe.zero_grad == "every_micro_step" and i > 0:
                     model.zero_grad(set_to_none=True)  # the bug: erases earlier micro-batches
                     trace.events.append(Event("zero", micro_step, w_index))
-                loss_sum, _ = loss_fn(model(mb.x), mb.y)
+                loss_sum, _ = loss_fn(
+                    forward(model, mb, f"micro-batch {i} of window {w_index}"), mb.y
+                )
                 scaled = recipe.scale(loss_sum, count, len(window), window_count)
                 if recipe.clip_norm is not None and recipe.clip_at == "micro_step":
                     _backward_clipped(scaled, model, recipe.clip_norm, trace)
@@ -267,6 +249,28 @@ def run(
                 trace.params.append(params_of(model))
             w_index += 1
     return trace
+
+
+# PyTorch's words when a BatchNorm layer in training mode sees one value per channel
+_ONE_VALUE = "Expected more than 1 value per channel when training"
+
+
+def forward(model: nn.Module, mb: Data, where: str) -> torch.Tensor:
+    """`model(mb.x)`, with PyTorch's single-value BatchNorm error said in the lesson's terms.
+
+    PyTorch itself decides: BatchNorm1d on (1, C) fails, BatchNorm2d on (1, C, H, W) with H·W > 1
+    does not, so no rule about micro-batch sizes is written down here."""
+    try:
+        return model(mb.x)
+    except ValueError as err:
+        if _ONE_VALUE not in str(err):
+            raise
+        raise ValueError(
+            f"{where} holds {len(mb)} sample(s), but BatchNorm in training mode needs at least 2 "
+            "values per channel to compute a variance; use micro_batch_size >= 2 (and a data size "
+            "that leaves no single-sample micro-batch), put BatchNorm in eval mode, or use "
+            "GroupNorm / LayerNorm"
+        ) from None
 
 
 def _backward_clipped(

@@ -1,4 +1,4 @@
-"""Thin widget builders: controls → a plain compute function → a pure plot function.
+"""The explorer base every lesson's widgets build on: controls → compute → pure plot function.
 
 Every explorer keeps its controls in `.controls` and the data it last computed in `.data`, so a
 test can set `explorer.controls["k"].value = 3` and assert on `explorer.data` directly. Compute and
@@ -76,50 +76,3 @@ def int_slider(description: str, value: int, lo: int, hi: int) -> W.IntSlider:
         continuous_update=False,
         style={"description_width": "initial"},
     )
-
-
-def accumulation_explorer(model=None, data=None, *, loss: str = "mse") -> Explorer:
-    """Lesson 02: micro-batch size and accumulation steps → accumulated vs full-batch gradient.
-
-    Slider ranges keep micro_batch_size × k within the data, so no invalid value is reachable.
-    """
-    from .data import regression_data
-    from .models import mlp
-    from .plots import plot_accumulation_progress
-    from .reference import accumulation_progress
-
-    data = data if data is not None else regression_data(n=32, features=2, seed=0)
-    model = model if model is not None else mlp(features=2, hidden=3, depth=1, seed=0)
-    n = len(data)
-    mb = int_slider("micro-batch size", 4, 1, n)
-    k = int_slider("accumulation steps k", 4, 1, n // 4)
-
-    def clamp_k(change):
-        k.max = max(1, n // change["new"])  # keeps micro_batch_size × k ≤ n
-
-    mb.observe(clamp_k, names="value")
-
-    def compute(micro_batch_size: int, accumulation_steps: int):
-        return accumulation_progress(model, data, micro_batch_size, accumulation_steps, loss=loss)
-
-    explorer = Explorer(
-        {"micro_batch_size": mb, "accumulation_steps": k}, compute, plot_accumulation_progress
-    )
-    return explorer
-
-
-def graph_growth_explorer(model=None, data=None) -> Explorer:
-    """Lesson 01: how many samples are summed before backward → graph size and saved bytes."""
-    from .data import regression_data
-    from .graph import summed_loss_graph
-    from .models import mlp
-    from .plots import plot_graph_growth
-
-    data = data if data is not None else regression_data(n=32, features=4, seed=0)
-    model = model if model is not None else mlp(features=4, hidden=16, depth=2, seed=0)
-    n = int_slider("samples summed n", 8, 1, len(data))
-
-    def compute(n: int):
-        return [summed_loss_graph(model, data, i) for i in range(1, n + 1)]
-
-    return Explorer({"n": n}, compute, plot_graph_growth)

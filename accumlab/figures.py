@@ -29,3 +29,26 @@ def show_figures_inline() -> bool:
 
     shell.display_formatter.formatters["image/png"].for_type(Figure, figure_png)
     return True
+
+
+def _figure(**kwargs):
+    from matplotlib.figure import (
+        Figure,  # here: matplotlib costs time that `import accumlab` should not
+    )
+
+    return Figure(**kwargs)
+
+
+def plot_bars(
+    labels: list[str], values: list[float], *, ylabel: str, title: str = "", log: bool = False
+):
+    """A labelled bar chart (any lesson)."""
+    fig = _figure(figsize=(6, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    ax.bar(labels, values, color="tab:blue")
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.tick_params(axis="x", labelrotation=20)
+    return fig

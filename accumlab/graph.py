@@ -102,38 +102,3 @@ def count_nodes(tensor: torch.Tensor) -> int:
         seen.add(fn)
         stack.extend(child for child, _ in fn.next_functions if child is not None)
     return len(seen)
-
-
-def summed_loss_graph(model, data, n: int, *, loss: str = "mse") -> dict:
-    """Lesson 01: sum n per-sample losses before one backward vs backward per sample.
-
-    Summing keeps all n graphs alive at once (nodes and saved bytes grow with n); calling backward
-    per sample frees each graph before the next is built, so at most one sample's graph is alive.
-    """
-    from ._validate import positive_int
-    from .losses import get_loss
-    from .memory import saved_tensor_bytes
-
-    positive_int("n", n)
-    if n > len(data):
-        raise ValueError(f"n must be at most the number of samples ({len(data)}), got {n}")
-    loss_fn = get_loss(loss)
-    # parameters and the data are alive anyway; slices of data.x are views of its whole storage
-    params = [*model.parameters(), data.x, data.y]
-    holder = {}
-
-    def summed():
-        holder["total"] = sum(
-            loss_fn(model(data.x[i : i + 1]), data.y[i : i + 1])[0] for i in range(n)
-        )
-
-    summed_bytes = saved_tensor_bytes(summed, exclude=params)
-    one_bytes = saved_tensor_bytes(lambda: loss_fn(model(data.x[:1]), data.y[:1]), exclude=params)
-    one_nodes = count_nodes(loss_fn(model(data.x[:1]), data.y[:1])[0])
-    return {
-        "n": n,
-        "summed_nodes": count_nodes(holder["total"]),
-        "summed_saved_bytes": summed_bytes,
-        "per_sample_nodes": one_nodes,
-        "per_sample_saved_bytes": one_bytes,
-    }

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
 from ._validate import one_of, positive_int
 
 NORMS = ("none", "batch", "layer", "group")
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run the block on the CPU generator seeded with `seed`, then put the caller's generator state
+    back: building a model must not change what the learner's next `torch.randn` returns."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 class ScalarModel(nn.Module):
@@ -56,15 +68,15 @@ def mlp(
     one_of("norm", norm, NORMS)
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-    torch.manual_seed(seed)
-    layers: list[nn.Module] = []
-    width = features
-    for _ in range(depth):
-        layers += [nn.Linear(width, hidden), _norm_layer(norm, hidden, groups), nn.Tanh()]
-        if dropout:
-            layers.append(nn.Dropout(dropout))
-        width = hidden
-    layers.append(nn.Linear(width, outputs))
+    with seeded(seed):
+        layers: list[nn.Module] = []
+        width = features
+        for _ in range(depth):
+            layers += [nn.Linear(width, hidden), _norm_layer(norm, hidden, groups), nn.Tanh()]
+            if dropout:
+                layers.append(nn.Dropout(dropout))
+            width = hidden
+        layers.append(nn.Linear(width, outputs))
     return nn.Sequential(*layers).to(dtype)
 
 
@@ -75,9 +87,9 @@ class TinyLM(nn.Module):
         super().__init__()
         positive_int("vocab", vocab, minimum=2)
         positive_int("dim", dim)
-        torch.manual_seed(seed)
-        self.embed = nn.Embedding(vocab, dim).to(dtype)
-        self.head = nn.Linear(dim, vocab).to(dtype)
+        with seeded(seed):
+            self.embed = nn.Embedding(vocab, dim).to(dtype)
+            self.head = nn.Linear(dim, vocab).to(dtype)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.head(torch.tanh(self.embed(tokens)))

@@ -1,6 +1,7 @@
 """Record GPU reference results: `python -m accumlab.record NAME [--out DIR]` (lessons 05–07).
 
-Each NAME is a module `accumlab.recorders.NAME` exposing `record() -> dict`; the result is written
+Each NAME is recorded by the `record` module of the topic it belongs to (`RECORDERS`), which exposes
+`record() -> dict`; the result is written
 with device, torch and CUDA versions and the date to accumlab/results/NAME.json (or --out DIR), so
 CPU-only machines can show it, labelled with where it came from.
 """
@@ -9,15 +10,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 from pathlib import Path
 
-from . import recorded, recorders
+from . import recorded
+
+# NAME -> the topic module that records it (each lesson's GPU section reads NAME.json)
+RECORDERS = {
+    "memory": "accumlab.memory.record",  # lesson 05
+    "amp": "accumlab.precision.record",  # lesson 06
+    "dist": "accumlab.dist.record",  # lesson 07
+}
 
 
 def available() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(recorders.__path__))
+    return sorted(RECORDERS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             "no CUDA device found: GPU reference results must come from a GPU (use --allow-cpu to test)"
         )
-    module = importlib.import_module(f"{recorders.__name__}.{args.name}")
+    module = importlib.import_module(RECORDERS[args.name])
     results = module.record()
     command = "python -m accumlab.record " + " ".join(argv if argv is not None else sys.argv[1:])
     path = recorded.save(args.name, results, command, args.out)

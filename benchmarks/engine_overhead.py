@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import accumlab as al
-from accumlab.footprint import memory_setup
+from accumlab.memory.parts import memory_setup
 
 LR = 0.01
 SIZES = {  # (width, depth, global batch, micro-batch size, k)

@@ -42,6 +42,6 @@ SOLUTIONS = {
 
 WRONG = {
     "08.1": "LOSS_NOT_DIVIDED",
-    "08.2": al.catalogue_loop("mean_of_means").fn,
-    "08.3": al.catalogue_loop("clip_before_unscale").fn,
+    "08.2": al.audit.catalogue_loop("mean_of_means").fn,
+    "08.3": al.audit.catalogue_loop("clip_before_unscale").fn,
 }

@@ -5,17 +5,18 @@ import torch
 from matplotlib.figure import Figure
 
 import accumlab as al
-from accumlab import plots_batchnorm as plots
-from accumlab.batchnorm import GhostBatchNorm1d, accuracy, one_thread
+from accumlab._threads import one_thread
+from accumlab.batchnorm.remedies import GhostBatchNorm1d
+from accumlab.batchnorm.training import accuracy
 
 
 @pytest.fixture(scope="module")
 def data():
-    return al.batchnorm_data(32)
+    return al.batchnorm.batchnorm_data(32)
 
 
 def test_micro_batch_means_average_to_the_full_mean_and_variances_obey_total_variance(data):
-    stats = al.micro_batch_stats(al.norm_model("batch"), data, 8)
+    stats = al.batchnorm.micro_batch_stats(al.batchnorm.norm_model("batch"), data, 8)
     assert stats["micro_means"].shape == (4, 16)
     assert torch.allclose(stats["micro_means"].mean(0), stats["full_mean"], atol=1e-12)
     total = stats["micro_vars"].mean(0) + stats["between_var"]
@@ -24,70 +25,79 @@ def test_micro_batch_means_average_to_the_full_mean_and_variances_obey_total_var
 
 
 def test_statistics_are_those_the_first_batchnorm_layer_sees(data):
-    model = al.norm_model("batch")
-    stats = al.micro_batch_stats(model, data, 8)
+    model = al.batchnorm.norm_model("batch")
+    stats = al.batchnorm.micro_batch_stats(model, data, 8)
     feats = model[0](data.x).detach()
     assert torch.allclose(stats["micro_means"][1], feats[8:16].mean(0), atol=1e-12)
     assert torch.allclose(stats["micro_vars"][1], feats[8:16].var(0, unbiased=False), atol=1e-12)
 
 
 def test_stats_leave_running_buffers_alone(data):
-    model = al.norm_model("batch")
+    model = al.batchnorm.norm_model("batch")
     before = model[1].running_mean.clone()
-    al.micro_batch_stats(model, data, 4)
+    al.batchnorm.micro_batch_stats(model, data, 4)
     assert torch.equal(model[1].running_mean, before)
 
 
 @pytest.mark.parametrize("norm", ["layer", "group", "none"])
 def test_per_sample_norms_match_the_full_batch(data, norm):
-    sweep = al.gradient_mismatch(al.norm_model(norm), data, [2, 4, 8, 32])
+    sweep = al.batchnorm.gradient_mismatch(al.batchnorm.norm_model(norm), data, [2, 4, 8, 32])
     assert max(sweep["max_rel"]) <= 1e-12
 
 
 def test_batchnorm_does_not_match_except_with_one_micro_batch(data):
-    errors = al.gradient_mismatch(al.norm_model("batch"), data, [2, 8, 32])["max_rel"]
+    errors = al.batchnorm.gradient_mismatch(al.batchnorm.norm_model("batch"), data, [2, 8, 32])[
+        "max_rel"
+    ]
     assert errors[0] > 1e-2 and errors[1] > 1e-2
     assert errors[2] <= 1e-12
 
 
 def test_micro_batch_of_one_with_batchnorm_is_a_clear_error(data):
-    model = al.norm_model("batch")
+    model = al.batchnorm.norm_model("batch")
     with pytest.raises(ValueError, match="micro_batch_size=1 .*at least 2 samples"):
-        al.batch_gradient_diff(model, data, 1)
+        al.batchnorm.batch_gradient_diff(model, data, 1)
     with pytest.raises(ValueError, match="last micro-batch of 9 samples"):
-        al.check_micro_batches(model, data[:9], 4)
+        al.batchnorm.check_micro_batches(model, data[:9], 4)
     with pytest.raises(ValueError, match="micro_batch_size"):
-        al.micro_batch_stats(model, data, 1)
+        al.batchnorm.micro_batch_stats(model, data, 1)
 
 
 def test_micro_batch_of_one_is_fine_without_batchnorm_in_training(data):
-    al.check_micro_batches(al.norm_model("layer"), data, 1)
-    al.check_micro_batches(al.freeze_batchnorm(al.norm_model("batch")), data, 1)
-    assert al.batch_gradient_diff(al.norm_model("group"), data[:8], 1).max_rel <= 1e-12
+    al.batchnorm.check_micro_batches(al.batchnorm.norm_model("layer"), data, 1)
+    al.batchnorm.check_micro_batches(
+        al.batchnorm.freeze_batchnorm(al.batchnorm.norm_model("batch")), data, 1
+    )
+    assert (
+        al.batchnorm.batch_gradient_diff(al.batchnorm.norm_model("group"), data[:8], 1).max_rel
+        <= 1e-12
+    )
 
 
 def test_unknown_norm_name_is_a_clear_error():
     with pytest.raises(ValueError, match="norm must be one of .*'instance'"):
-        al.norm_model("instance")
+        al.batchnorm.norm_model("instance")
     with pytest.raises(ValueError, match="norm must be one of .*'Batch'"):
-        al.explore_batchnorm("Batch", 4, 2, 0.1)
+        al.batchnorm.explore_batchnorm("Batch", 4, 2, 0.1)
 
 
 def test_bad_sizes_are_clear_errors(data):
-    model = al.norm_model("batch")
+    model = al.batchnorm.norm_model("batch")
     with pytest.raises(ValueError, match="micro_batch_size must be at most"):
-        al.batch_gradient_diff(model, data, 33)
+        al.batchnorm.batch_gradient_diff(model, data, 33)
     with pytest.raises(ValueError, match="exceeds the 32 samples"):
-        al.running_stats_step(model, data, 8, 8)
+        al.batchnorm.running_stats_step(model, data, 8, 8)
     with pytest.raises(ValueError, match="no BatchNorm"):
-        al.running_stats_step(al.norm_model("layer"), data, 4, 2)
+        al.batchnorm.running_stats_step(al.batchnorm.norm_model("layer"), data, 4, 2)
     with pytest.raises(ValueError, match="micro_batch_sizes must not be empty"):
-        al.gradient_mismatch(model, data, [])
+        al.batchnorm.gradient_mismatch(model, data, [])
 
 
 @pytest.mark.parametrize(("m", "k"), [(0.1, 8), (0.1, 1), (0.3, 4)])
 def test_old_running_mean_keeps_one_minus_m_to_the_k(data, m, k):
-    step = al.running_stats_step(al.with_momentum(al.norm_model("batch"), m), data, 4, k)
+    step = al.batchnorm.running_stats_step(
+        al.batchnorm.with_momentum(al.batchnorm.norm_model("batch"), m), data, 4, k
+    )
     assert torch.allclose(
         step["old_weight_accumulated"],
         torch.full((16,), (1 - m) ** k, dtype=torch.float64),
@@ -99,29 +109,29 @@ def test_old_running_mean_keeps_one_minus_m_to_the_k(data, m, k):
 
 
 def test_the_issues_numbers():
-    assert round(al.old_weight_formula(0.1, 8), 2) == 0.43
-    assert al.old_weight_formula(0.1, 1) == pytest.approx(0.9)
+    assert round(al.batchnorm.old_weight_formula(0.1, 8), 2) == 0.43
+    assert al.batchnorm.old_weight_formula(0.1, 1) == pytest.approx(0.9)
 
 
 def test_matching_momentum_restores_the_decay_but_not_the_estimate(data):
-    model = al.norm_model("batch")
-    m_k = al.matching_momentum(0.1, 4)
+    model = al.batchnorm.norm_model("batch")
+    m_k = al.batchnorm.matching_momentum(0.1, 4)
     assert (1 - m_k) ** 4 == pytest.approx(0.9, abs=1e-12)
-    matched = al.running_stats_step(al.with_momentum(model, m_k), data, 4, 4)
-    full = al.running_stats_step(al.with_momentum(model, 0.1), data, 4, 4)
+    matched = al.batchnorm.running_stats_step(al.batchnorm.with_momentum(model, m_k), data, 4, 4)
+    full = al.batchnorm.running_stats_step(al.batchnorm.with_momentum(model, 0.1), data, 4, 4)
     assert torch.allclose(
         matched["old_weight_accumulated"], torch.full((16,), 0.9, dtype=torch.float64), atol=1e-12
     )
     # the new part is exactly the weighted sum of the micro-batch means
-    weights = al.micro_batch_weights(m_k, 4)
-    means = al.micro_batch_stats(model, data[:16], 4)["micro_means"]
+    weights = al.batchnorm.micro_batch_weights(m_k, 4)
+    means = al.batchnorm.micro_batch_stats(model, data[:16], 4)["micro_means"]
     expected = sum(w * mu for w, mu in zip(weights, means, strict=True))
     assert torch.allclose(matched["running_mean_accumulated"], expected, atol=1e-12)
     assert (matched["running_mean_accumulated"] - full["running_mean_full"]).abs().max() > 1e-6
 
 
 def test_micro_batch_weights():
-    w = al.micro_batch_weights(0.1, 3)
+    w = al.batchnorm.micro_batch_weights(0.1, 3)
     assert w == pytest.approx([0.1 * 0.81, 0.1 * 0.9, 0.1])
     assert sum(w) == pytest.approx(1 - 0.9**3)
 
@@ -129,49 +139,56 @@ def test_micro_batch_weights():
 @pytest.mark.parametrize("bad", [0, 1, -0.1, True, "0.1"])
 def test_matching_momentum_rejects_bad_momentum(bad):
     with pytest.raises(ValueError, match="momentum"):
-        al.matching_momentum(bad, 4)
+        al.batchnorm.matching_momentum(bad, 4)
 
 
 def test_with_momentum_copies_and_validates():
-    model = al.norm_model("batch")
-    other = al.with_momentum(model, 0.5)
+    model = al.batchnorm.norm_model("batch")
+    other = al.batchnorm.with_momentum(model, 0.5)
     assert model[1].momentum == 0.1 and other[1].momentum == 0.5
     with pytest.raises(ValueError, match="momentum"):
-        al.with_momentum(model, 1.5)
+        al.batchnorm.with_momentum(model, 1.5)
 
 
 def test_freezing_batchnorm_makes_accumulation_exact_and_keeps_buffers(data):
-    model = al.norm_model("batch", dropout=0.2)
-    frozen = al.freeze_batchnorm(model)
-    assert all(bn.training for bn in al.batchnorm_layers(model))  # the original is untouched
-    assert not any(bn.training for bn in al.batchnorm_layers(frozen))
+    model = al.batchnorm.norm_model("batch", dropout=0.2)
+    frozen = al.batchnorm.freeze_batchnorm(model)
+    assert all(
+        bn.training for bn in al.batchnorm.batchnorm_layers(model)
+    )  # the original is untouched
+    assert not any(bn.training for bn in al.batchnorm.batchnorm_layers(frozen))
     assert all(m.training for m in frozen.modules() if isinstance(m, torch.nn.Dropout))
-    exact = al.freeze_batchnorm(al.norm_model("batch"))
-    assert al.batch_gradient_diff(exact, data, 4).max_rel <= 1e-12
-    step = al.running_stats_step(exact, data, 4, 4)
+    exact = al.batchnorm.freeze_batchnorm(al.batchnorm.norm_model("batch"))
+    assert al.batchnorm.batch_gradient_diff(exact, data, 4).max_rel <= 1e-12
+    step = al.batchnorm.running_stats_step(exact, data, 4, 4)
     assert (step["old_weight_accumulated"] == 1).all() and (
         step["running_mean_accumulated"] == 0
     ).all()
 
 
 def test_ghost_batchnorm_in_one_forward_equals_accumulation(data):
-    model = al.norm_model("batch")
-    ghost = al.ghost_batchnorm(model, 8)
-    assert [type(m) for m in al.batchnorm_layers(ghost)] == [GhostBatchNorm1d, GhostBatchNorm1d]
+    model = al.batchnorm.norm_model("batch")
+    ghost = al.batchnorm.ghost_batchnorm(model, 8)
+    assert [type(m) for m in al.batchnorm.batchnorm_layers(ghost)] == [
+        GhostBatchNorm1d,
+        GhostBatchNorm1d,
+    ]
     full = al.full_batch_grads(ghost, data, loss="cross_entropy")
     acc = al.accumulated_grads(model, data, 8, normalization="global", loss="cross_entropy")
     assert al.grad_diff(full, acc).max_rel <= 1e-12
-    g = al.running_stats_step(ghost, data, 8, 4)["running_mean_full"]
-    a = al.running_stats_step(model, data, 8, 4)["running_mean_accumulated"]
+    g = al.batchnorm.running_stats_step(ghost, data, 8, 4)["running_mean_full"]
+    a = al.batchnorm.running_stats_step(model, data, 8, 4)["running_mean_accumulated"]
     assert torch.allclose(g, a, atol=1e-12)
 
 
 def test_ghost_batchnorm_is_plain_batchnorm_in_eval_and_when_chunk_is_whole(data):
-    model = al.norm_model("batch")
+    model = al.batchnorm.norm_model("batch")
     x = data.x
-    assert torch.allclose(al.ghost_batchnorm(model, 32).eval()(x), model.eval()(x), atol=1e-12)
+    assert torch.allclose(
+        al.batchnorm.ghost_batchnorm(model, 32).eval()(x), model.eval()(x), atol=1e-12
+    )
     model.train()
-    assert torch.allclose(al.ghost_batchnorm(model, 32)(x), model(x), atol=1e-12)
+    assert torch.allclose(al.batchnorm.ghost_batchnorm(model, 32)(x), model(x), atol=1e-12)
 
 
 def test_ghost_batchnorm_rejects_a_last_chunk_of_one():
@@ -183,27 +200,31 @@ def test_ghost_batchnorm_rejects_a_last_chunk_of_one():
 
 
 def test_sync_batchnorm_fixes_statistics_only_when_one_forward_holds_the_batch(data):
-    sweep = al.sync_batchnorm_sweep(al.norm_model("batch"), data, 4, ranks=(1, 2, 8))
+    sweep = al.batchnorm.sync_batchnorm_sweep(
+        al.batchnorm.norm_model("batch"), data, 4, ranks=(1, 2, 8)
+    )
     assert sweep["statistics_size"] == [4, 8, 32]
     assert sweep["accumulation_steps"] == [8, 4, 1]
     assert sweep["max_rel"][0] > 1e-2 and sweep["max_rel"][1] > 1e-2
     assert sweep["max_rel"][2] <= 1e-12
     with pytest.raises(ValueError, match="must divide"):
-        al.sync_batchnorm_sweep(al.norm_model("batch"), data, 4, ranks=(3,))
+        al.batchnorm.sync_batchnorm_sweep(al.batchnorm.norm_model("batch"), data, 4, ranks=(3,))
 
 
 def test_dropout_differs_per_draw_but_not_in_expectation(data):
-    model = al.norm_model("none", dropout=0.3)
-    assert al.batch_gradient_diff(model, data, 8).max_rel > 1e-2
-    assert al.batch_gradient_diff(al.norm_model("none"), data, 8).max_rel <= 1e-12
-    result = al.dropout_expectation(model, data, 8, draws=32)
+    model = al.batchnorm.norm_model("none", dropout=0.3)
+    assert al.batchnorm.batch_gradient_diff(model, data, 8).max_rel > 1e-2
+    assert (
+        al.batchnorm.batch_gradient_diff(al.batchnorm.norm_model("none"), data, 8).max_rel <= 1e-12
+    )
+    result = al.batchnorm.dropout_expectation(model, data, 8, draws=32)
     assert len(result["rel_gap"]) == 32
     assert result["rel_gap"][-1] < result["rel_gap"][0] / 2
 
 
 def test_training_comparison_groupnorm_accumulates_exactly():
-    blobs = al.batchnorm_data(96)
-    result = al.training_comparison(
+    blobs = al.batchnorm.batchnorm_data(96)
+    result = al.batchnorm.training_comparison(
         {"gn micro": ("group", 4, 4), "gn full": ("group", 16, 1), "bn micro": ("batch", 2, 8)},
         blobs[:32],
         blobs[32:],
@@ -216,12 +237,12 @@ def test_training_comparison_groupnorm_accumulates_exactly():
     assert gap.max_rel <= 1e-10
     assert all(0 <= a <= 1 for a in result["accuracy"])
     with pytest.raises(ValueError, match="setups"):
-        al.training_comparison({}, blobs[:32], blobs[32:])
+        al.batchnorm.training_comparison({}, blobs[:32], blobs[32:])
 
 
 def test_accuracy_uses_eval_mode_and_leaves_the_model_in_training():
-    blobs = al.batchnorm_data(16)
-    model = al.norm_model("batch")
+    blobs = al.batchnorm.batchnorm_data(16)
+    model = al.batchnorm.norm_model("batch")
     a = accuracy(model, blobs)
     assert 0 <= a <= 1 and model.training
 
@@ -234,37 +255,43 @@ def test_one_thread_restores_the_thread_count():
 
 
 def test_running_mean_trajectory(data):
-    traj = al.running_mean_trajectory(al.norm_model("batch"), data, 4, 4, steps=3)
+    traj = al.batchnorm.running_mean_trajectory(
+        al.batchnorm.norm_model("batch"), data, 4, 4, steps=3
+    )
     xs, ys = traj["accumulated"]
     assert len(xs) == 1 + 3 * 4 and xs[-1] == pytest.approx(3)
     assert len(traj["full"][0]) == 1 + 3
     with pytest.raises(ValueError, match="channel"):
-        al.running_mean_trajectory(al.norm_model("batch"), data, 4, 4, channel=99)
+        al.batchnorm.running_mean_trajectory(
+            al.batchnorm.norm_model("batch"), data, 4, 4, channel=99
+        )
 
 
 def test_plots_return_figures(data):
-    model = al.norm_model("batch")
-    stats = al.micro_batch_stats(model, data, 8)
-    assert isinstance(plots.plot_micro_batch_stats(stats), Figure)
-    assert isinstance(plots.plot_gradient_mismatch({"bn": ([2, 4], [0.5, 0.0])}), Figure)
-    assert isinstance(plots.plot_old_weight(0.1, 0.0131, 8, {"m": (8, 0.43)}), Figure)
-    traj = al.running_mean_trajectory(model, data, 4, 2)
-    assert isinstance(plots.plot_running_trajectory(traj), Figure)
+    model = al.batchnorm.norm_model("batch")
+    stats = al.batchnorm.micro_batch_stats(model, data, 8)
+    assert isinstance(al.batchnorm.plot_micro_batch_stats(stats), Figure)
+    assert isinstance(al.batchnorm.plot_gradient_mismatch({"bn": ([2, 4], [0.5, 0.0])}), Figure)
+    assert isinstance(al.batchnorm.plot_old_weight(0.1, 0.0131, 8, {"m": (8, 0.43)}), Figure)
+    traj = al.batchnorm.running_mean_trajectory(model, data, 4, 2)
+    assert isinstance(al.batchnorm.plot_running_trajectory(traj), Figure)
     assert isinstance(
-        plots.plot_dropout_expectation({"draws": [1, 2], "rel_gap": [0.3, 0.2]}), Figure
+        al.batchnorm.plot_dropout_expectation({"draws": [1, 2], "rel_gap": [0.3, 0.2]}), Figure
     )
     fake = {"labels": ["a"], "losses": [[1.0, 0.5]], "accuracy": [0.9]}
-    assert isinstance(plots.plot_training(fake), Figure)
+    assert isinstance(al.batchnorm.plot_training(fake), Figure)
     for norm in ("batch", "layer"):
         assert isinstance(
-            plots.plot_batchnorm_explorer(al.explore_batchnorm(norm, 4, 2, 0.1, data=data)), Figure
+            al.batchnorm.plot_batchnorm_explorer(
+                al.batchnorm.explore_batchnorm(norm, 4, 2, 0.1, data=data)
+            ),
+            Figure,
         )
 
 
 def test_explorer_follows_its_controls(data):
-    from accumlab.widgets_batchnorm import batchnorm_explorer
 
-    explorer = batchnorm_explorer(data)
+    explorer = al.batchnorm.batchnorm_explorer(data)
     assert explorer.data["norm"] == "batch" and explorer.data["diff"].max_rel > 1e-2
     assert (
         explorer.controls["micro_batch_size"].min == 2

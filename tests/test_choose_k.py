@@ -4,13 +4,18 @@ import pytest
 import torch
 
 import accumlab as al
-from accumlab.choose_k import candidate_sizes, probe
+from accumlab.memory.choose_k import candidate_sizes, probe
 
 
 @pytest.fixture(scope="module")
 def setup():
-    model, data = al.memory_setup(width=16, depth=2, global_batch=48)
-    return model, data, al.floor_bytes(model, "adam"), al.activation_bytes(model, data[:1])
+    model, data = al.memory.memory_setup(width=16, depth=2, global_batch=48)
+    return (
+        model,
+        data,
+        al.memory.floor_bytes(model, "adam"),
+        al.memory.activation_bytes(model, data[:1]),
+    )
 
 
 def test_candidates_are_divisors_largest_first():
@@ -21,12 +26,12 @@ def test_candidates_are_divisors_largest_first():
 
 def test_estimate_picks_largest_divisor_that_fits(setup):
     model, data, floor, per_sample = setup
-    choice = al.choose_micro_batch(model, data, floor + 20 * per_sample)
+    choice = al.memory.choose_micro_batch(model, data, floor + 20 * per_sample)
     assert (choice.micro_batch_size, choice.accumulation_steps) == (16, 3)  # 24 > 20 ≥ 16
     assert choice.method == "estimate" and choice.floor_bytes == floor
     assert choice.tried == [(48, False), (24, False), (16, True)]
-    assert al.choose_micro_batch(model, data, floor + 48 * per_sample).micro_batch_size == 48
-    small = al.choose_micro_batch(model, data, floor + 20 * per_sample, global_batch=12)
+    assert al.memory.choose_micro_batch(model, data, floor + 48 * per_sample).micro_batch_size == 48
+    small = al.memory.choose_micro_batch(model, data, floor + 20 * per_sample, global_batch=12)
     assert (small.micro_batch_size, small.accumulation_steps) == (12, 1)
 
 
@@ -36,30 +41,30 @@ def test_budget_below_floor_says_by_how_much(setup):
         ValueError,
         match=f"budget_bytes={floor - 1234:,} is 1,234 bytes below the floor of {floor:,}",
     ):
-        al.choose_micro_batch(model, data, floor - 1234)
+        al.memory.choose_micro_batch(model, data, floor - 1234)
 
 
 def test_budget_above_floor_but_too_small_for_one_sample(setup):
     model, data, floor, per_sample = setup
     with pytest.raises(ValueError, match=f"{per_sample - 10:,} bytes short"):
-        al.choose_micro_batch(model, data, floor + 10)
+        al.memory.choose_micro_batch(model, data, floor + 10)
 
 
 def test_bad_arguments(setup):
     model, data, floor, _ = setup
     with pytest.raises(ValueError, match="budget_bytes"):
-        al.choose_micro_batch(model, data, -5)
+        al.memory.choose_micro_batch(model, data, -5)
     with pytest.raises(ValueError, match="method"):
-        al.choose_micro_batch(model, data, floor * 2, method="guess")
+        al.memory.choose_micro_batch(model, data, floor * 2, method="guess")
     with pytest.raises(ValueError, match="global_batch"):
-        al.choose_micro_batch(model, data, floor * 2, global_batch=49)
+        al.memory.choose_micro_batch(model, data, floor * 2, global_batch=49)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU refusal")
 def test_probe_needs_a_gpu(setup):
     model, data, floor, _ = setup
     with pytest.raises(ValueError, match="CUDA"):
-        al.choose_micro_batch(model, data, floor * 2, method="probe")
+        al.memory.choose_micro_batch(model, data, floor * 2, method="probe")
 
 
 def test_probe_catches_oom_frees_and_continues():
@@ -89,12 +94,12 @@ def test_probe_all_fail_and_other_errors_propagate():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_probe_on_gpu_matches_budget_and_restores_model():
-    model, data = al.memory_setup(width=512, depth=4, global_batch=1024, device="cuda")
+    model, data = al.memory.memory_setup(width=512, depth=4, global_batch=1024, device="cuda")
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    floor = al.floor_bytes(model, "adam")
-    choice = al.choose_micro_batch(model, data, floor + 64 * 2**20, method="probe")
+    floor = al.memory.floor_bytes(model, "adam")
+    choice = al.memory.choose_micro_batch(model, data, floor + 64 * 2**20, method="probe")
     assert choice.method == "probe" and choice.micro_batch_size * choice.accumulation_steps == 1024
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())
     with pytest.raises(ValueError, match="below the floor"):
-        al.choose_micro_batch(model, data, floor // 2, method="probe")
+        al.memory.choose_micro_batch(model, data, floor // 2, method="probe")

@@ -24,13 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_plan_without_gpu_is_gloo_on_cpu_everywhere():
-    plan = al.choose_plan(2, gpu_count=0)
+    plan = al.dist.choose_plan(2, gpu_count=0)
     assert (plan.backend, plan.ddp_device(1), plan.fsdp_device(1)) == ("gloo", "cpu", "cpu")
     assert "no GPU" in str(plan)
 
 
 def test_plan_two_ranks_one_gpu_uses_gloo_on_cuda_and_fsdp_on_cpu():
-    plan = al.choose_plan(2, gpu_count=1)
+    plan = al.dist.choose_plan(2, gpu_count=1)
     assert plan.backend == "gloo"  # NCCL refuses two ranks on one GPU
     assert (plan.ddp_device(0), plan.ddp_device(1)) == ("cuda:0", "cuda:0")
     assert plan.fsdp_device(1) == "cpu"  # FSDP2 with gloo on CUDA hung
@@ -38,24 +38,24 @@ def test_plan_two_ranks_one_gpu_uses_gloo_on_cuda_and_fsdp_on_cpu():
 
 @pytest.mark.parametrize("world,gpus", [(1, 1), (2, 2), (4, 8)])
 def test_plan_one_rank_per_gpu_is_nccl(world, gpus):
-    plan = al.choose_plan(world, gpu_count=gpus)
+    plan = al.dist.choose_plan(world, gpu_count=gpus)
     assert plan.backend == "nccl"
     assert [plan.ddp_device(r) for r in range(world)] == [f"cuda:{r}" for r in range(world)]
 
 
 def test_plan_multi_node_counts_ranks_per_node():
-    plan = al.choose_plan(16, gpu_count=8, ranks_per_node=8)
+    plan = al.dist.choose_plan(16, gpu_count=8, ranks_per_node=8)
     assert plan.backend == "nccl" and plan.world_size == 16
 
 
 def test_plan_cpu_forced_and_bad_values():
-    assert al.choose_plan(2, gpu_count=4, device="cpu").backend == "gloo"
+    assert al.dist.choose_plan(2, gpu_count=4, device="cpu").backend == "gloo"
     with pytest.raises(ValueError, match="world_size"):
-        al.choose_plan(0, gpu_count=0)
+        al.dist.choose_plan(0, gpu_count=0)
     with pytest.raises(ValueError, match="device"):
-        al.choose_plan(2, gpu_count=0, device="tpu")
+        al.dist.choose_plan(2, gpu_count=0, device="tpu")
     with pytest.raises(ValueError, match="gpu_count"):
-        al.choose_plan(2, gpu_count=-1)
+        al.dist.choose_plan(2, gpu_count=-1)
     assert backend.choose_plan(1).world_size == 1  # detects this machine
 
 
@@ -103,11 +103,11 @@ def test_task_name_accepts_package_functions_and_refuses_unimportable_ones():
 
 def test_launch_rejects_bad_arguments_before_starting_anything():
     with pytest.raises(ValueError, match="world_size"):
-        al.launch("accumlab.dist.faults:echo", 0)
+        al.dist.launch("accumlab.dist.faults:echo", 0)
     with pytest.raises(ValueError, match="timeout"):
-        al.launch("accumlab.dist.faults:echo", 2, timeout=0)
+        al.dist.launch("accumlab.dist.faults:echo", 2, timeout=0)
     with pytest.raises(ValueError, match="parts"):
-        al.sync_experiments(2, parts=("ddp", "magic"))
+        al.dist.sync_experiments(2, parts=("ddp", "magic"))
     assert psutil.Process().children(recursive=True) == []
 
 
@@ -173,17 +173,17 @@ def _rows():
 
 
 def test_sweep_view_and_bad_values():
-    view = al.sweep_view(_rows(), 2, 4, 8, True)
+    view = al.dist.sweep_view(_rows(), 2, 4, 8, True)
     assert view["selected"]["allreduce_calls"] == 1
     assert view["series"][False]["allreduce_calls"] == [1, 2, 4]
     with pytest.raises(ValueError, match="k must be one of"):
-        al.sweep_view(_rows(), 2, 3, 8, True)
+        al.dist.sweep_view(_rows(), 2, 3, 8, True)
     with pytest.raises(ValueError, match="rows"):
-        al.sweep_view([], 1, 1, 8, True)
+        al.dist.sweep_view([], 1, 1, 8, True)
 
 
 def test_explorer_follows_its_controls():
-    ex = al.sync_explorer(_rows(), source=" (test)")
+    ex = al.dist.sync_explorer(_rows(), source=" (test)")
     assert ex.controls["k"].options == (1, 2, 4)  # only measured values are reachable
     assert (ex.controls["ranks"].min, ex.controls["ranks"].max) == (1, 2)
     ex.controls["no_sync"].value = False
@@ -195,24 +195,24 @@ def test_explorer_follows_its_controls():
 
 def test_plots_return_figures():
     rows = _rows()
-    assert isinstance(al.plot_step_times(rows, ranks=2, micro_batch=8), Figure)
-    assert isinstance(al.plot_sync_explorer(al.sweep_view(rows, 1, 2, 32, False)), Figure)
+    assert isinstance(al.dist.plot_step_times(rows, ranks=2, micro_batch=8), Figure)
+    assert isinstance(al.dist.plot_sync_explorer(al.dist.sweep_view(rows, 1, 2, 32, False)), Figure)
     s = _fake_summary([0, 1])
-    assert isinstance(al.plot_sync_rounds(s["ddp"]), Figure)
+    assert isinstance(al.dist.plot_sync_rounds(s["ddp"]), Figure)
     ref = {"max_rel": 0.25}
     tokens = {
         "tokens_per_rank": [3, 5],
         "local_mean": {"vs_reference": ref},
         "global_count": {"vs_reference": {"max_rel": 0.0}},
     }
-    assert isinstance(al.plot_token_normalisation(tokens), Figure)
+    assert isinstance(al.dist.plot_token_normalisation(tokens), Figure)
     v = {"grad_bytes_per_micro_step": [2, 2], "reduce_scatter_bytes": 10}
     fsdp = {
         "param_bytes_full": 4,
         "sync_each": v,
         "sync_last": {**v, "grad_bytes_per_micro_step": [4, 2]},
     }
-    assert isinstance(al.plot_fsdp_grad_memory(fsdp), Figure)
+    assert isinstance(al.dist.plot_fsdp_grad_memory(fsdp), Figure)
 
 
 # --- real processes: fault injection and the experiments ------------------------------------------
@@ -235,8 +235,10 @@ def private_tmp(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_raising_worker_is_a_clear_error_and_leaves_nothing(private_tmp):
     t0 = time.monotonic()
-    with pytest.raises(al.WorkerFailed, match=r"rank 1 of 2 raised ValueError: injected failure"):
-        al.launch("accumlab.dist.faults:raise_on_rank", 2, timeout=90)
+    with pytest.raises(
+        al.dist.WorkerFailed, match=r"rank 1 of 2 raised ValueError: injected failure"
+    ):
+        al.dist.launch("accumlab.dist.faults:raise_on_rank", 2, timeout=90)
     assert time.monotonic() - t0 < 90
     _no_leftovers(private_tmp)
 
@@ -245,9 +247,9 @@ def test_raising_worker_is_a_clear_error_and_leaves_nothing(private_tmp):
 def test_hanging_worker_times_out_and_leaves_nothing(private_tmp):
     t0 = time.monotonic()
     with pytest.raises(
-        al.WorkerTimeout, match=r"did not finish within 8 s.*All worker processes were stopped"
+        al.dist.WorkerTimeout, match=r"did not finish within 8 s.*All worker processes were stopped"
     ):
-        al.launch("accumlab.dist.faults:hang_on_rank", 2, timeout=8)
+        al.dist.launch("accumlab.dist.faults:hang_on_rank", 2, timeout=8)
     assert time.monotonic() - t0 < 8 + 5  # the timeout, plus at most the SIGTERM grace and reaping
     _no_leftovers(private_tmp)
 
@@ -284,7 +286,6 @@ def test_cli_prints_counts_and_checks(tmp_path):
 
 @pytest.mark.slow
 def test_recorder_runs_on_cpu_and_every_relation_holds(tmp_path):
-    from accumlab import recorded
     from accumlab.exercises.lesson07 import fsdp_bytes_expected
 
     proc = subprocess.run(
@@ -297,7 +298,7 @@ def test_recorder_runs_on_cpu_and_every_relation_holds(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rec = json.loads((tmp_path / "dist.json").read_text())
     assert rec["meta"]["device_count"] == 0 and "--allow-cpu" in rec["meta"]["command"]
-    assert "Recorded on" in recorded.describe(rec)
+    assert "Recorded on" in al.describe_recorded(rec)
     s = rec["results"]["runs"]["main"]
     assert s["world_size"] == 2 and all(checks(s).values()), checks(s)
     k = s["k"]

@@ -40,7 +40,9 @@ def test_bad_fields_name_themselves(kwargs, name):
 def test_scheduler_without_optimizer_is_a_clear_error():
     model, data = _setup()
     with pytest.raises(ValueError, match="scheduler"):
-        al.run(al.Recipe(4), model, data, optimizer=None, scheduler=al.warmup_cosine(2, 4))
+        al.run(
+            al.Recipe(4), model, data, optimizer=None, scheduler=al.precision.warmup_cosine(2, 4)
+        )
 
 
 def test_window_clipping_matches_clipped_full_batch():
@@ -48,7 +50,7 @@ def test_window_clipping_matches_clipped_full_batch():
     full = al.run(al.Recipe(16, 1, clip_norm=0.1), model, data)
     acc = al.run(al.Recipe(4, 4, clip_norm=0.1), model, data)
     assert full.clip_norms[0] > 0.1  # clipping is active, so the test means something
-    assert al.max_param_gap(acc.params[0], full.params[0]) < 1e-12
+    assert al.precision.max_param_gap(acc.params[0], full.params[0]) < 1e-12
     assert abs(acc.clip_norms[0] - full.clip_norms[0]) < 1e-12
 
 
@@ -59,7 +61,7 @@ def test_micro_step_clipping_clips_each_contribution():
     norm = float(sum(g.pow(2).sum() for g in trace.window_grads[0].values())) ** 0.5
     assert norm <= 4 * 0.1 + 1e-9  # k clipped pieces: at most k × max_norm
     full = al.run(al.Recipe(16, 1, clip_norm=0.1), model, data)
-    assert al.max_param_gap(trace.params[0], full.params[0]) > 1e-4
+    assert al.precision.max_param_gap(trace.params[0], full.params[0]) > 1e-4
 
 
 def test_inactive_clipping_changes_nothing():
@@ -67,7 +69,7 @@ def test_inactive_clipping_changes_nothing():
     plain = al.run(al.Recipe(4, 4), model, data)
     for at in al.CLIP_PLACEMENTS:
         clipped = al.run(al.Recipe(4, 4, clip_norm=1e6, clip_at=at), model, data)
-        assert al.max_param_gap(clipped.params[0], plain.params[0]) < 1e-12
+        assert al.precision.max_param_gap(clipped.params[0], plain.params[0]) < 1e-12
 
 
 def test_micro_step_clipping_keeps_zero_grad_bug_semantics():
@@ -78,12 +80,12 @@ def test_micro_step_clipping_keeps_zero_grad_bug_semantics():
         data,
     )
     plain = al.run(al.Recipe(4, 4, zero_grad="every_micro_step"), model, data)
-    assert al.max_param_gap(trace.params[0], plain.params[0]) < 1e-12
+    assert al.precision.max_param_gap(trace.params[0], plain.params[0]) < 1e-12
 
 
 def test_scheduler_placement_counts():
     model, data = _setup()
-    sched = al.warmup_cosine(2, 8)
+    sched = al.precision.warmup_cosine(2, 8)
     ok = al.run(al.Recipe(2, 4), model, data, scheduler=sched)
     bad = al.run(al.Recipe(2, 4, scheduler_step="micro_step"), model, data, scheduler=sched)
     assert ok.count("schedule") == ok.steps == 2
@@ -96,7 +98,10 @@ def test_scheduler_placement_counts():
 def test_no_scheduler_warning_leaks(recwarn):
     model, data = _setup()
     al.run(
-        al.Recipe(2, 4, scheduler_step="micro_step"), model, data, scheduler=al.warmup_cosine(2, 8)
+        al.Recipe(2, 4, scheduler_step="micro_step"),
+        model,
+        data,
+        scheduler=al.precision.warmup_cosine(2, 8),
     )
     assert not [w for w in recwarn if "lr_scheduler" in str(w.message)]
 
@@ -104,5 +109,5 @@ def test_no_scheduler_warning_leaks(recwarn):
 def test_trace_keeps_optimizer_state():
     model, data = _setup()
     trace = al.run(al.Recipe(4, 2), model, data, optimizer="adam", epochs=2)
-    assert al.adam_steps(trace) == 4
+    assert al.precision.adam_steps(trace) == 4
     assert isinstance(trace.optimizer, torch.optim.Adam)

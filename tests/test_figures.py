@@ -1,11 +1,10 @@
-"""Figures from accumlab.plots render as images in a real kernel, not as "Figure(700x380)" text."""
+"""Figures from the pure plot functions render as images in a real kernel, not as "Figure(700x380)" text."""
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from accumlab.figures import figure_png, show_figures_inline
-from accumlab.plots import plot_bars
+from accumlab.figures import figure_png, plot_bars, show_figures_inline
 
 
 def test_figure_png_is_a_png():
@@ -22,7 +21,7 @@ def test_kernel_displays_figure_as_png_after_setup():
     nb.cells = [
         nbformat.v4.new_code_cell("import accumlab as al\nenv = al.setup()"),
         nbformat.v4.new_code_cell(
-            "from accumlab.plots import plot_bars\nplot_bars(['a'], [1.0], ylabel='y')"
+            "from accumlab.figures import plot_bars\nplot_bars(['a'], [1.0], ylabel='y')"
         ),
     ]
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()

@@ -6,27 +6,27 @@ import pytest
 import torch
 
 import accumlab as al
-from accumlab.checkpointing import Checkpointed
-from accumlab.footprint import grad_bytes, param_bytes, step_peak_bytes, tensor_bytes
-from accumlab.memory import LiveSavedTensors
+from accumlab.memory.checkpointing import Checkpointed
+from accumlab.memory.parts import grad_bytes, param_bytes, step_peak_bytes, tensor_bytes
+from accumlab.saved import LiveSavedTensors
 
 
 @pytest.fixture(scope="module")
 def small():
-    return al.memory_setup(width=16, depth=3, global_batch=32)
+    return al.memory.memory_setup(width=16, depth=3, global_batch=32)
 
 
 def test_setup_validates_and_is_deterministic():
-    a, da = al.memory_setup(8, 2, 4, seed=3)
-    b, db = al.memory_setup(8, 2, 4, seed=3)
+    a, da = al.memory.memory_setup(8, 2, 4, seed=3)
+    b, db = al.memory.memory_setup(8, 2, 4, seed=3)
     assert torch.equal(da.x, db.x) and all(
         torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True)
     )
     assert next(a.parameters()).dtype == torch.float32
     with pytest.raises(ValueError, match="width"):
-        al.memory_setup(width=0)
+        al.memory.memory_setup(width=0)
     with pytest.raises(ValueError, match="depth"):
-        al.memory_setup(depth=1.5)
+        al.memory.memory_setup(depth=1.5)
 
 
 def test_param_grad_and_optimizer_state_bytes(small):
@@ -34,14 +34,14 @@ def test_param_grad_and_optimizer_state_bytes(small):
     n = sum(p.numel() for p in model.parameters())
     tensors = len(list(model.parameters()))
     assert param_bytes(model) == grad_bytes(model) == 4 * n
-    assert al.optimizer_state_bytes(model, "sgd") == 0
-    assert al.optimizer_state_bytes(model, "sgd_momentum") == 4 * n
+    assert al.memory.optimizer_state_bytes(model, "sgd") == 0
+    assert al.memory.optimizer_state_bytes(model, "sgd_momentum") == 4 * n
     for name in ("adam", "adamw"):
         assert (
-            al.optimizer_state_bytes(model, name) == 8 * n + 4 * tensors
+            al.memory.optimizer_state_bytes(model, name) == 8 * n + 4 * tensors
         )  # 2 moments + step counters
     with pytest.raises(ValueError, match="optimizer"):
-        al.optimizer_state_bytes(model, "lion")
+        al.memory.optimizer_state_bytes(model, "lion")
     assert all(p.grad is None for p in model.parameters())  # measured on a copy
 
 
@@ -53,57 +53,59 @@ def test_tensor_bytes_counts_shared_storage_once():
 def test_activation_bytes_proportional_and_exclude_inputs(small):
     model, data = small
     sizes = [1, 2, 4, 8, 16, 32]
-    acts = [al.activation_bytes(model, data[:m]) for m in sizes]
-    assert al.proportional_deviation(sizes, acts) == 0.0
+    acts = [al.memory.activation_bytes(model, data[:m]) for m in sizes]
+    assert al.memory.proportional_deviation(sizes, acts) == 0.0
     # per sample: 3 hidden layers + the prediction, 16 float32 each; the batch itself is not counted
     assert acts[0] == 4 * 16 * 4
 
 
 def test_proportional_deviation_detects_an_offset():
-    assert al.proportional_deviation([1, 2, 4], [10, 20, 40]) == 0.0
-    assert al.proportional_deviation([1, 2, 4], [15, 25, 45]) == pytest.approx(15 / 11.25 - 1)
+    assert al.memory.proportional_deviation([1, 2, 4], [10, 20, 40]) == 0.0
+    assert al.memory.proportional_deviation([1, 2, 4], [15, 25, 45]) == pytest.approx(
+        15 / 11.25 - 1
+    )
     with pytest.raises(ValueError, match="equal length"):
-        al.proportional_deviation([1, 2], [1])
+        al.memory.proportional_deviation([1, 2], [1])
 
 
 def test_footprint_parts_floor_and_total(small):
     model, data = small
-    f = al.footprint(model, data, 8, optimizer="adam")
+    f = al.memory.footprint(model, data, 8, optimizer="adam")
     assert f.floor == f.params + f.grads + f.optimizer_state
     assert f.total == f.floor + f.activations
     assert list(f.parts()) == ["parameters", "gradients", "optimizer state", "saved activations"]
     assert f.peak is None  # CPU: no allocator peak
     assert step_peak_bytes(model, data, 8) is None
     with pytest.raises(ValueError, match="micro_batch_size"):
-        al.footprint(model, data, 0)
+        al.memory.footprint(model, data, 0)
     with pytest.raises(ValueError, match="micro_batch_size"):
-        al.footprint(model, data, 33)
+        al.memory.footprint(model, data, 33)
 
 
 def test_memory_sweep_is_json_and_falls_with_k(small):
     model, data = small
-    sweep = al.memory_sweep(model, data, [32, 8, 2], optimizer="sgd_momentum")
+    sweep = al.memory.memory_sweep(model, data, [32, 8, 2], optimizer="sgd_momentum")
     json.dumps(sweep)
     assert sweep["accumulation_steps"] == [1, 4, 16]
     assert sweep["activations"][0] == 4 * sweep["activations"][1] == 16 * sweep["activations"][2]
     assert sweep["floor"]["optimizer state"] == sweep["floor"]["parameters"]
     assert sweep["peak"] is None
     with pytest.raises(ValueError, match="micro_sizes"):
-        al.memory_sweep(model, data, [])
+        al.memory.memory_sweep(model, data, [])
 
 
 def test_checkpointing_keeps_fewer_bytes_and_same_gradients():
-    model, data = al.memory_setup(width=8, depth=6, global_batch=16)
-    plain = al.activation_bytes(model, data)
-    cp = al.activation_bytes(model, data, segments=3)
+    model, data = al.memory.memory_setup(width=8, depth=6, global_batch=16)
+    plain = al.memory.activation_bytes(model, data)
+    cp = al.memory.activation_bytes(model, data, segments=3)
     assert cp < plain
-    assert al.checkpoint_grad_gap(model, data, segments=3) == 0.0
+    assert al.memory.checkpoint_grad_gap(model, data, segments=3) == 0.0
     # one segment per layer: every layer input is held, nothing saved
-    assert al.activation_bytes(model, data, segments=7) == plain
+    assert al.memory.activation_bytes(model, data, segments=7) == plain
 
 
 def test_checkpointed_counts_what_it_holds():
-    model, data = al.memory_setup(width=8, depth=4, global_batch=4)
+    model, data = al.memory.memory_setup(width=8, depth=4, global_batch=4)
     net = Checkpointed(model, 2)
     assert len(net.pieces) == 2 and all(isinstance(p[0], torch.nn.Linear) for p in net.pieces)
     net(data.x)
@@ -130,30 +132,30 @@ def test_live_saved_tensors_sees_backward_free_the_graph():
 def test_peak_saved_bytes_of_the_three_loops(small):
     model, data = small
     p = {
-        loop: al.peak_saved_bytes(model, data, 8, loop)
+        loop: al.memory.peak_saved_bytes(model, data, 8, loop)
         for loop in ("full_batch", "accumulate", "sum_then_backward")
     }
     assert p["sum_then_backward"] == p["full_batch"] == 4 * p["accumulate"]
     with pytest.raises(ValueError, match="loop"):
-        al.peak_saved_bytes(model, data, 8, "sideways")
+        al.memory.peak_saved_bytes(model, data, 8, "sideways")
 
 
 def test_logging_growth(small):
     model, data = small
-    tensor = al.logging_growth(model, data, 8, log="tensor")
-    item = al.logging_growth(model, data, 8, log="item")
-    evaluation = al.logging_growth(model, data, 8, log="tensor", backward=False)
+    tensor = al.memory.logging_growth(model, data, 8, log="tensor")
+    item = al.memory.logging_growth(model, data, 8, log="item")
+    evaluation = al.memory.logging_growth(model, data, 8, log="tensor", backward=False)
     diffs = {b - a for a, b in zip(tensor["graph_nodes"], tensor["graph_nodes"][1:], strict=False)}
     assert len(diffs) == 1 and diffs.pop() > 0
     assert set(item["graph_nodes"]) == {0} and set(tensor["alive_bytes"]) == {0}
     a = evaluation["alive_bytes"]
     assert a == [a[0] * (i + 1) for i in range(4)] and a[0] > 0
     with pytest.raises(ValueError, match="log"):
-        al.logging_growth(model, data, 8, log="print")
+        al.memory.logging_growth(model, data, 8, log="print")
 
 
 def test_graph_nodes():
-    assert al.graph_nodes(1.0) == 0
-    assert al.graph_nodes(torch.ones(2)) == 0
+    assert al.memory.graph_nodes(1.0) == 0
+    assert al.memory.graph_nodes(torch.ones(2)) == 0
     w = torch.ones(2, requires_grad=True)
-    assert al.graph_nodes((w * 2).sum()) == 3  # SumBackward → MulBackward → AccumulateGrad
+    assert al.memory.graph_nodes((w * 2).sum()) == 3  # SumBackward → MulBackward → AccumulateGrad

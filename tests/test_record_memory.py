@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from accumlab import plots_memory
+import accumlab as al
 from accumlab.figures import figure_png
-from accumlab.recorders import memory as recorder
+from accumlab.memory import record as recorder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,9 +46,9 @@ def test_record_memory_command_writes_labelled_results(tmp_path):
     assert c["micro_batch_size"] * c["accumulation_steps"] == res["memory"]["global_batch"]
     # the notebook draws recorded results with the same plot functions as local ones
     for fig in (
-        plots_memory.plot_memory_vs_k(res["memory"]),
-        plots_memory.plot_step_time(res["step_time"]),
-        plots_memory.plot_checkpointing(res["checkpointing"]),
+        al.memory.plot_memory_vs_k(res["memory"]),
+        al.memory.plot_step_time(res["step_time"]),
+        al.memory.plot_checkpointing(res["checkpointing"]),
     ):
         assert figure_png(fig).startswith(b"\x89PNG")
 

@@ -36,8 +36,8 @@ def net():
 
 def test_token_weights_by_hand():
     lengths = [3, 1, 2, 4]  # micro-batches of 2 sequences: 4 and 6 real tokens, N = 10
-    mean = al.token_weights(lengths, "mean", micro_batch_size=2)
-    glob = al.token_weights(lengths, "global", micro_batch_size=2)
+    mean = al.scaling.token_weights(lengths, "mean", micro_batch_size=2)
+    glob = al.scaling.token_weights(lengths, "global", micro_batch_size=2)
     assert mean.dtype == glob.dtype == torch.float64
     assert mean.shape == glob.shape == (4, 4)
     expected_mean = [float(Fraction(1, 2 * 4))] * 2 + [float(Fraction(1, 2 * 6))] * 2  # 1/(G·nᵢ)
@@ -47,28 +47,30 @@ def test_token_weights_by_hand():
         assert mean[row, n:].abs().sum() == 0 and glob[row, n:].abs().sum() == 0  # padding weighs 0
     assert float(mean.sum()) == pytest.approx(1.0, rel=EXACT)
     assert float(glob.sum()) == pytest.approx(1.0, rel=EXACT)
-    assert al.token_weights(lengths, "sum").sum() == sum(lengths)
-    none = al.token_weights(lengths, "none", micro_batch_size=2)
+    assert al.scaling.token_weights(lengths, "sum").sum() == sum(lengths)
+    none = al.scaling.token_weights(lengths, "none", micro_batch_size=2)
     assert float(none.sum()) == pytest.approx(2.0, rel=EXACT)  # G means, not divided: G× too big
 
 
 def test_token_weights_equal_lengths_mean_equals_global():
     lengths = [5] * 6
     assert torch.equal(
-        al.token_weights(lengths, "mean", micro_batch_size=2),
-        al.token_weights(lengths, "global", micro_batch_size=2),
+        al.scaling.token_weights(lengths, "mean", micro_batch_size=2),
+        al.scaling.token_weights(lengths, "global", micro_batch_size=2),
     )
 
 
 def test_token_weights_short_last_window_divide_by_k():
     # 5 sequences, micro-batch 1, k = 3: the second window holds 2 micro-batches
-    w = al.token_weights([2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="divide_by_k")
+    w = al.scaling.token_weights(
+        [2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="divide_by_k"
+    )
     assert w[3, 0] == pytest.approx(1 / (3 * 2), rel=EXACT)
-    w = al.token_weights(
+    w = al.scaling.token_weights(
         [2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="divide_by_actual"
     )
     assert w[3, 0] == pytest.approx(1 / (2 * 2), rel=EXACT)
-    w = al.token_weights([2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="drop")
+    w = al.scaling.token_weights([2, 2, 2, 2, 2], "mean", accumulation_steps=3, last_window="drop")
     assert w[3:].abs().sum() == 0
 
 
@@ -90,11 +92,11 @@ def test_token_weights_short_last_window_divide_by_k():
 )
 def test_token_weights_bad_input(lengths, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        al.token_weights(lengths, **kwargs)
+        al.scaling.token_weights(lengths, **kwargs)
 
 
 def test_zero_token_micro_batch_is_fine_under_global():
-    w = al.token_weights([0, 3], "global")
+    w = al.scaling.token_weights([0, 3], "global")
     assert w[1].tolist() == [1 / 3] * 3
 
 
@@ -105,10 +107,10 @@ def test_zero_token_micro_batch_is_fine_under_global():
 @pytest.mark.parametrize("last_window", al.LAST_WINDOW_POLICIES)
 def test_weights_predict_engine_tokens(tokens, lm, normalization, last_window):
     recipe = al.Recipe(2, 2, normalization, last_window)  # 10 sequences: windows of 4, 4, 2
-    w = al.effective_weights(tokens.lengths(), recipe)
-    predicted = al.weighted_grads(lm, tokens, w.per_item, loss="cross_entropy")
+    w = al.scaling.effective_weights(tokens.lengths(), recipe)
+    predicted = al.scaling.weighted_grads(lm, tokens, w.per_item, loss="cross_entropy")
     trace = al.run(recipe, lm, tokens, loss="cross_entropy", optimizer=None)
-    assert al.grad_diff(predicted, al.epoch_grads(trace)).max_rel <= EXACT
+    assert al.grad_diff(predicted, al.scaling.epoch_grads(trace)).max_rel <= EXACT
     assert w.matches_reference() == (normalization == "global" and last_window != "drop")
 
 
@@ -116,22 +118,25 @@ def test_weights_predict_engine_tokens(tokens, lm, normalization, last_window):
 @pytest.mark.parametrize("last_window", al.LAST_WINDOW_POLICIES)
 def test_weights_predict_engine_regression(reg, net, normalization, last_window):
     recipe = al.Recipe(3, 3, normalization, last_window)  # 20 samples: micro 3,3,3 | 3,3,3 | 2
-    w = al.effective_weights([2] * len(reg), recipe)  # 2 outputs: 2 items per sample
-    predicted = al.weighted_grads(net, reg, w.per_item)
+    w = al.scaling.effective_weights([2] * len(reg), recipe)  # 2 outputs: 2 items per sample
+    predicted = al.scaling.weighted_grads(net, reg, w.per_item)
     trace = al.run(recipe, net, reg, optimizer=None)
-    assert al.grad_diff(predicted, al.epoch_grads(trace)).max_rel <= EXACT
+    assert al.grad_diff(predicted, al.scaling.epoch_grads(trace)).max_rel <= EXACT
 
 
 def test_weights_change_with_the_policy(tokens, lm):
     # the prediction test can fail: a wrong weight vector does not reproduce the engine
-    good = al.effective_weights(tokens.lengths(), al.Recipe(2, 2, "mean", "divide_by_k"))
-    bad = al.effective_weights(tokens.lengths(), al.Recipe(2, 2, "mean", "divide_by_actual"))
+    good = al.scaling.effective_weights(tokens.lengths(), al.Recipe(2, 2, "mean", "divide_by_k"))
+    bad = al.scaling.effective_weights(
+        tokens.lengths(), al.Recipe(2, 2, "mean", "divide_by_actual")
+    )
     trace = al.run(
         al.Recipe(2, 2, "mean", "divide_by_k"), lm, tokens, loss="cross_entropy", optimizer=None
     )
     assert (
         al.grad_diff(
-            al.weighted_grads(lm, tokens, bad.per_item, loss="cross_entropy"), al.epoch_grads(trace)
+            al.scaling.weighted_grads(lm, tokens, bad.per_item, loss="cross_entropy"),
+            al.scaling.epoch_grads(trace),
         ).max_rel
         > 1e-3
     )
@@ -140,16 +145,16 @@ def test_weights_change_with_the_policy(tokens, lm):
 
 def test_weighted_grads_checks_shape(reg, net):
     with pytest.raises(ValueError, match="per_item"):
-        al.weighted_grads(net, reg, torch.ones(3))
+        al.scaling.weighted_grads(net, reg, torch.ones(3))
 
 
 # --- the short last window -------------------------------------------------------------------
 
 
 def test_sample_weights_each_policy():
-    by_k = al.sample_weights(20, 4, 3, last_window="divide_by_k")
-    actual = al.sample_weights(20, 4, 3, last_window="divide_by_actual")
-    drop = al.sample_weights(20, 4, 3, last_window="drop")
+    by_k = al.scaling.sample_weights(20, 4, 3, last_window="divide_by_k")
+    actual = al.scaling.sample_weights(20, 4, 3, last_window="divide_by_actual")
+    drop = al.scaling.sample_weights(20, 4, 3, last_window="drop")
     assert by_k.per_item[:12].tolist() == [1 / 12] * 12 == actual.per_item[:12].tolist()
     assert by_k.per_item[12:].tolist() == [1 / 12] * 8  # 1/(k·b): under-weighted
     assert actual.per_item[12:].tolist() == [1 / 8] * 8  # 1/(2·4) = 1/N of the short window
@@ -162,9 +167,9 @@ def test_sample_weights_each_policy():
 
 def test_window_errors_per_policy():
     data, model = al.regression_data(n=20, seed=0), al.mlp(seed=0)
-    actual = al.window_errors(al.Recipe(4, 3, last_window="divide_by_actual"), model, data)
-    by_k = al.window_errors(al.Recipe(4, 3, last_window="divide_by_k"), model, data)
-    drop = al.window_errors(al.Recipe(4, 3, last_window="drop"), model, data)
+    actual = al.scaling.window_errors(al.Recipe(4, 3, last_window="divide_by_actual"), model, data)
+    by_k = al.scaling.window_errors(al.Recipe(4, 3, last_window="divide_by_k"), model, data)
+    drop = al.scaling.window_errors(al.Recipe(4, 3, last_window="drop"), model, data)
     assert [(c.start, c.stop, c.micro_batches) for c in actual] == [(0, 12, 3), (12, 20, 2)]
     assert all(c.max_rel <= EXACT for c in actual)
     assert by_k[0].max_rel <= EXACT
@@ -174,8 +179,8 @@ def test_window_errors_per_policy():
 
 def test_short_last_micro_batch_needs_global():
     data, model = al.regression_data(n=22, seed=0), al.mlp(seed=0)  # last window: 4, 4, 2 samples
-    actual = al.window_errors(al.Recipe(4, 3, "mean", "divide_by_actual"), model, data)
-    glob = al.window_errors(al.Recipe(4, 3, "global"), model, data)
+    actual = al.scaling.window_errors(al.Recipe(4, 3, "mean", "divide_by_actual"), model, data)
+    glob = al.scaling.window_errors(al.Recipe(4, 3, "global"), model, data)
     assert actual[1].max_rel > 1e-3
     assert all(c.max_rel <= EXACT for c in glob)
 
@@ -189,9 +194,9 @@ def test_none_is_k_times_and_sum_is_n_times(reg, net):
     none = al.accumulated_grads(net, reg, 5, normalization="none")
     mean = al.accumulated_grads(net, reg, 5, normalization="mean")
     summed = al.accumulated_grads(net, reg, 5, normalization="sum")
-    assert al.grad_diff(none, al.scale_grads(full, k)).max_rel <= EXACT
+    assert al.grad_diff(none, al.scaling.scale_grads(full, k)).max_rel <= EXACT
     assert al.grad_diff(mean, full).max_rel <= EXACT
-    assert al.grad_diff(summed, al.scale_grads(full, n_items)).max_rel <= EXACT
+    assert al.grad_diff(summed, al.scaling.scale_grads(full, n_items)).max_rel <= EXACT
     assert al.grad_diff(none, full).max_rel > 1
 
 
@@ -207,13 +212,15 @@ def test_unscaled_sgd_is_k_times_the_lr_but_adam_is_not(reg, net):
             ("mean", "adam", k),
         ]
     }
-    sgd = al.grad_diff(al.update_of(runs["none", "sgd", 1]), al.update_of(runs["mean", "sgd", k]))
+    sgd = al.grad_diff(
+        al.scaling.update_of(runs["none", "sgd", 1]), al.scaling.update_of(runs["mean", "sgd", k])
+    )
     assert sgd.max_rel <= EXACT
     adam_same_lr = al.grad_diff(
-        al.update_of(runs["none", "adam", 1]), al.update_of(runs["mean", "adam", 1])
+        al.scaling.update_of(runs["none", "adam", 1]), al.scaling.update_of(runs["mean", "adam", 1])
     )
     adam_k_lr = al.grad_diff(
-        al.update_of(runs["none", "adam", 1]), al.update_of(runs["mean", "adam", k])
+        al.scaling.update_of(runs["none", "adam", 1]), al.scaling.update_of(runs["mean", "adam", k])
     )
     assert adam_same_lr.max_rel < 1e-3 < adam_k_lr.max_rel
 
@@ -222,12 +229,12 @@ def test_unscaled_sgd_is_k_times_the_lr_but_adam_is_not(reg, net):
 
 
 def test_combined_loss_toy():
-    assert al.combined_loss([10, 90], [1.0, 2.0], "global") == pytest.approx(1.9, rel=EXACT)
-    assert al.combined_loss([10, 90], [1.0, 2.0], "mean") == pytest.approx(1.5, rel=EXACT)
+    assert al.scaling.combined_loss([10, 90], [1.0, 2.0], "global") == pytest.approx(1.9, rel=EXACT)
+    assert al.scaling.combined_loss([10, 90], [1.0, 2.0], "mean") == pytest.approx(1.5, rel=EXACT)
     with pytest.raises(ValueError, match="means"):
-        al.combined_loss([10, 90], [1.0])
+        al.scaling.combined_loss([10, 90], [1.0])
     with pytest.raises(ValueError, match="tokens"):
-        al.combined_loss([10, -90], [1.0, 2.0])
+        al.scaling.combined_loss([10, -90], [1.0, 2.0])
 
 
 def test_toy_on_a_real_model():
@@ -241,27 +248,27 @@ def test_toy_on_a_real_model():
 
 def test_simulated_ranks(tokens, lm):
     full = al.full_batch_grads(lm, tokens, loss="cross_entropy")
-    glob = al.simulated_ranks_grads(lm, tokens, 5, token_count="global")
-    local = al.simulated_ranks_grads(lm, tokens, 5, token_count="local")
+    glob = al.scaling.simulated_ranks_grads(lm, tokens, 5, token_count="global")
+    local = al.scaling.simulated_ranks_grads(lm, tokens, 5, token_count="local")
     mean_of_means = al.accumulated_grads(lm, tokens, 2, normalization="mean", loss="cross_entropy")
     assert al.grad_diff(glob, full).max_rel <= EXACT
     assert al.grad_diff(local, full).max_rel > 1e-2
     # the same error, ranks for micro-batches
     assert al.grad_diff(local, mean_of_means).max_rel <= EXACT
-    assert [len(s) for s in al.rank_slices(tokens, 5)] == [2] * 5
+    assert [len(s) for s in al.scaling.rank_slices(tokens, 5)] == [2] * 5
 
 
 def test_simulated_ranks_bad_input(tokens, lm):
     with pytest.raises(ValueError, match="ranks.*3"):
-        al.simulated_ranks_grads(lm, tokens, 3)
+        al.scaling.simulated_ranks_grads(lm, tokens, 3)
     with pytest.raises(ValueError, match="token_count.*'mean'"):
-        al.simulated_ranks_grads(lm, tokens, 2, token_count="mean")
+        al.scaling.simulated_ranks_grads(lm, tokens, 2, token_count="mean")
     empty = al.token_data(lengths=[0, 0, 3, 4], vocab=16)
     with pytest.raises(ValueError, match="rank 0 holds zero"):
-        al.simulated_ranks_grads(lm, empty, 2, token_count="local")
+        al.scaling.simulated_ranks_grads(lm, empty, 2, token_count="local")
     assert (
         al.grad_diff(
-            al.simulated_ranks_grads(lm, empty, 2),
+            al.scaling.simulated_ranks_grads(lm, empty, 2),
             al.full_batch_grads(lm, empty, loss="cross_entropy"),
         ).max_rel
         <= EXACT
@@ -270,10 +277,10 @@ def test_simulated_ranks_bad_input(tokens, lm):
 
 def test_logged_losses(tokens, lm):
     trace = al.run(al.Recipe(2, 2, "global"), lm, tokens, loss="cross_entropy", optimizer=None)
-    logs = al.logged_losses(trace)
+    logs = al.scaling.logged_losses(trace)
     assert len(logs["window"]) == 3
     for w, (start, stop) in enumerate([(0, 4), (4, 8), (8, 10)]):
-        truth = al.mean_loss(lm, tokens[start:stop], loss="cross_entropy")
+        truth = al.scaling.mean_loss(lm, tokens[start:stop], loss="cross_entropy")
         assert logs["window"][w] == pytest.approx(truth, rel=EXACT)
         assert logs["sum_of_scaled"][w] == pytest.approx(truth, rel=EXACT)
     assert abs(logs["last_scaled"][0] - logs["window"][0]) > 1e-2
@@ -284,16 +291,16 @@ def test_logged_losses(tokens, lm):
 
 
 def test_effective_batch_and_linear_rule():
-    assert al.effective_batch_size(8, 4, 2) == 64 == al.Recipe(8, 4).window_size * 2
-    assert al.linear_scaled_lr(0.1, 32, 256) == pytest.approx(0.8)
+    assert al.scaling.effective_batch_size(8, 4, 2) == 64 == al.Recipe(8, 4).window_size * 2
+    assert al.scaling.linear_scaled_lr(0.1, 32, 256) == pytest.approx(0.8)
     with pytest.raises(ValueError, match="ranks"):
-        al.effective_batch_size(8, 4, 0)
+        al.scaling.effective_batch_size(8, 4, 0)
     with pytest.raises(ValueError, match="base_lr"):
-        al.linear_scaled_lr(-1.0, 32, 64)
+        al.scaling.linear_scaled_lr(-1.0, 32, 64)
 
 
 def test_linear_scaling_gap_is_first_order():
-    rows = al.linear_scaling_gap(
+    rows = al.scaling.linear_scaling_gap(
         al.mlp(seed=0), al.regression_data(n=32, seed=0), 4, 4, [1e-4, 1e-3]
     )
     ratio = rows[1]["relative_gap"] / rows[0]["relative_gap"]
@@ -305,7 +312,7 @@ def test_linear_scaling_gap_is_first_order():
 
 
 def test_explorer_controls_drive_data():
-    ex = al.loss_scaling_explorer()
+    ex = al.scaling.loss_scaling_explorer()
     assert [c.max_rel > 1e-3 for c in ex.data["checks"]] == [True, True, True]
     ex.controls["normalization"].value = "global"
     assert all(c.max_rel <= EXACT for c in ex.data["checks"])
@@ -319,21 +326,23 @@ def test_explorer_controls_drive_data():
     ex.controls["micro_batch_size"].value = 2
     assert all(c.max_rel <= EXACT for c in ex.data["checks"])
     assert ex.error is None and isinstance(ex.figure, Figure)
-    assert ex.controls["spread"].max == al.widgets_scaling.MAX_SPREAD
+    assert ex.controls["spread"].max == al.scaling.MAX_SPREAD
 
 
 def test_explorer_data_rejects_bad_spread():
     with pytest.raises(ValueError, match="spread"):
-        al.loss_scaling_data(spread=12)
+        al.scaling.loss_scaling_data(spread=12)
 
 
 def test_plots_return_figures():
-    ws = {p: al.sample_weights(10, 2, 2, last_window=p) for p in al.LAST_WINDOW_POLICIES}
-    assert isinstance(al.plot_sample_weights(ws, title="t"), Figure)
+    ws = {p: al.scaling.sample_weights(10, 2, 2, last_window=p) for p in al.LAST_WINDOW_POLICIES}
+    assert isinstance(al.scaling.plot_sample_weights(ws, title="t"), Figure)
     lengths = [3, 1, 2, 4]
-    panels = {n: al.token_weights(lengths, n, micro_batch_size=2) for n in ("mean", "global")}
-    assert isinstance(al.plot_token_weights(panels, lengths, micro_batch_size=2), Figure)
-    checks = al.window_errors(al.Recipe(4, 3), al.mlp(seed=0), al.regression_data(n=20))
-    assert isinstance(al.plot_window_errors(checks), Figure)
+    panels = {
+        n: al.scaling.token_weights(lengths, n, micro_batch_size=2) for n in ("mean", "global")
+    }
+    assert isinstance(al.scaling.plot_token_weights(panels, lengths, micro_batch_size=2), Figure)
+    checks = al.scaling.window_errors(al.Recipe(4, 3), al.mlp(seed=0), al.regression_data(n=20))
+    assert isinstance(al.scaling.plot_window_errors(checks), Figure)
     rows = [{"lr": 1e-3, "relative_gap": 1e-3}, {"lr": 1e-2, "relative_gap": 1e-2}]
-    assert isinstance(al.plot_linear_scaling_gap(rows), Figure)
+    assert isinstance(al.scaling.plot_linear_scaling_gap(rows), Figure)

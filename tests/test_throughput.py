@@ -4,12 +4,13 @@ import pytest
 import torch
 
 import accumlab as al
-from accumlab.step import make_optimizer, train_step
+from accumlab.memory.step import train_step
+from accumlab.optim import make_optimizer
 
 
 @pytest.fixture(scope="module")
 def small():
-    return al.memory_setup(width=8, depth=3, global_batch=16)
+    return al.memory.memory_setup(width=8, depth=3, global_batch=16)
 
 
 def test_train_step_matches_the_engine(small):
@@ -36,24 +37,24 @@ def test_make_optimizer_names():
 def test_time_step_and_sweep_structure(small):
     model, data = small
     before = [p.clone() for p in model.parameters()]
-    s = al.time_step(model, data, 4, repeats=1)
+    s = al.memory.time_step(model, data, 4, repeats=1)
     assert isinstance(s, float) and s > 0
     assert all(
         torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)
     )  # timed on a copy
-    sweep = al.step_time_sweep(model, data, [16, 4], repeats=1, progress=False)
+    sweep = al.memory.step_time_sweep(model, data, [16, 4], repeats=1, progress=False)
     assert sweep["accumulation_steps"] == [1, 4] and len(sweep["seconds"]) == 2
     with pytest.raises(ValueError, match="repeats"):
-        al.time_step(model, data, 4, repeats=0)
+        al.memory.time_step(model, data, 4, repeats=0)
 
 
 def test_checkpoint_comparison_relations(small):
     model, data = small
-    cmp = al.checkpoint_comparison(model, data, 4, 2, repeats=1, progress=False)
+    cmp = al.memory.checkpoint_comparison(model, data, 4, 2, repeats=1, progress=False)
     rows = {r["name"]: r for r in cmp["rows"]}
     assert list(rows) == ["plain", "checkpointing", "accumulation", "both"]
     assert rows["accumulation"]["activations"] * 4 == rows["plain"]["activations"]
     assert rows["both"]["activations"] < rows["accumulation"]["activations"]
     assert rows["checkpointing"]["activations"] < rows["plain"]["activations"]
     with pytest.raises(ValueError, match="segments"):
-        al.checkpoint_comparison(model, data, 4, 1)
+        al.memory.checkpoint_comparison(model, data, 4, 1)

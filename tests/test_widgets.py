@@ -4,8 +4,7 @@ import pytest
 import torch
 
 import accumlab as al
-from accumlab.plots import plot_accumulation_progress
-from accumlab.widgets import accumulation_explorer
+from accumlab.accumulation.plots import plot_accumulation_progress
 
 
 def test_accumulation_progress_ends_at_full_batch():
@@ -19,7 +18,7 @@ def test_accumulation_progress_ends_at_full_batch():
 
 
 def test_explorer_recomputes_when_sliders_move():
-    ex = accumulation_explorer()
+    ex = al.accumulation.accumulation_explorer()
     assert ex.data["samples"] == 16
     ex.controls["micro_batch_size"].value = 8
     assert ex.controls["accumulation_steps"].max == 4  # 8 × 4 = 32 samples available
@@ -29,7 +28,7 @@ def test_explorer_recomputes_when_sliders_move():
 
 
 def test_explorer_sliders_cannot_reach_invalid_values():
-    ex = accumulation_explorer()
+    ex = al.accumulation.accumulation_explorer()
     mb, k = ex.controls["micro_batch_size"], ex.controls["accumulation_steps"]
     for size in range(mb.min, mb.max + 1):
         mb.value = size

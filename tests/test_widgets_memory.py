@@ -3,12 +3,12 @@
 import pytest
 
 import accumlab as al
-from accumlab import plots_memory
 from accumlab.figures import figure_png
+from accumlab.memory import plots as plots_memory
 
 
 def test_explore_memory_compute():
-    d = al.explore_memory(
+    d = al.memory.explore_memory(
         micro_batch_size=4,
         accumulation_steps=2,
         width=32,
@@ -21,11 +21,11 @@ def test_explore_memory_compute():
     assert d["footprint"]["optimizer state"] == 0
     assert d["seconds"] > 0 and d["full_seconds"] > 0
     with pytest.raises(ValueError, match="optimizer"):
-        al.explore_memory(optimizer="lbfgs")
+        al.memory.explore_memory(optimizer="lbfgs")
 
 
 def test_explorer_reacts_to_controls():
-    ex = al.memory_explorer()
+    ex = al.memory.memory_explorer()
     assert ex.data["accumulation_steps"] == 4
     ex.controls["accumulation_steps"].value = 2
     assert ex.data["global_batch"] == 2 * ex.data["micro_batch_size"]
@@ -46,13 +46,13 @@ def test_explorer_reacts_to_controls():
 
 
 def test_figures_render_as_png():
-    model, data = al.memory_setup(width=8, depth=2, global_batch=8)
-    f = al.footprint(model, data, 4)
+    model, data = al.memory.memory_setup(width=8, depth=2, global_batch=8)
+    f = al.memory.footprint(model, data, 4)
     figs = [
-        plots_memory.plot_footprint({"a": f.parts(), "b": f.parts()}),
-        plots_memory.plot_memory_vs_k(al.memory_sweep(model, data, [8, 4])),
-        plots_memory.plot_logging_growth({"x": al.logging_growth(model, data, 4)}),
-        plots_memory.plot_memory_explorer(al.explore_memory(2, 2, 32, 1, "adam", True)),
+        al.memory.plot_footprint({"a": f.parts(), "b": f.parts()}),
+        al.memory.plot_memory_vs_k(al.memory.memory_sweep(model, data, [8, 4])),
+        al.memory.plot_logging_growth({"x": al.memory.logging_growth(model, data, 4)}),
+        al.memory.plot_memory_explorer(al.memory.explore_memory(2, 2, 32, 1, "adam", True)),
     ]
     for fig in figs:
         assert figure_png(fig).startswith(b"\x89PNG")

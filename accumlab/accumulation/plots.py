@@ -1,4 +1,4 @@
-"""Pure plotting functions: data in, matplotlib Figure out. No widget code here."""
+"""Lessons 00 and 02: the accumulated gradient against the full-batch gradient, as a pure plot."""
 
 from __future__ import annotations
 
@@ -30,39 +30,4 @@ def plot_accumulation_progress(progress: dict, *, title: str | None = None) -> F
         fontsize=9,
     )
     ax.legend(fontsize=7, ncol=2, loc="best")
-    return fig
-
-
-def plot_bars(
-    labels: list[str], values: list[float], *, ylabel: str, title: str = "", log: bool = False
-) -> Figure:
-    """A labelled bar chart; the most common shape in the lessons."""
-    fig = Figure(figsize=(6, 3.2), layout="constrained")
-    ax = fig.add_subplot()
-    ax.bar(labels, values, color="tab:blue")
-    if log:
-        ax.set_yscale("log")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.tick_params(axis="x", labelrotation=20)
-    return fig
-
-
-def plot_graph_growth(rows: list[dict]) -> Figure:
-    """Lesson 01: graph nodes and saved bytes alive at once, summing n losses vs backward per sample."""
-    n = [r["n"] for r in rows]
-    fig = Figure(figsize=(8, 3.2), layout="constrained")
-    left, right = fig.subplots(1, 2)
-    for ax, key, label in (
-        (left, "nodes", "backward nodes alive"),
-        (right, "saved_bytes", "saved bytes alive"),
-    ):
-        ax.plot(
-            n, [r[f"summed_{key}"] for r in rows], marker="o", label="sum n losses, one backward"
-        )
-        ax.plot(n, [r[f"per_sample_{key}"] for r in rows], marker="s", label="backward per sample")
-        ax.set_xlabel("samples n")
-        ax.set_ylabel(label)
-    left.legend(fontsize=8)
-    fig.suptitle("Summing losses first builds one graph n times as big", fontsize=10)
     return fig

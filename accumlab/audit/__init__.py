@@ -1,25 +1,42 @@
 """Audit a learner's own accumulation loop against the reference (lesson 08).
 
-`audit` runs the loop on a copy and returns an `AuditReport`; `CATALOGUE` holds the loops, right
-and wrong, that the lesson's gallery and the tests share; `plot_audit` draws a report.
+`al.audit(train_fn, ...)` runs the loop on a copy and returns an `AuditReport`; the topic's other
+names live beside it: `al.audit.CATALOGUE` holds the loops, right and wrong, that the lesson's
+gallery and the tests share; `al.audit.plot_audit` draws a report.
 """
 
-from .auditor import audit
-from .catalogue import CATALOGUE, CatalogueLoop, audit_setup, catalogue_loop
-from .findings import CODES, AuditReport, Finding, StepCheck
-from .plot import plot_audit
-from .widget import audit_explorer
+import sys
+import types
 
-__all__ = [
-    "CATALOGUE",
-    "CODES",
-    "AuditReport",
-    "CatalogueLoop",
-    "Finding",
-    "StepCheck",
-    "audit",
-    "audit_explorer",
-    "audit_setup",
-    "catalogue_loop",
-    "plot_audit",
-]
+from .._lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(
+    __name__,
+    {
+        "audit": "auditor",
+        "CATALOGUE": "catalogue",
+        "CatalogueLoop": "catalogue",
+        "audit_setup": "catalogue",
+        "catalogue_loop": "catalogue",
+        "CODES": "findings",
+        "AuditReport": "findings",
+        "Finding": "findings",
+        "StepCheck": "findings",
+        "plot_audit": "plot",
+        "audit_explorer": "widget",
+    },
+)
+
+
+class _AuditModule(types.ModuleType):
+    """`al.audit` is both this topic and the function a learner calls: `al.audit(train_fn, ...)`
+    runs the audit, `al.audit.catalogue_loop(...)` reaches the topic. (Importing any submodule binds
+    the package as `accumlab.audit`, so a plain function of that name could not stay there.)"""
+
+    def __call__(self, *args, **kwargs):
+        from .auditor import audit
+
+        return audit(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _AuditModule

@@ -11,8 +11,8 @@ from torch import nn
 from .._threads import one_thread
 from .._validate import positive_float, positive_int
 from ..data import Data
-from ..engine import make_optimizer
 from ..losses import Loss, get_loss
+from ..optim import make_optimizer
 from .diagnose import (
     Setup,
     batchnorm_findings,

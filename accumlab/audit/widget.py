@@ -10,7 +10,7 @@ def audit_explorer(names: list[str] | None = None):
     """
     import ipywidgets as W
 
-    from ..widgets import Explorer
+    from ..explorer import Explorer
     from .catalogue import CATALOGUE
     from .plot import plot_audit
 

@@ -3,18 +3,51 @@ statistics per micro-batch, gradient error vs the full batch, running-mean traje
 
 from __future__ import annotations
 
-from .widgets import Explorer, int_slider
+import ipywidgets as W
+
+from .._threads import one_thread
+from .._validate import one_of
+from ..data import Data
+from ..explorer import Explorer, int_slider
+from ..models import NORMS
+from .layers import batchnorm_data, norm_model
+from .plots import plot_batchnorm_explorer
+from .running import running_mean_trajectory, with_momentum
+from .stats import batch_gradient_diff, micro_batch_stats
+
+
+@one_thread()
+def explore_batchnorm(
+    norm: str,
+    micro_batch_size: int,
+    accumulation_steps: int,
+    momentum: float,
+    *,
+    data: Data | None = None,
+) -> dict:
+    """Everything lesson 04's widget draws for one setting: per-micro-batch statistics, the gradient
+    error of accumulating vs the full batch, and (BatchNorm only) the running-mean trajectory."""
+    one_of("norm", norm, NORMS)
+    data = data if data is not None else batchnorm_data()
+    window = len(data.first_window(micro_batch_size, accumulation_steps))
+    model = with_momentum(norm_model(norm), momentum) if norm == "batch" else norm_model(norm)
+    batch = data[:window]
+    return {
+        "norm": norm,
+        "momentum": momentum,
+        "stats": micro_batch_stats(model, batch, micro_batch_size),
+        "diff": batch_gradient_diff(model, batch, micro_batch_size),
+        "trajectory": (
+            running_mean_trajectory(model, data, micro_batch_size, accumulation_steps)
+            if norm == "batch"
+            else None
+        ),
+    }
 
 
 def batchnorm_explorer(data=None) -> Explorer:
     """Build the lesson 04 explorer. Slider ranges make invalid settings unreachable: micro-batches
     hold at least 2 samples (BatchNorm needs a variance) and micro-batch × k never exceeds the data."""
-    import ipywidgets as W
-
-    from .batchnorm import batchnorm_data, explore_batchnorm
-    from .models import NORMS
-    from .plots_batchnorm import plot_batchnorm_explorer
-
     data = data if data is not None else batchnorm_data()
     n = len(data)
     if n < 4:

@@ -16,7 +16,7 @@ from torch import nn
 
 from ..data import regression_data
 from ..engine import grads_of, params_of
-from ..models import mlp
+from ..models import mlp, seeded
 from .comm import CommCounter, count_allreduce
 from .shards import shard
 
@@ -162,10 +162,10 @@ class BranchNet(nn.Module):
 
     def __init__(self, features: int = 4, hidden: int = 8, *, seed: int = 0, dtype=torch.float64):
         super().__init__()
-        torch.manual_seed(seed)
-        self.inp = nn.Linear(features, hidden).to(dtype)
-        self.extra = nn.Linear(hidden, hidden).to(dtype)
-        self.head = nn.Linear(hidden, 1).to(dtype)
+        with seeded(seed):
+            self.inp = nn.Linear(features, hidden).to(dtype)
+            self.extra = nn.Linear(hidden, hidden).to(dtype)
+            self.head = nn.Linear(hidden, 1).to(dtype)
 
     def forward(self, x: torch.Tensor, use_extra: bool = True) -> torch.Tensor:
         h = torch.tanh(self.inp(x))

@@ -1,7 +1,7 @@
 """Lesson 07's explorer: ranks, k, micro-batch and no_sync → all-reduce count, bytes, step time.
 
 Launching processes on every slider move would take seconds, so the explorer reads the sweep that
-`al.sync_experiments(...)` already measured (or a recorded GPU sweep); `sweep_view` is the plain
+`al.dist.sync_experiments(...)` already measured (or a recorded GPU sweep); `sweep_view` is the plain
 function behind it, callable without any widget.
 """
 
@@ -60,8 +60,8 @@ def sync_explorer(rows: list[dict], *, source: str = ""):
     """Lesson 07: an Explorer over a measured sweep. Sliders only offer measured values."""
     import ipywidgets as W
 
-    from .plots_dist import plot_sync_explorer
-    from .widgets import Explorer, int_slider
+    from .plots import plot_sync_explorer
+    from ..explorer import Explorer, int_slider
 
     grid = sweep_grid(rows)
     if grid["ranks"] != list(range(grid["ranks"][0], grid["ranks"][-1] + 1)):

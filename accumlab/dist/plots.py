@@ -1,4 +1,4 @@
-"""Lesson 07's figures: pure functions from `al.sync_experiments(...)` data to matplotlib Figures."""
+"""Lesson 07's figures: pure functions from `al.dist.sync_experiments(...)` data to matplotlib Figures."""
 
 from __future__ import annotations
 

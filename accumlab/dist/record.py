@@ -18,7 +18,7 @@ GPU_SWEEP = {
 def record() -> dict:
     import torch
 
-    from ..dist import DistError, sync_experiments
+    from . import DistError, sync_experiments
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     sweep = GPU_SWEEP if gpus else None  # on CPU (testing the recorder) the lesson's small sweep

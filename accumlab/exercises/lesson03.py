@@ -14,7 +14,7 @@ RANK_TOKENS = [5, 15, 30, 50]
 
 @exercise("03.1", 1, "the true mean loss of two uneven micro-batches")
 def true_mean(answer):
-    from ..tokens import combined_loss
+    from ..scaling.tokens import combined_loss
 
     if not isinstance(answer, (int, float)) or isinstance(answer, bool):
         return "answer with one number: the mean loss over all 100 tokens"
@@ -30,7 +30,7 @@ def every_window_exact(answer):
     from ..data import regression_data
     from ..engine import Recipe
     from ..models import mlp
-    from ..scaling import window_errors
+    from ..scaling.weights import window_errors
 
     if not isinstance(answer, Recipe):
         return "answer with an al.Recipe(...)"
@@ -45,7 +45,7 @@ def every_window_exact(answer):
         bad = [c.window for c in checks if c.max_rel > 1e-12]
         return (
             f"window(s) {bad} differ from the full batch; compare "
-            "al.effective_weights([1] * 22, your_recipe) with its .reference"
+            "al.scaling.effective_weights([1] * 22, your_recipe) with its .reference"
         )
     return None
 

@@ -47,7 +47,8 @@ def matched(answer):
 
 
 def _grads_match(model: nn.Module) -> float:
-    from ..batchnorm import batch_gradient_diff, batchnorm_data
+    from ..batchnorm.layers import batchnorm_data
+    from ..batchnorm.stats import batch_gradient_diff
 
     return batch_gradient_diff(model, batchnorm_data(16), 4).max_rel
 
@@ -56,7 +57,7 @@ def _grads_match(model: nn.Module) -> float:
     "04.3", 2, "Freeze BatchNorm: a function that makes accumulation exact but keeps dropout active"
 )
 def freeze(answer):
-    from ..batchnorm import batchnorm_layers
+    from ..batchnorm.layers import batchnorm_layers
     from ..models import mlp
 
     if not callable(answer):
@@ -83,7 +84,7 @@ def freeze(answer):
     "04.4", 3, "Ghost batch norm by hand: normalise each chunk of rows with its own statistics"
 )
 def ghost(answer):
-    from ..batchnorm import GhostBatchNorm1d
+    from ..batchnorm.remedies import GhostBatchNorm1d
 
     if not callable(answer):
         return "answer must be a function (x, ghost_batch_size) -> normalised x"

@@ -65,8 +65,8 @@ def _task():
 
 @exercise("05.3", 3, "Accumulate without keeping graphs alive")
 def accumulate_lean(answer):
-    from ..memory import LiveSavedTensors, saved_tensor_bytes
     from ..reference import full_batch_grads
+    from ..saved import LiveSavedTensors, saved_tensor_bytes
 
     if not callable(answer):
         return "give a function accumulate(model, micro_batches)"

@@ -21,7 +21,7 @@ def _clean(answer, setup: str, **options) -> str | None:
 @exercise("08.1", 1, "Name the bug of the mystery loop")
 def _name_the_bug(answer):
     if not isinstance(answer, str) or answer not in CODES:
-        return "answer with one of the codes in al.AUDIT_CODES, as a string"
+        return "answer with one of the codes in al.audit.CODES, as a string"
     if answer in CATALOGUE[MYSTERY].expected:
         return None
     return (

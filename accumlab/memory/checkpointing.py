@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ._validate import positive_int
-from .memory import _storage_key
+from .._validate import positive_int
+from ..saved import _storage_key
 
 
 def _layers(modules: list[nn.Module]) -> list[list[nn.Module]]:
@@ -42,7 +42,7 @@ class Checkpointed(nn.Module):
     its activations are needed at once by backward. Shares parameters with `model`. Lesson 05.
 
     `held` maps storage → bytes of the inputs the checkpoints held after the latest forward (plain
-    numbers, no references), so `accumlab.footprint.activation_bytes` can count them: they are kept
+    numbers, no references), so `al.memory.activation_bytes` can count them: they are kept
     in the checkpoint's recompute closure, where saved-tensor hooks do not see them.
     """
 
@@ -77,7 +77,7 @@ def checkpoint_grad_gap(model: nn.Module, data, segments: int, *, loss="mse") ->
     (recomputation repeats the same operations, so it should be 0). Lesson 05."""
     import copy
 
-    from .losses import get_loss
+    from ..losses import get_loss
 
     loss_fn = get_loss(loss)
     grads = []

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._validate import one_of, positive_int
-from .data import Data
-from .footprint import activation_bytes, grad_bytes, optimizer_state_bytes, param_bytes
-from .step import device_of, make_optimizer, train_step
+from .._validate import one_of, positive_int
+from ..data import Data
+from ..optim import make_optimizer
+from .parts import activation_bytes, grad_bytes, optimizer_state_bytes, param_bytes
+from .step import device_of, train_step
 
 
 @dataclass(frozen=True)

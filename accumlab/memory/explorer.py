@@ -3,9 +3,9 @@ breakdown and step time. `explore_memory` is the plain compute function tests ca
 
 from __future__ import annotations
 
-from ._validate import one_of, positive_int
-from .footprint import footprint, memory_setup
-from .step import OPTIMIZERS
+from .._validate import one_of, positive_int
+from ..optim import OPTIMIZERS
+from .parts import footprint, memory_setup
 from .throughput import time_step
 
 MICRO_SIZES = (1, 2, 4, 8, 16, 32, 64)
@@ -50,8 +50,8 @@ def memory_explorer():
     gives at least 2 layers with the head)."""
     import ipywidgets as W
 
-    from .plots_memory import plot_memory_explorer
-    from .widgets import Explorer, int_slider
+    from ..explorer import Explorer, int_slider
+    from .plots import plot_memory_explorer
 
     def choice(description, options, value):
         return W.SelectionSlider(

@@ -8,10 +8,10 @@ import copy
 
 from torch import nn
 
-from ._validate import one_of, positive_int
-from .data import Data
-from .losses import Loss, get_loss
-from .memory import LiveSavedTensors
+from .._validate import one_of, positive_int
+from ..data import Data
+from ..losses import Loss, get_loss
+from ..saved import LiveSavedTensors
 
 
 def graph_nodes(value) -> int:

@@ -128,7 +128,7 @@ def plot_checkpointing(comparison: dict, *, title: str | None = None) -> Figure:
 
 def plot_logging_growth(runs: dict[str, dict]) -> Figure:
     """Lesson 05: graph nodes behind the running total (left) and saved bytes still alive (right)
-    after each micro-step, one line per loop (from `accumlab.leaks.logging_growth`)."""
+    after each micro-step, one line per loop (from `al.memory.logging_growth`)."""
     fig = Figure(figsize=(8, 3.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     largest = max(max(r["alive_bytes"]) for r in runs.values())

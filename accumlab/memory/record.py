@@ -12,9 +12,9 @@ import os
 
 import torch
 
-from ..choose_k import choose_micro_batch, floor_bytes
-from ..footprint import memory_setup, memory_sweep
-from ..throughput import checkpoint_comparison, step_time_sweep
+from .choose_k import choose_micro_batch, floor_bytes
+from .parts import memory_setup, memory_sweep
+from .throughput import checkpoint_comparison, step_time_sweep
 
 SIZES = {
     # an 8-layer 2048-wide MLP and a 4096-sample global batch: large enough that a GPU's memory

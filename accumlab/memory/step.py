@@ -4,23 +4,11 @@ records a Trace; benchmarks/engine_overhead.py compares the two."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import torch
 from torch import nn
 
-from ._validate import one_of
-from .data import Data
-from .engine import OPTIMIZERS
-from .losses import Loss, get_loss
-
-
-def make_optimizer(
-    name: str, params: Iterable[torch.Tensor], lr: float = 1e-3
-) -> torch.optim.Optimizer:
-    """'sgd' (no state), 'sgd_momentum' (one buffer per parameter), 'adam' / 'adamw' (two). Lesson 05."""
-    one_of("optimizer", name, OPTIMIZERS)  # names only here: a measurement needs a known state size
-    return OPTIMIZERS[name](params, lr)
+from ..data import Data
+from ..losses import Loss, get_loss
 
 
 def device_of(model: nn.Module) -> torch.device:

@@ -10,11 +10,12 @@ import time
 
 from torch import nn
 
-from ._validate import positive_int
+from .._validate import positive_int
+from ..data import Data
+from ..optim import make_optimizer
 from .checkpointing import checkpointed
-from .data import Data
-from .footprint import activation_bytes, step_peak_bytes
-from .step import device_of, make_optimizer, synchronize, train_step
+from .parts import activation_bytes, step_peak_bytes
+from .step import device_of, synchronize, train_step
 
 
 def time_step(

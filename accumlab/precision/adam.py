@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import positive_int
-from .compare import grad_diff
-from .engine import Recipe, run
+from .._validate import positive_int
+from ..compare import grad_diff
+from ..engine import Recipe, run
 
 
 def adam_steps(trace) -> int:
@@ -34,8 +34,8 @@ def adam_comparison(
     small_steps: a step after every micro-batch of n/k. Returns each run's final parameters, its
     difference from `full`, Adam's step count and the number of optimizer steps taken.
     """
-    from .data import regression_data
-    from .models import mlp
+    from ..data import regression_data
+    from ..models import mlp
 
     k = positive_int("accumulation_steps", accumulation_steps)
     positive_int("n", n)

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._validate import one_of, positive_float, positive_int
-from .data import Data
-from .engine import grads_of, make_optimizer, params_of
+from .._validate import one_of, positive_float, positive_int
+from ..data import Data
+from ..engine import grads_of, params_of
+from ..optim import make_optimizer
 
 # correct                          — unscale_/clip/step/update once, at the window's end
 # unscale_every_micro_step         — unscale_ after every backward: torch raises on the second one
@@ -182,8 +183,8 @@ def amp_train(
 
 def amp_error(order: str, **kwargs) -> str | None:
     """Run `amp_train` in `order` on a tiny problem; return the error torch raised, or None."""
-    from .data import regression_data
-    from .models import mlp
+    from ..data import regression_data
+    from ..models import mlp
 
     kwargs.setdefault("micro_batch_size", 2)
     kwargs.setdefault("accumulation_steps", 2)
@@ -212,9 +213,9 @@ def amp_demo(
     window shows up within a few micro-steps. Returns {"reference", "traces", "grad_errors"}:
     grad_errors[order] is the largest relative error of each window's gradient against float32.
     """
-    from .compare import grad_diff
-    from .data import regression_data
-    from .models import mlp
+    from ..compare import grad_diff
+    from ..data import regression_data
+    from ..models import mlp
 
     data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
     model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
@@ -244,7 +245,7 @@ def amp_demo(
 
 
 def amp_report(results: dict) -> str:
-    """Plain-language lines for the results of `accumlab.recorders.amp.record()` (lesson 06),
+    """Plain-language lines for the results of `al.precision.record_results()` (lesson 06),
     whether measured just now or loaded from accumlab/results/amp.json."""
     lines = [f"autocast {results['autocast_dtype']} on {results['device_type']}"]
     for order, r in results["orders"].items():

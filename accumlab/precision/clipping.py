@@ -7,10 +7,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._validate import one_of, positive_float, positive_int
-from .compare import grad_diff
-from .data import Data
-from .engine import CLIP_PLACEMENTS, Recipe, run
+from .._validate import one_of, positive_float, positive_int
+from ..compare import grad_diff
+from ..data import Data
+from ..engine import CLIP_PLACEMENTS, Recipe, run
 
 
 def _update(trace) -> dict[str, torch.Tensor]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import one_of, positive_int
+from .._validate import one_of, positive_int
 
 # name -> (dtype of each contribution, dtype of the buffer it is added into)
 ACCUMULATIONS = {
@@ -29,8 +29,8 @@ def micro_batch_grads(
 
     Computed in float64, so the only rounding the experiment sees is the accumulation's own.
     """
-    from .data import regression_data
-    from .models import mlp
+    from ..data import regression_data
+    from ..models import mlp
 
     positive_int("k", k)
     data = regression_data(n=k, features=features, seed=seed)

@@ -3,9 +3,9 @@ the full-batch loop. `explorer_data` is the plain compute function tests call di
 
 from __future__ import annotations
 
-from ._validate import one_of, positive_float, positive_int
-from .engine import CLIP_PLACEMENTS, SCHEDULER_STEPS, Recipe, run
-from .precision import ACCUMULATIONS, accumulation_errors
+from .._validate import one_of, positive_float, positive_int
+from ..engine import CLIP_PLACEMENTS, SCHEDULER_STEPS, Recipe, run
+from .dtypes import ACCUMULATIONS, accumulation_errors
 
 CLIP_CHOICES = ("none", *CLIP_PLACEMENTS)
 MAX_K = 8
@@ -33,8 +33,8 @@ def explorer_data(
 ) -> dict:
     """One run of `STEPS` optimizer steps with warm-up + cosine, as the controls say, and the
     full-batch run (clip once, scheduler per optimizer step) it should match. Lesson 06."""
-    from .data import regression_data
-    from .models import mlp
+    from ..data import regression_data
+    from ..models import mlp
     from .schedules import warmup_cosine
 
     positive_int("k", k)
@@ -80,7 +80,7 @@ def explorer_data(
 
 
 def _error_at(k: int, precision: str) -> float:
-    from .precision import accumulate, micro_batch_grads
+    from .dtypes import accumulate, micro_batch_grads
 
     grads = micro_batch_grads(k)
     exact = grads.mean(dim=0)
@@ -92,8 +92,8 @@ def amp_explorer():
     scheduler stepping → update norms, learning rates and accumulation error."""
     import ipywidgets as W
 
-    from .plots_amp import plot_explorer
-    from .widgets import Explorer, int_slider
+    from ..explorer import Explorer, int_slider
+    from .plots import plot_explorer
 
     style = {"description_width": "initial"}
     controls = {

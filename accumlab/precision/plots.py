@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 def plot_scales(traces: dict, *, title: str = "") -> Figure:
     """GradScaler's scale at every backward, per loop order (log scale); window ends dotted,
-    skipped windows shaded. `traces` maps a label to an `al.AmpTrace`."""
+    skipped windows shaded. `traces` maps a label to an `al.precision.AmpTrace`."""
     fig = Figure(figsize=(7, 3.4), layout="constrained")
     ax = fig.add_subplot()
     first = next(iter(traces.values()))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from ..amp import AMP_ORDERS, amp_demo, amp_error
-from ..precision import accumulation_errors
+from .amp import AMP_ORDERS, amp_demo, amp_error
+from .dtypes import accumulation_errors
 
 
 def record() -> dict:

@@ -8,8 +8,8 @@ import math
 
 import torch
 
-from ._validate import one_of, positive_int
-from .engine import SCHEDULER_STEPS, Recipe, run
+from .._validate import one_of, positive_int
+from ..engine import SCHEDULER_STEPS, Recipe, run
 
 
 def warmup_cosine(warmup_steps: int, total_steps: int, *, min_ratio: float = 0.0):
@@ -52,8 +52,8 @@ def schedule_curves(
     Returns {"k", "warmup_steps", "lr", "lrs": {placement: [lr per optimizer step]},
     "warmup_end": {placement: first optimizer step that used the full lr}}.
     """
-    from .data import regression_data
-    from .models import ScalarModel
+    from ..data import regression_data
+    from ..models import ScalarModel
 
     k = positive_int("accumulation_steps", accumulation_steps)
     positive_int("optimizer_steps", optimizer_steps)

@@ -4,11 +4,11 @@ spread of sequence lengths → gradient error per window and per-token weights.
 
 from __future__ import annotations
 
-from .data import token_data
-from .engine import LAST_WINDOW_POLICIES, NORMALIZATIONS, Recipe
-from .models import TinyLM
-from .scaling import effective_weights, window_errors
+from ..data import token_data
+from ..engine import LAST_WINDOW_POLICIES, NORMALIZATIONS, Recipe
+from ..models import TinyLM
 from .tokens import per_token
+from .weights import effective_weights, window_errors
 
 SEQUENCES = 20  # 20 is not a multiple of most micro-batch × k: short last windows appear
 CENTRE = 12  # sequence lengths are drawn from [CENTRE - spread, CENTRE + spread]
@@ -55,8 +55,8 @@ def loss_scaling_explorer():
     reachable: k is capped so that at least one full window fits, spread keeps lengths ≥ 1."""
     import ipywidgets as W
 
-    from .plots_scaling import plot_scaling_explorer
-    from .widgets import Explorer, int_slider
+    from ..explorer import Explorer, int_slider
+    from .plots import plot_scaling_explorer
 
     mb = int_slider("micro-batch (sequences)", 3, 1, SEQUENCES // 2)
     k = int_slider("accumulation steps k", 3, 1, SEQUENCES // 3)

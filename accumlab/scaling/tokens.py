@@ -10,11 +10,11 @@ import math
 import torch
 from torch import nn
 
-from ._validate import one_of, positive_int
-from .data import Data
-from .engine import Recipe
-from .losses import Loss, get_loss
-from .scaling import _counts, effective_weights
+from .._validate import one_of, positive_int
+from ..data import Data
+from ..engine import Recipe
+from ..losses import Loss, get_loss
+from .weights import _counts, effective_weights
 
 TOKEN_COUNTS = ("local", "global")  # what each rank divides its summed loss by
 

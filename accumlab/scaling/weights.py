@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import positive_float, positive_int
-from .data import IGNORE_INDEX, Data
-from .engine import Recipe, Trace
-from .losses import Loss, get_loss
+from .._validate import positive_float, positive_int
+from ..data import IGNORE_INDEX, Data
+from ..engine import Recipe, Trace
+from ..losses import Loss, get_loss
 
 
 @dataclass(frozen=True)
@@ -204,9 +204,9 @@ def window_errors(
 ) -> list[WindowCheck]:
     """Run one epoch of `recipe` (no updates) and compare each window's gradient with the full
     batch over that window's samples. Lesson 03."""
-    from .compare import grad_diff
-    from .engine import run
-    from .reference import full_batch_grads
+    from ..compare import grad_diff
+    from ..engine import run
+    from ..reference import full_batch_grads
 
     trace = run(recipe, model, data, loss=loss, optimizer=None, record_grads=False)
     n, size = len(data), recipe.window_size
@@ -269,7 +269,7 @@ def linear_scaling_gap(
     """k plain SGD steps on micro-batches at lr η vs ONE accumulated step at lr k·η (the linear
     scaling rule) over the same samples. Per lr: the parameter gap relative to the update size.
     The two agree to first order in η, so the relative gap shrinks in proportion to η. Lesson 03."""
-    from .engine import run
+    from ..engine import run
 
     k = positive_int("accumulation_steps", accumulation_steps)
     window = data[: Recipe(micro_batch_size, k).window_size]

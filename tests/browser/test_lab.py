@@ -20,7 +20,7 @@ from .lab import FIXTURES, explorer_state, page_problems, press_on_slider, run_n
 pytestmark = pytest.mark.browser
 
 TIMEOUT = float(os.environ.get("ACCUMLAB_LAB_TIMEOUT", "120"))  # seconds per notebook
-EXPLORER_SLIDER = "micro-batch size"  # accumlab.widgets.accumulation_explorer, lesson 02
+EXPLORER_SLIDER = "micro-batch size"  # al.accumulation.accumulation_explorer, lesson 02
 
 
 def check_keyboard_explorer(page) -> None:

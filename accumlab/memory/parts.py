@@ -11,13 +11,14 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from ._validate import positive_int
+from .._validate import positive_int
+from ..data import Data, regression_data
+from ..losses import Loss, get_loss
+from ..models import mlp
+from ..optim import make_optimizer
+from ..saved import _storage_key, saved_storages
 from .checkpointing import checkpointed
-from .data import Data, regression_data
-from .losses import Loss, get_loss
-from .memory import _storage_key, saved_storages
-from .models import mlp
-from .step import device_of, make_optimizer, synchronize, train_step
+from .step import device_of, synchronize, train_step
 
 
 def memory_setup(

@@ -1,0 +1,22 @@
+"""Lesson 01: the explorer of graph size against the number of losses summed before backward."""
+
+from __future__ import annotations
+
+from ..explorer import Explorer, int_slider
+
+
+def graph_growth_explorer(model=None, data=None) -> Explorer:
+    """Lesson 01: how many samples are summed before backward → graph size and saved bytes."""
+    from ..data import regression_data
+    from ..models import mlp
+    from .plots import plot_graph_growth
+    from .summed import summed_loss_graph
+
+    data = data if data is not None else regression_data(n=32, features=4, seed=0)
+    model = model if model is not None else mlp(features=4, hidden=16, depth=2, seed=0)
+    n = int_slider("samples summed n", 8, 1, len(data))
+
+    def compute(n: int):
+        return [summed_loss_graph(model, data, i) for i in range(1, n + 1)]
+
+    return Explorer({"n": n}, compute, plot_graph_growth)

@@ -1,0 +1,81 @@
+"""The lesson's BatchNorm models and data, and the one-sample check. Lesson 04.
+
+Accumulation reproduces the full batch's gradient only when each sample's loss ignores the other
+samples in its micro-batch. BatchNorm in training mode does not: it normalises with the statistics
+of whatever batch it is given, and it updates its running statistics once per forward.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .._validate import one_of, positive_int
+from ..data import Data, classification_data
+from ..engine import forward
+from ..models import NORMS, mlp
+
+_NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm)
+
+
+def batchnorm_layers(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
+    """Every BatchNorm layer of `model`, in order. Lesson 04."""
+    return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+
+def _check_data(data) -> Data:
+    if not isinstance(data, Data):
+        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    return data
+
+
+def check_micro_batches(model: nn.Module, data: Data, micro_batch_size: int) -> None:
+    """Raise a clear ValueError when a BatchNorm layer in training mode would see one value per
+    channel in some micro-batch, which PyTorch refuses (no variance from one value). Lesson 04.
+
+    PyTorch decides, on a copy of the model: BatchNorm1d on (1, C) fails, while BatchNorm2d on a
+    single (1, C, H, W) image with H·W > 1 has H·W values per channel and is accepted."""
+    _check_data(data)
+    positive_int("micro_batch_size", micro_batch_size)
+    if micro_batch_size > len(data):
+        raise ValueError(
+            f"micro_batch_size must be at most the number of samples ({len(data)}), got {micro_batch_size}"
+        )
+    if not any(bn.training for bn in batchnorm_layers(model)):
+        return
+    sizes = [len(mb) for mb in data.micro_batches(micro_batch_size)]
+    if 1 not in sizes:  # two samples give every channel at least two values
+        return
+    try:
+        with torch.no_grad():
+            forward(copy.deepcopy(model), data[:1], "a one-sample micro-batch")
+    except ValueError:
+        where = (
+            "every micro-batch"
+            if micro_batch_size == 1
+            else f"the last micro-batch of {len(data)} samples"
+        )
+        raise ValueError(
+            f"micro_batch_size={micro_batch_size} gives {where} a single sample, but BatchNorm in "
+            "training mode needs at least 2 samples per micro-batch to compute a variance; use "
+            "micro_batch_size >= 2 (and a data size it leaves no single sample from), put BatchNorm "
+            "in eval mode with al.batchnorm.freeze_batchnorm(model), or use norm='group' or 'layer'"
+        ) from None
+
+
+def norm_model(
+    norm: str, *, features: int = 8, hidden: int = 16, outputs: int = 3, seed: int = 0, **kwargs
+):
+    """The lesson's small classifier with normalisation `norm` ('batch', 'layer', 'group', 'none').
+
+    The Linear weights depend only on `seed`, so models with different norms start alike. Lesson 04.
+    """
+    one_of("norm", norm, NORMS)
+    return mlp(features, hidden, outputs, norm=norm, seed=seed, **kwargs)
+
+
+def batchnorm_data(n: int = 64, *, seed: int = 0) -> Data:
+    """Blobs shifted off zero and widely spread, so micro-batch statistics visibly differ. Lesson 04."""
+    return classification_data(n=n, features=8, classes=3, spread=2.0, shift=3.0, seed=seed)

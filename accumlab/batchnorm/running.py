@@ -1,0 +1,134 @@
+"""Running statistics under accumulation: k forwards per optimizer step decay the old statistics
+as (1 − m)^k instead of (1 − m), and weight the micro-batches unequally. Lesson 04."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .._threads import one_thread
+from .._validate import positive_float, positive_int
+from ..data import Data
+from ..engine import Recipe, run
+from .layers import _check_data, batchnorm_layers, check_micro_batches
+from .stats import norm_inputs
+
+
+def with_momentum(model: nn.Module, momentum: float) -> nn.Module:
+    """A copy of `model` whose BatchNorm layers use `momentum` (PyTorch's: weight of the NEW batch)."""
+    positive_float("momentum", momentum)
+    if momentum > 1:
+        raise ValueError(f"momentum must be in (0, 1], got {momentum!r}")
+    model = copy.deepcopy(model)
+    for bn in batchnorm_layers(model):
+        bn.momentum = momentum
+    return model
+
+
+def matching_momentum(momentum: float, accumulation_steps: int) -> float:
+    """The momentum m' with (1 − m')^k = 1 − m: k micro-batch updates then decay the old running
+    statistics exactly as one full-batch update with `momentum` does. Lesson 04."""
+    positive_float("momentum", momentum)
+    if momentum >= 1:
+        raise ValueError(f"momentum must be in (0, 1), got {momentum!r}")
+    positive_int("accumulation_steps", accumulation_steps)
+    return 1.0 - (1.0 - momentum) ** (1.0 / accumulation_steps)
+
+
+def micro_batch_weights(momentum: float, accumulation_steps: int) -> list[float]:
+    """Weight each micro-batch's mean gets in the running mean after one window of k updates: the
+    last one m, the first m·(1 − m)^(k−1). A full-batch step gives every sample the same weight."""
+    positive_float("momentum", momentum)
+    k = positive_int("accumulation_steps", accumulation_steps)
+    return [momentum * (1 - momentum) ** (k - 1 - i) for i in range(k)]
+
+
+def _running_after_step(model, data, micro_batch_size, accumulation_steps, fill: float):
+    """First BatchNorm's (running_mean, running_var) after ONE optimizer step's forwards, starting
+    from running statistics all equal to `fill`."""
+    model = copy.deepcopy(model)
+    for bn in batchnorm_layers(model):
+        bn.running_mean.fill_(fill)
+        bn.running_var.fill_(fill)
+    recipe = Recipe(micro_batch_size, accumulation_steps)
+    window = data[: recipe.window_size]
+    # optimizer=None: forwards and backwards only; the running statistics change in the forwards
+    trace = run(recipe, model, window, loss="cross_entropy", optimizer=None, record_grads=False)
+    bn = batchnorm_layers(trace.model)[0]
+    return bn.running_mean.clone(), bn.running_var.clone()
+
+
+@one_thread()
+def running_stats_step(
+    model: nn.Module, data: Data, micro_batch_size: int, accumulation_steps: int
+) -> dict:
+    """The first BatchNorm's running statistics after one accumulated step (k micro-batch forwards)
+    and after one full-batch step over the same samples, both from the model's own buffers.
+
+    `old_weight_*` is how much of the previous running mean survives the step, measured by starting
+    once from 0 and once from 1: the running mean is linear in its old value. Lesson 04.
+    """
+    _check_data(data)
+    positive_int("accumulation_steps", accumulation_steps)
+    bns = batchnorm_layers(model)
+    if not bns:
+        raise ValueError("model has no BatchNorm layer: it keeps no running statistics")
+    window = len(data.first_window(micro_batch_size, accumulation_steps))
+    check_micro_batches(model, data[:window], micro_batch_size)
+    out = {"momentum": bns[0].momentum, "accumulation_steps": accumulation_steps}
+    for name, (mb, k) in {
+        "accumulated": (micro_batch_size, accumulation_steps),
+        "full": (window, 1),
+    }.items():
+        mean0, var0 = _running_after_step(model, data, mb, k, 0.0)
+        mean1, _ = _running_after_step(model, data, mb, k, 1.0)
+        out[f"old_weight_{name}"] = mean1 - mean0  # one value per channel, all equal
+        out[f"running_mean_{name}"] = mean0  # what the step added on top of the old value × weight
+        out[f"running_var_{name}"] = var0
+    return out
+
+
+@one_thread()
+def running_mean_trajectory(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    accumulation_steps: int,
+    *,
+    steps: int = 4,
+    channel: int = 0,
+) -> dict:
+    """One channel's running mean after every forward, over `steps` optimizer steps, accumulating
+    (k forwards per step) and full-batch (1 forward per step). Weights stay fixed: this isolates the
+    statistics. Lesson 04's widget."""
+    positive_int("steps", steps)
+    bns = batchnorm_layers(model)
+    if not bns:
+        raise ValueError("model has no BatchNorm layer: it keeps no running statistics")
+    window = len(data.first_window(micro_batch_size, accumulation_steps))
+    check_micro_batches(model, data[:window], micro_batch_size)
+    if not 0 <= channel < bns[0].num_features:
+        raise ValueError(f"channel must be in [0, {bns[0].num_features}), got {channel!r}")
+    windows = [data[i : i + window] for i in range(0, len(data) - window + 1, window)]
+    out = {"steps": steps, "accumulation_steps": accumulation_steps, "channel": channel}
+    for name, mb in (("accumulated", micro_batch_size), ("full", window)):
+        m = copy.deepcopy(model).train()
+        first = batchnorm_layers(m)[0]
+        xs, ys = [0.0], [float(first.running_mean[channel])]
+        with torch.no_grad():
+            for s in range(steps):
+                chunks = windows[s % len(windows)].x.split(mb)
+                for j, x in enumerate(chunks):
+                    m(x)
+                    xs.append(s + (j + 1) / len(chunks))
+                    ys.append(float(first.running_mean[channel]))
+        out[name] = (xs, ys)
+    out["target"] = float(norm_inputs(model, data[: len(windows) * window].x)[:, channel].mean())
+    return out
+
+
+def old_weight_formula(momentum: float, updates: int) -> float:
+    """(1 − momentum)^updates: what survives of the old running statistics. Lesson 04."""
+    return (1.0 - momentum) ** updates

@@ -1,0 +1,102 @@
+"""What BatchNorm's micro-batch statistics do to training, and dropout, which matches the full batch
+only in expectation. Lesson 04."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .._threads import one_thread
+from .._validate import positive_int
+from ..data import Data
+from ..engine import Recipe, run
+from ..models import seeded
+from ..reference import accumulated_grads, full_batch_grads
+from .layers import _check_data, check_micro_batches, norm_model
+
+
+def accuracy(model: nn.Module, data: Data) -> float:
+    """Fraction of `data` classified correctly, in eval mode (running statistics, no dropout)."""
+    model = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        return float((model(data.x).argmax(-1) == data.y).double().mean())
+
+
+@one_thread()
+def training_comparison(
+    setups: dict[str, tuple[str, int, int]],
+    train: Data,
+    test: Data,
+    *,
+    epochs: int = 20,
+    lr: float = 0.05,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict:
+    """Train one model per setup {label: (norm, micro_batch_size, accumulation_steps)} from the
+    same seed with SGD; return per-step losses and final test accuracy (eval mode). Lesson 04."""
+    from tqdm.auto import tqdm
+
+    if not setups:
+        raise ValueError(
+            "setups must name at least one (norm, micro_batch_size, accumulation_steps)"
+        )
+    _check_data(train)
+    _check_data(test)
+    out = {"labels": [], "losses": [], "accuracy": [], "train_accuracy": [], "models": []}
+    for label, (norm, mb, k) in tqdm(setups.items(), desc="training", disable=not progress):
+        model = norm_model(
+            norm, features=train.x.shape[1], outputs=int(train.y.max()) + 1, seed=seed
+        )
+        check_micro_batches(model, train, mb)
+        trace = run(
+            Recipe(mb, k),
+            model,
+            train,
+            loss="cross_entropy",
+            optimizer="sgd",
+            lr=lr,
+            epochs=epochs,
+            record_grads=False,
+        )
+        out["labels"].append(label)
+        out["losses"].append(trace.window_losses)
+        out["accuracy"].append(accuracy(trace.model, test))
+        out["train_accuracy"].append(accuracy(trace.model, train))
+        out["models"].append(trace.model)
+    return out
+
+
+@one_thread()
+def dropout_expectation(
+    model: nn.Module, data: Data, micro_batch_size: int, *, draws: int = 64, seed: int = 0
+) -> dict:
+    """Dropout draws different masks for micro-batches than for the full batch, so one accumulated
+    gradient differs from one full-batch gradient; averaged over many draws both approach the same
+    expected gradient. Returns the relative L2 gap of the running averages after 1..draws draws.
+    Lesson 04."""
+    positive_int("draws", draws)
+    check_micro_batches(model, data, micro_batch_size)
+    names = sorted(n for n, _ in model.named_parameters())
+
+    def flat(g):
+        return torch.cat([g[n].reshape(-1) for n in names])
+
+    acc_sum = full_sum = None
+    gaps = []
+    for d in range(draws):
+        # independent masks for the two estimates, drawn without moving the caller's generator
+        with seeded(seed + 2 * d):
+            acc = flat(
+                accumulated_grads(
+                    model, data, micro_batch_size, normalization="global", loss="cross_entropy"
+                )
+            )
+        with seeded(seed + 2 * d + 1):
+            full = flat(full_batch_grads(model, data, loss="cross_entropy"))
+        acc_sum = acc if acc_sum is None else acc_sum + acc
+        full_sum = full if full_sum is None else full_sum + full
+        gaps.append(float((acc_sum - full_sum).norm() / full_sum.norm()))
+    return {"draws": list(range(1, draws + 1)), "rel_gap": gaps}

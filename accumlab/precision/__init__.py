@@ -1,0 +1,42 @@
+"""Lesson 06: mixed precision with GradScaler, accumulation dtype, clipping, schedulers and Adam's
+state under accumulation; its GPU recorder."""
+
+from .._lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(
+    __name__,
+    {
+        # amp.py: autocast + GradScaler orders
+        "AMP_ORDERS": "amp",
+        "AmpTrace": "amp",
+        "amp_demo": "amp",
+        "amp_error": "amp",
+        "amp_report": "amp",
+        "amp_train": "amp",
+        "autocast_dtype": "amp",
+        "cpu_grad_scaler_supported": "amp",
+        "default_loss_scale": "amp",
+        # dtypes.py: the dtype gradients accumulate in
+        "ACCUMULATIONS": "dtypes",
+        "accumulate": "dtypes",
+        "accumulation_errors": "dtypes",
+        "micro_batch_grads": "dtypes",
+        # clipping.py, schedules.py, adam.py
+        "clipped_updates": "clipping",
+        "update_norm": "clipping",
+        "schedule_curves": "schedules",
+        "warmup_cosine": "schedules",
+        "adam_comparison": "adam",
+        "adam_steps": "adam",
+        "max_param_gap": "adam",
+        # plots.py, explorer.py, record.py
+        "plot_explorer": "plots",
+        "plot_precision": "plots",
+        "plot_scales": "plots",
+        "plot_schedules": "plots",
+        "plot_update_norms": "plots",
+        "amp_explorer": "explorer",
+        "explorer_data": "explorer",
+        "record_results": "record:record",
+    },
+)

@@ -1,0 +1,42 @@
+"""Lesson 03: what each sample weighs in the gradient — loss division, last windows, token counts
+(also across ranks), the effective batch and the linear learning-rate rule, what to log."""
+
+from .._lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(
+    __name__,
+    {
+        # weights.py: per-sample weights and per-window checks
+        "Weights": "weights",
+        "WindowCheck": "weights",
+        "effective_batch_size": "weights",
+        "effective_weights": "weights",
+        "epoch_grads": "weights",
+        "item_loss_sums": "weights",
+        "linear_scaled_lr": "weights",
+        "linear_scaling_gap": "weights",
+        "logged_losses": "weights",
+        "mean_loss": "weights",
+        "sample_weights": "weights",
+        "scale_grads": "weights",
+        "update_of": "weights",
+        "weighted_grads": "weights",
+        "window_errors": "weights",
+        # tokens.py: per-token weights, simulated data-parallel ranks
+        "TOKEN_COUNTS": "tokens",
+        "combined_loss": "tokens",
+        "per_token": "tokens",
+        "rank_slices": "tokens",
+        "simulated_ranks_grads": "tokens",
+        "token_weights": "tokens",
+        # plots.py and explorer.py
+        "plot_linear_scaling_gap": "plots",
+        "plot_sample_weights": "plots",
+        "plot_scaling_explorer": "plots",
+        "plot_token_weights": "plots",
+        "plot_window_errors": "plots",
+        "MAX_SPREAD": "explorer",
+        "loss_scaling_data": "explorer",
+        "loss_scaling_explorer": "explorer",
+    },
+)
