@@ -1,5 +1,5 @@
 # Two commands for a fresh machine with Python >= 3.10 and make:
-#   make lab    create .venv if missing, open JupyterLab on notebooks/
+#   make lab    create .venv if missing, open JupyterLab on the first lesson
 #   make test   create .venv if missing, run unit tests + every lesson (pytest --nbmake)
 # TORCH_SPEC picks the torch build installed first, e.g. a CPU-only wheel:
 #   make test TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu"
@@ -14,17 +14,19 @@ PYTEST_ARGS ?=
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/activate
+$(VENV)/.installed: pyproject.toml jupyter/overrides.json | $(BIN)/activate
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(if $(TORCH_SPEC),$(BIN)/python -m pip install --quiet $(TORCH_SPEC))
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python tools/lab_settings.py  # no news prompt, no update check on first start
 	touch $@
 
 # as root (containers, cloud boxes) Jupyter refuses to start unless told it is on purpose
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# opens the first lesson; the file browser on the left lists the others
 lab: $(VENV)/.installed
-	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS)
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb $(LAB_ARGS)
 
 test: $(VENV)/.installed
 	$(BIN)/pytest --nbmake $(PYTEST_ARGS)

@@ -47,6 +47,38 @@ def test_environment_names_every_runtime_dependency(path):
         assert CONDA_NAMES.get(dep, {dep}) & names, f"{path} lacks {dep}"
 
 
+# what an environment file may name beyond pyproject's runtime dependencies, and why
+ENV_EXTRAS = {
+    "python": "the interpreter",
+    "pip": "installs accumlab itself",
+    "python-graphviz": "Graphviz's `dot`, so lesson 01 draws pictures (optional at run time)",
+    "jupyterlab": "the `lab` extra: where the lessons are opened",
+}
+
+
+def conda_to_pypi(name: str) -> str:
+    for pypi, conda in CONDA_NAMES.items():
+        if name in conda:
+            return pypi
+    return name
+
+
+@pytest.mark.parametrize("path", ["binder/environment.yml", "environment.yml"])
+def test_environment_names_exactly_the_dependencies(path):
+    """pyproject.toml is the one source of truth: an environment file names its runtime
+    dependencies and nothing else but the documented extras."""
+    names = {conda_to_pypi(n) for n in names_in(ROOT / path)} - {"--editable"}
+    extra = names - set(runtime_dependencies()) - set(ENV_EXTRAS)
+    assert not extra, f"{path} names {sorted(extra)}, which pyproject.toml does not require"
+
+
+def test_lab_extra_holds_jupyterlab_and_dev_includes_it():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "jupyterlab" not in runtime_dependencies()  # Colab keeps its own Jupyter server
+    assert any(d.startswith("jupyterlab") for d in project["optional-dependencies"]["lab"])
+    assert "accumlab[lab]" in project["optional-dependencies"]["dev"]
+
+
 def test_binder_pins():
     env = yaml.safe_load((ROOT / "binder/environment.yml").read_text())
     deps = [d for d in env["dependencies"] if isinstance(d, str)]

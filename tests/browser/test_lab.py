@@ -15,7 +15,15 @@ import os
 import pytest
 
 from .conftest import LESSONS
-from .lab import FIXTURES, explorer_state, page_problems, press_on_slider, run_notebook, screenshot
+from .lab import (
+    FIXTURES,
+    NEWS_PROMPT,
+    explorer_state,
+    page_problems,
+    press_on_slider,
+    run_notebook,
+    screenshot,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -88,4 +96,21 @@ def test_checker_reports_unexpected_error_only(page, lab):
     assert "ZeroDivisionError" in report.problems[0]
     assert (
         report.problems[1] == "code cell 4 did not run: Run All stops at the first unexpected error"
+    )
+
+
+def test_lab_starts_without_the_news_prompt(page, lab):
+    """JupyterLab asks every new user about "official Jupyter news" in a toast over the notebook
+    a few seconds after start, unless the environment's settings answer it (jupyter/overrides.json,
+    installed into the environment by `make` and by Binder's postBuild)."""
+    fixture = FIXTURES / "explorer.ipynb"
+    page.goto(lab.lab_url(fixture.name))
+    page.wait_for_selector(".jp-Notebook", timeout=TIMEOUT * 1000)
+    try:  # the prompt comes after the lab has loaded; waiting for it is the check
+        page.wait_for_selector(f".Toastify__toast:has-text('{NEWS_PROMPT}')", timeout=15_000)
+    except Exception:  # playwright's TimeoutError: no prompt within 15 s, as it should be
+        return
+    pytest.fail(
+        "JupyterLab showed its news prompt: run `python tools/lab_settings.py` in this environment "
+        "(make does) so jupyter/overrides.json is installed"
     )
