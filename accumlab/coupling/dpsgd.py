@@ -1,0 +1,81 @@
+"""Per-sample clipping (DP-SGD): every sample's gradient is clipped to a norm C before the sum.
+Clip-then-sum is a sum of per-sample terms, so accumulation can reproduce it exactly — as long as
+the clipping happens per sample, not per micro-batch or per window (lesson 09)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from .._validate import one_of, positive_float
+from ..data import Data
+
+# per_sample: clip each sample, sum (DP-SGD; what opacus accumulates over virtual steps);
+# micro_batch: clip each micro-batch's summed gradient; window: sum everything, then clip once
+CLIP_MODES = ("per_sample", "micro_batch", "window")
+
+
+def per_sample_grads(model: nn.Module, data: Data) -> dict[str, torch.Tensor]:
+    """{name: (N, *shape)}: the gradient of each sample's squared error alone (torch.func.vmap
+    over torch.func.grad). Lesson 09."""
+    if not isinstance(data, Data):
+        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    params = {n: p.detach() for n, p in model.named_parameters()}
+
+    def one(p, x, y):
+        pred = functional_call(model, p, (x[None],))
+        return torch.nn.functional.mse_loss(pred, y[None], reduction="sum")
+
+    return vmap(grad(one), in_dims=(None, 0, 0))(params, data.x, data.y)
+
+
+def _norms(grads: dict[str, torch.Tensor]) -> torch.Tensor:
+    """One L2 norm per row, over all parameters together."""
+    return torch.cat([g.reshape(len(g), -1) for g in grads.values()], dim=1).norm(dim=1)
+
+
+def _clip(grads: dict[str, torch.Tensor], clip_norm: float) -> dict[str, torch.Tensor]:
+    """Scale each row to norm at most `clip_norm` (rows: samples, or micro-batch sums)."""
+    factor = (clip_norm / (_norms(grads) + 1e-12)).clamp(max=1.0)  # + ε: a zero gradient stays 0
+    return {n: g * factor.reshape(-1, *[1] * (g.dim() - 1)) for n, g in grads.items()}
+
+
+def clipped_grads(
+    model: nn.Module, data: Data, micro_batch_size: int, clip_norm: float, mode: str
+) -> dict[str, torch.Tensor]:
+    """The clipped gradient of one optimizer step over `data`, accumulated over micro-batches of
+    `micro_batch_size` and clipped as `mode` says (CLIP_MODES), divided by len(data). No noise:
+    the comparison is about where the clipping sits. Lesson 09."""
+    one_of("mode", mode, CLIP_MODES)
+    positive_float("clip_norm", clip_norm)
+    micro = data.micro_batches(micro_batch_size)
+    total = None
+    for mb in micro:
+        per = per_sample_grads(model, mb)
+        if mode == "per_sample":
+            part = {n: g.sum(0) for n, g in _clip(per, clip_norm).items()}
+        else:
+            part = {n: g.sum(0) for n, g in per.items()}
+            if mode == "micro_batch":
+                part = {
+                    n: g[0]
+                    for n, g in _clip({n: g[None] for n, g in part.items()}, clip_norm).items()
+                }
+        total = part if total is None else {n: total[n] + part[n] for n in total}
+    if mode == "window":
+        total = {
+            n: g[0] for n, g in _clip({n: g[None] for n, g in total.items()}, clip_norm).items()
+        }
+    return {n: g / len(data) for n, g in total.items()}
+
+
+def clip_fraction(model: nn.Module, data: Data, clip_norm: float) -> float:
+    """Share of samples whose gradient norm exceeds `clip_norm` (those the clipping changes)."""
+    positive_float("clip_norm", clip_norm)
+    return float((_norms(per_sample_grads(model, data)) > clip_norm).double().mean())
+
+
+def median_grad_norm(model: nn.Module, data: Data) -> float:
+    """The median per-sample gradient norm: a clipping norm that clips about half the samples."""
+    return float(_norms(per_sample_grads(model, data)).median())
