@@ -13,6 +13,7 @@ from torch import nn
 from .._validate import one_of, positive_int
 from ..data import IGNORE_INDEX, Data, _generator, token_data
 from ..models import TinyLM
+from ._checks import require_data, require_model
 
 # token_mean_local: each micro-batch's loss is its token mean, ÷ k (trl "bnpo", verl "token-mean"
 #   with the micro-batch's own token count) — depends on the split
@@ -41,6 +42,7 @@ def policy(vocab: int = 16, *, seed: int = 0) -> TinyLM:
 
 def token_losses(model: nn.Module, batch: Data, advantages: torch.Tensor) -> torch.Tensor:
     """−advantage × log π(token) for every real token, 0 on padding: shape (n, T)."""
+    _advantages(advantages, len(require_data(batch, "batch")))
     logits = model(batch.x)
     nll = F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]),
@@ -49,6 +51,14 @@ def token_losses(model: nn.Module, batch: Data, advantages: torch.Tensor) -> tor
         ignore_index=IGNORE_INDEX,
     ).reshape(batch.y.shape)
     return advantages[:, None] * nll  # a REINFORCE-style surrogate: raise good, lower bad tokens
+
+
+def _advantages(advantages, n: int) -> torch.Tensor:
+    if not isinstance(advantages, torch.Tensor) or advantages.shape != (n,):
+        raise ValueError(
+            f"advantages must be a tensor with one value per sample ({n}), got {advantages!r}"
+        )
+    return advantages
 
 
 def _micro_loss(losses, lengths, aggregation, *, k, ranks, total_tokens, total_seqs, max_len):
@@ -78,6 +88,8 @@ def aggregated_grads(
     averaged (as DDP does). `max_len` is the constant of "constant" (default: data's width).
     Lesson 09."""
     one_of("aggregation", aggregation, AGGREGATIONS)
+    require_model(model)
+    require_data(data)
     positive_int("ranks", ranks)
     positive_int("micro_batch_size", micro_batch_size)
     n = len(data)
@@ -85,11 +97,10 @@ def aggregated_grads(
         raise ValueError(
             f"ranks × micro_batch_size = {ranks * micro_batch_size} must divide the {n} samples"
         )
-    if len(advantages) != n:
-        raise ValueError(f"advantages must hold one value per sample ({n}), got {len(advantages)}")
+    _advantages(advantages, n)
     order = torch.arange(n) if order is None else order
-    if sorted(order.tolist()) != list(range(n)):
-        raise ValueError(f"order must be a permutation of range({n})")
+    if not isinstance(order, torch.Tensor) or sorted(order.tolist()) != list(range(n)):
+        raise ValueError(f"order must be a permutation of range({n}), got {order!r}")
     lengths = data.lengths().to(torch.float64)
     if (lengths == 0).any():
         raise ValueError("every sequence needs at least one real token (a mean over 0 is 0/0)")

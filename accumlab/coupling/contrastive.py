@@ -10,6 +10,7 @@ from torch import nn
 from .._validate import positive_float, positive_int
 from ..data import Data, _generator
 from ..models import mlp
+from ._checks import require_data
 from .principle import accumulation_gap
 
 TEMPERATURE = 0.1
@@ -55,7 +56,7 @@ def pair_inputs(batch: Data) -> torch.Tensor:
 
 def contrastive_loss(model: nn.Module, batch: Data, temperature: float = TEMPERATURE):
     """InfoNCE of `model`'s embeddings over `batch`: the batch loss naive accumulation averages."""
-    z = model(pair_inputs(batch))
+    z = model(pair_inputs(require_data(batch, "batch")))
     return info_nce(z[: len(batch)], z[len(batch) :], temperature)
 
 
@@ -63,6 +64,7 @@ def chance_loss(n: int, dim: int = 8) -> float:
     """InfoNCE when every embedding is the same: all n candidates tie, so the loss is log n.
     The value a batch of n reports for an encoder that tells nothing apart. Lesson 09."""
     positive_int("n", n)
+    positive_int("dim", dim)
     same = torch.ones(n, dim, dtype=torch.float64)
     return float(info_nce(same, same))
 

@@ -10,6 +10,7 @@ from torch.func import functional_call, grad, vmap
 
 from .._validate import one_of, positive_float
 from ..data import Data
+from ._checks import require_data, require_model
 
 # per_sample: clip each sample, sum (DP-SGD; what opacus accumulates over virtual steps);
 # micro_batch: clip each micro-batch's summed gradient; window: sum everything, then clip once
@@ -19,8 +20,8 @@ CLIP_MODES = ("per_sample", "micro_batch", "window")
 def per_sample_grads(model: nn.Module, data: Data) -> dict[str, torch.Tensor]:
     """{name: (N, *shape)}: the gradient of each sample's squared error alone (torch.func.vmap
     over torch.func.grad). Lesson 09."""
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    require_model(model)
+    require_data(data)
     params = {n: p.detach() for n, p in model.named_parameters()}
 
     def one(p, x, y):
@@ -49,7 +50,7 @@ def clipped_grads(
     the comparison is about where the clipping sits. Lesson 09."""
     one_of("mode", mode, CLIP_MODES)
     positive_float("clip_norm", clip_norm)
-    micro = data.micro_batches(micro_batch_size)
+    micro = require_data(data).micro_batches(micro_batch_size)
     total = None
     for mb in micro:
         per = per_sample_grads(model, mb)

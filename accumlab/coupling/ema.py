@@ -11,6 +11,7 @@ from torch import nn
 from .._validate import one_of, positive_float, positive_int
 from ..data import Data
 from ..engine import params_of
+from ._checks import require_data, require_model
 
 # where the loop calls ema.update(): after the optimizer step (once per window), or after every
 # micro-batch (the F5-TTS bug: the EMA advances k times per optimizer step)
@@ -39,13 +40,15 @@ def ema_run(
     of the old EMA survives a step). Returns {"ema", "params"}: flat tensors after every optimizer
     step, and {"updates"}: EMA updates per optimizer step. Lesson 09.
     """
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    require_model(model)
+    require_data(data)
     positive_int("accumulation_steps", accumulation_steps)
     one_of("placement", placement, EMA_PLACEMENTS)
     if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and 0 <= beta < 1):
         raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
     positive_float("lr", lr)
+    if ema_start is not None:
+        positive_float("ema_start", ema_start, allow_zero=True)
     micro = data.micro_batches(micro_batch_size)
     windows = [micro[i : i + accumulation_steps] for i in range(0, len(micro), accumulation_steps)]
     if len(windows[-1]) < accumulation_steps or len(micro[-1]) < micro_batch_size:
@@ -96,7 +99,7 @@ def ema_old_weight(
     """How much of the previous EMA survives one optimizer step, measured: run the same step with
     the EMA started at 0 and at 1; the difference is the old value's weight (β per step when the
     EMA updates once per step, β^k when it updates every micro-step). Lesson 09."""
-    window = data.first_window(micro_batch_size, accumulation_steps)
+    window = require_data(data).first_window(micro_batch_size, accumulation_steps)
     runs = [
         ema_run(
             model,

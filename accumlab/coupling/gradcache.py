@@ -15,10 +15,12 @@ import copy
 import torch
 from torch import nn
 
+from .._validate import positive_float
 from ..data import Data
 from ..engine import grads_of
 from ..models import seeded
 from ..saved import LiveSavedTensors, saved_tensor_bytes
+from ._checks import require_bool, require_data, require_model, require_seed
 from .contrastive import TEMPERATURE, info_nce, pair_inputs
 
 
@@ -29,11 +31,11 @@ def _split(reps: list[torch.Tensor], chunks: list[Data]):
     return q, k
 
 
-def _start(model: nn.Module, data: Data, micro_batch_size: int):
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+def _start(model: nn.Module, data: Data, micro_batch_size: int, temperature, seed):
+    require_model(model)
+    require_data(data)
+    positive_float("temperature", temperature)
+    require_seed(seed)
     chunks = data.micro_batches(micro_batch_size)  # validates micro_batch_size
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
@@ -57,7 +59,8 @@ def gradcache_grads(
     for bit only when the RNG is replayed or there is no randomness), and the most bytes autograd
     held for backward at any moment. Lesson 09.
     """
-    model, chunks = _start(model, data, micro_batch_size)
+    require_bool(replay_rng, "replay_rng")
+    model, chunks = _start(model, data, micro_batch_size, temperature, seed)
     with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
         states, first = [], []
         with torch.no_grad():  # pass 1: embeddings only, no graph kept
@@ -101,7 +104,7 @@ def same_masks_reference(
     """The big batch with GradCache's dropout masks: the same chunks forwarded from the same RNG
     state WITH a graph, then one loss and one backward over all of them. The gradient GradCache
     must reproduce when dropout is on (with dropout off it is the plain big batch). Lesson 09."""
-    model, chunks = _start(model, data, micro_batch_size)
+    model, chunks = _start(model, data, micro_batch_size, temperature, seed)
     with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
         reps = [model(pair_inputs(c)) for c in chunks]
         loss = info_nce(*_split(reps, chunks), temperature)
@@ -122,7 +125,7 @@ def cached_negatives_grads(
     ones, evaluate the full-batch loss and backpropagate. The gradient reaches only the recomputed
     rows, so the k backward passes add up to the big batch's gradient (k loss evaluations instead
     of GradCache's one). Lesson 09."""
-    model, chunks = _start(model, data, micro_batch_size)
+    model, chunks = _start(model, data, micro_batch_size, temperature, seed)
     with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
         with torch.no_grad():
             cache = [model(pair_inputs(c)) for c in chunks]
@@ -135,4 +138,6 @@ def cached_negatives_grads(
 def encoder_saved_bytes(model: nn.Module, batch: Data) -> int:
     """Bytes autograd saves for one forward of the encoder over `batch` (anchors and positives),
     not counting the parameters: what a micro-batch's graph costs. Lesson 09."""
+    require_model(model)
+    require_data(batch, "batch")
     return saved_tensor_bytes(lambda: model(pair_inputs(batch)), exclude=model.parameters())

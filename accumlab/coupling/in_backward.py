@@ -9,10 +9,11 @@ import copy
 import torch
 from torch import nn
 
-from .._validate import one_of
+from .._validate import one_of, positive_float
 from ..data import Data
 from ..engine import Recipe, params_of, run
 from ..optim import make_optimizer
+from ._checks import require_data, require_model
 
 # every: the tutorial's hook, stepping after each backward; last: the same hook, allowed to step
 # only during the window's last backward (earlier micro-batches just accumulate into .grad)
@@ -36,8 +37,9 @@ def fused_optimizer_window(
     parameter tensor, "state_steps": Adam's own step counter per tensor (None for SGD)}. Lesson 09.
     """
     one_of("gate", gate, HOOK_GATES)
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    require_model(model)
+    require_data(data)
+    positive_float("lr", lr)  # checked here: torch would say "Invalid learning rate"
     micro = data.micro_batches(micro_batch_size)
     model = copy.deepcopy(model)
     optimizers = {p: make_optimizer(optimizer, [p], lr) for p in model.parameters()}
@@ -82,6 +84,7 @@ def accumulate_then_step(
 ) -> dict[str, torch.Tensor]:
     """The reference: the same window accumulated by `al.run` (mean per micro-batch ÷ k) and ONE
     optimizer step. Returns the weights after it. Lesson 09."""
-    k = len(data.micro_batches(micro_batch_size))
+    positive_float("lr", lr)
+    k = len(require_data(data).micro_batches(micro_batch_size))
     trace = run(Recipe(micro_batch_size, k), model, data, optimizer=optimizer, lr=lr)
     return trace.params[0]

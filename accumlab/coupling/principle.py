@@ -12,15 +12,14 @@ from torch import nn
 from ..compare import GradDiff, grad_diff
 from ..data import Data
 from ..engine import grads_of
+from ._checks import require_data, require_model
 
 BatchLoss = Callable[[nn.Module, Data], torch.Tensor]  # (model, batch) -> mean loss over the batch
 
 
 def _check(model, data, batch_loss) -> None:
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    require_model(model)
+    require_data(data)
     if not callable(batch_loss):
         raise ValueError(
             f"batch_loss must be a function (model, batch) -> loss, got {batch_loss!r}"
@@ -65,4 +64,4 @@ def accumulation_gap(
 
 def mse_loss(model: nn.Module, batch: Data) -> torch.Tensor:
     """Mean squared error of `model` on `batch`: a mean of per-sample terms (the control case)."""
-    return torch.nn.functional.mse_loss(model(batch.x), batch.y)
+    return torch.nn.functional.mse_loss(model(require_data(batch, "batch").x), batch.y)

@@ -14,6 +14,7 @@ from .._validate import one_of, positive_int
 from ..data import Data, classification_data
 from ..engine import grads_of
 from ..models import mlp
+from ._checks import require_data, require_model
 
 # full: the whole window at once (the reference); per_micro_batch: each micro-batch's own loss,
 # averaged (what accumulation does by default); global_counts: routing counts of the whole window
@@ -27,6 +28,7 @@ def router_data(
     """Tokens from `experts` topics. `grouped`: sorted by topic, so consecutive tokens (one
     micro-batch) mostly share a topic, as the tokens of one document do; otherwise in random
     order. y is the topic, for reference only. Lesson 09."""
+    positive_int("experts", experts, minimum=2)  # checked here: classification_data says "classes"
     data = classification_data(n, features, experts, seed=seed)
     if not grouped:
         return data
@@ -40,8 +42,15 @@ def router_model(features: int = 8, experts: int = 4, *, seed: int = 0) -> nn.Se
     return mlp(features, 16, experts, depth=1, seed=seed)
 
 
+def _logits(logits) -> torch.Tensor:
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or len(logits) == 0:
+        raise ValueError(f"logits must be a non-empty (tokens, experts) tensor, got {logits!r}")
+    return logits
+
+
 def routed_fractions(logits: torch.Tensor) -> torch.Tensor:
     """fᵢ: the share of tokens whose top-1 expert is i (a count: no gradient flows through it)."""
+    _logits(logits)
     experts = logits.shape[-1]
     return F.one_hot(logits.detach().argmax(-1), experts).to(logits.dtype).mean(0)
 
@@ -55,9 +64,12 @@ def load_balance_loss(
     window's fractions and token count to get this micro-batch's exact share of the window's loss.
     Equals 1 when routing and probabilities are uniform.
     """
-    experts = logits.shape[-1]
-    fractions = routed_fractions(logits) if fractions is None else fractions
-    total = len(logits) if total is None else total
+    experts = _logits(logits).shape[-1]
+    if fractions is None:
+        fractions = routed_fractions(logits)
+    elif not isinstance(fractions, torch.Tensor) or fractions.shape != (experts,):
+        raise ValueError(f"fractions must be a tensor of shape ({experts},), got {fractions!r}")
+    total = len(logits) if total is None else positive_int("total", total)
     probs = logits.softmax(-1).sum(0) / total
     return experts * (fractions * probs).sum()
 
@@ -67,8 +79,8 @@ def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: st
     (AUX_MODES), on a copy of `model`. Returns {"grads", "loss"}: the gradient the optimizer sees
     and the loss value the loop would log. Lesson 09."""
     one_of("mode", mode, AUX_MODES)
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    require_model(model)
+    require_data(data)
     micro = data.micro_batches(len(data) if mode == "full" else micro_batch_size)
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
