@@ -231,6 +231,18 @@ def test_ema_bad_input(reg):
         C.ema_horizon(1)
 
 
+def test_accelerate_syncs_once_per_window_and_the_gate_counts_one_ema_update():
+    plain = C.accelerate_ema_updates(3, 6, gated=False)
+    gated = C.accelerate_ema_updates(3, 6, gated=True)
+    assert plain["sync_flags"] == gated["sync_flags"] == [False, False, True] * 2
+    assert plain["optimizer_steps"] == gated["optimizer_steps"] == 2
+    assert (plain["ema_updates"], gated["ema_updates"]) == (6, 2)
+    with pytest.raises(ValueError, match="gated must be True or False, got 1"):
+        C.accelerate_ema_updates(3, 6, gated=1)
+    with pytest.raises(ValueError, match="micro_steps must be an integer >= 1, got 0"):
+        C.accelerate_ema_updates(3, 0, gated=True)
+
+
 # router.py -------------------------------------------------------------------------------------
 
 
@@ -334,6 +346,13 @@ def test_fused_optimizer_steps_k_times_per_window(reg):
     sgd = C.fused_optimizer_window(model, data, 8, optimizer="sgd")
     assert set(sgd["state_steps"].values()) == {None} and set(sgd["steps"].values()) == {4}
     assert all(h is None for h in (p.grad for p in model.parameters()))
+
+
+def test_update_length_is_the_norm_of_the_change():
+    before = {"a": torch.zeros(2), "b": torch.zeros(1)}
+    assert C.update_length({"a": torch.tensor([3.0, 0.0]), "b": torch.tensor([4.0])}, before) == 5.0
+    with pytest.raises(ValueError, match="must be dicts naming the same parameters"):
+        C.update_length({"a": torch.zeros(2)}, before)
 
 
 def test_in_backward_bad_input(reg):

@@ -27,6 +27,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "same_masks_reference": "gradcache",
         # ema.py: state updated on every forward
         "EMA_PLACEMENTS": "ema",
+        "accelerate_ema_updates": "ema",
         "ema_horizon": "ema",
         "ema_old_weight": "ema",
         "ema_run": "ema",
@@ -46,6 +47,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         # in_backward.py: the optimizer fused into backward
         "HOOK_GATES": "in_backward",
         "accumulate_then_step": "in_backward",
+        "update_length": "in_backward",
         "fused_optimizer_window": "in_backward",
         # aggregation.py: RL-style loss aggregation
         "AGGREGATIONS": "aggregation",

@@ -123,3 +123,37 @@ def ema_horizon(old_weight: float) -> float:
     if not 0 <= old_weight < 1:
         raise ValueError(f"old_weight must be in [0, 1), got {old_weight!r}")
     return 1 / (1 - old_weight)
+
+
+def accelerate_ema_updates(accumulation_steps: int, micro_steps: int, *, gated: bool) -> dict:
+    """The F5-TTS loop with the real Accelerate library: every iteration runs inside
+    `accelerator.accumulate(model)` and calls `optimizer.step()` (Accelerate skips it until the
+    gradients sync); the EMA update runs every iteration, or (`gated`) only when
+    `accelerator.sync_gradients` is True. Returns {"sync_flags": the flag after each iteration,
+    "optimizer_steps": steps the optimizer really took, "ema_updates": EMA updates}. Lesson 09."""
+    positive_int("accumulation_steps", accumulation_steps)
+    positive_int("micro_steps", micro_steps)
+    if not isinstance(gated, bool):
+        raise ValueError(f"gated must be True or False, got {gated!r}")
+    from accelerate import Accelerator  # here: importing Accelerate takes seconds
+
+    from ..data import regression_data
+    from ..models import mlp
+
+    accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps, cpu=True)
+    model = mlp(4, 8, 1, seed=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    steps = []
+    optimizer.register_step_post_hook(lambda *_: steps.append(1))  # counts real steps only
+    model, optimizer = accelerator.prepare(model, optimizer)
+    data = regression_data(4 * micro_steps, 4, seed=0)
+    flags, updates = [], 0
+    for mb in data.micro_batches(4):
+        with accelerator.accumulate(model):
+            accelerator.backward(torch.nn.functional.mse_loss(model(mb.x), mb.y))
+            optimizer.step()
+            optimizer.zero_grad()
+        flags.append(accelerator.sync_gradients)
+        if accelerator.sync_gradients or not gated:
+            updates += 1  # where ema.update() would run
+    return {"sync_flags": flags, "optimizer_steps": len(steps), "ema_updates": updates}

@@ -88,3 +88,10 @@ def accumulate_then_step(
     k = len(require_data(data).micro_batches(micro_batch_size))
     trace = run(Recipe(micro_batch_size, k), model, data, optimizer=optimizer, lr=lr)
     return trace.params[0]
+
+
+def update_length(after: dict[str, torch.Tensor], before: dict[str, torch.Tensor]) -> float:
+    """‖after − before‖ over all parameters: how far one window moved the weights. Lesson 09."""
+    if not isinstance(after, dict) or not isinstance(before, dict) or set(after) != set(before):
+        raise ValueError("after and before must be dicts naming the same parameters")
+    return float(torch.cat([(after[n] - before[n]).reshape(-1) for n in sorted(after)]).norm())
