@@ -54,10 +54,11 @@ def gradcache_grads(
     """One GradCache step on a copy of `model`; the CPU generator starts from `seed` and the
     caller's generator is left as it was.
 
-    Returns {"grads", "loss", "first", "second", "peak_saved_bytes"}: the accumulated gradient, the
-    full-batch loss, the embeddings of the graph-less first pass and of the second pass (equal bit
-    for bit only when the RNG is replayed or there is no randomness), and the most bytes autograd
-    held for backward at any moment. Lesson 09.
+    Returns {"grads", "loss", "first", "second", "same_embeddings", "peak_saved_bytes"}: the
+    accumulated gradient, the full-batch loss, the embeddings of the graph-less first pass and of
+    the second pass, whether they are equal bit for bit per micro-batch (only when the RNG is
+    replayed or there is no randomness), and the most bytes autograd held for backward at any
+    moment. Lesson 09.
     """
     require_bool(replay_rng, "replay_rng")
     model, chunks = _start(model, data, micro_batch_size, temperature, seed)
@@ -89,6 +90,7 @@ def gradcache_grads(
         "loss": float(loss.detach()),
         "first": first,
         "second": second,
+        "same_embeddings": [torch.equal(a, b) for a, b in zip(first, second, strict=True)],
         "peak_saved_bytes": live.peak,
     }
 

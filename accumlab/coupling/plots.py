@@ -53,13 +53,23 @@ def plot_contrastive_sweep(sweep: dict) -> Figure:
     return fig
 
 
+def _styled_lines(ax, xs, curves: dict) -> None:
+    """Red for curves with a real gap, green for curves at rounding level (≤ 1e-12); line styles
+    tell apart the curves of one colour."""
+    used = {NAIVE: 0, FIX: 0}
+    styles = ["o-", "s--", "^:", "d-."]
+    for label, ys in curves.items():
+        colour = FIX if max(ys) <= 1e-12 else NAIVE
+        ax.plot(xs, _floor(ys), styles[used[colour] % len(styles)], color=colour, label=label)
+        used[colour] += 1
+
+
 def plot_ema(steps: list[int], gaps: dict, *, title: str = "") -> Figure:
     """Relative gap of the EMA weights to the big batch's EMA after each optimizer step, one line
     per label ({label: gaps})."""
     fig = Figure(figsize=(6.5, 3.3), layout="constrained")
     ax = fig.add_subplot()
-    for (label, ys), colour in zip(gaps.items(), (NAIVE, FIX, "tab:blue"), strict=False):
-        ax.plot(steps, _floor(ys), "o-", label=label, color=colour)
+    _styled_lines(ax, steps, gaps)
     ax.set_yscale("log")
     ax.set_ylim(FLOOR / 3, 1)
     ax.set_xlabel("optimizer step")
@@ -72,11 +82,11 @@ def plot_ema(steps: list[int], gaps: dict, *, title: str = "") -> Figure:
 def plot_gap_sweep(
     sizes: list[int], curves: dict, *, xlabel: str = "micro-batch size", title: str = ""
 ) -> Figure:
-    """Gap to the big batch against micro-batch size, one line per label ({label: gaps})."""
+    """Gap to the big batch against micro-batch size, one line per label ({label: gaps}); red:
+    a real gap, green: rounding level."""
     fig = Figure(figsize=(6.5, 3.3), layout="constrained")
     ax = fig.add_subplot()
-    for label, ys in curves.items():
-        ax.plot(sizes, _floor(ys), "o-", label=label)
+    _styled_lines(ax, sizes, curves)
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [str(s) for s in sizes])
     ax.set_yscale("log")
@@ -108,7 +118,7 @@ def plot_coupling_explorer(data: dict) -> Figure:
     """Lesson 09's explorer: naive and fixed gap of every coupling at one micro-batch size and k,
     the chosen coupling in full colour. Fixed layout, so updates never re-run a layout engine."""
     fig = Figure(figsize=(10, 3.6))
-    fig.subplots_adjust(left=0.08, right=0.99, bottom=0.2, top=0.8)
+    fig.subplots_adjust(left=0.08, right=0.99, bottom=0.22, top=0.82)
     ax = fig.add_subplot()
     rows = data["rows"]
     xs = list(range(len(rows)))
@@ -125,15 +135,14 @@ def plot_coupling_explorer(data: dict) -> Figure:
     ax.set_ylabel("relative L2 gap to the big batch", fontsize=8)
     ax.axhline(1e-12, color="grey", linestyle=":", linewidth=1)
     ax.legend(fontsize=8, loc="upper right")
-    for x in xs:
-        ax.text(x, 3 * FLOOR, "", ha="center", fontsize=7)
     del naive, fix  # update_coupling_figure finds them again as ax.containers
     update_coupling_figure(fig, data)
     return fig
 
 
 def update_coupling_figure(fig: Figure, data: dict) -> Figure:
-    """Move the bars and texts of `plot_coupling_explorer`'s figure to `data`: no new artists."""
+    """Move the bars, tick labels and title of `plot_coupling_explorer`'s figure to `data`: the bars
+    are the same artists, only their heights and transparency change."""
     ax = fig.axes[0]
     bars = dict(zip(("naive", "fix"), ax.containers, strict=True))
     for i, row in enumerate(data["rows"]):
@@ -141,7 +150,12 @@ def update_coupling_figure(fig: Figure, data: dict) -> Figure:
         for kind, container in bars.items():
             container[i].set_height(max(row[kind], FLOOR))
             container[i].set_alpha(alpha)
-        ax.texts[i].set_text(f"{row['naive']:.1e} | {row['fix']:.0e}")
+    # tick labels carry the numbers: "naive | fix" under each coupling
+    ax.set_xticks(
+        range(len(data["rows"])),
+        [f"{r['coupling']}\n{r['naive']:.1e} | {r['fix']:.0e}" for r in data["rows"]],
+        fontsize=8,
+    )
     chosen = next(r for r in data["rows"] if r["coupling"] == data["coupling"])
     ax.set_title(
         f"{chosen['coupling']}, {chosen['micro_batch_size']} × k={chosen['accumulation_steps']}: "
