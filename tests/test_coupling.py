@@ -113,8 +113,13 @@ def test_contrastive_bad_input():
         C.encoder(dropout=1.5)
     with pytest.raises(ValueError, match="temperature must be a number > 0, got 0"):
         C.info_nce(torch.ones(2, 3), torch.ones(2, 3), 0)
-    with pytest.raises(ValueError, match=r"q and k must be \(n, dim\) of one shape"):
+    with pytest.raises(
+        ValueError,
+        match=r"q and k must be \(n, dim\) tensors of one shape, got a tensor of shape \(2, 3\), a tensor of shape \(3, 3\)",
+    ):
         C.info_nce(torch.ones(2, 3), torch.ones(3, 3))
+    with pytest.raises(ValueError, match="q and k must be .* got \\[1, 2\\]"):
+        C.info_nce([1, 2], torch.ones(3, 3))
     with pytest.raises(ValueError, match="batch must be an accumlab.Data"):
         C.contrastive_loss(C.encoder(), torch.ones(2, 8))
     with pytest.raises(ValueError, match="dim must be an integer >= 1, got 0"):
@@ -278,7 +283,9 @@ def test_router_bad_input():
         C.router_model(experts=1)
     with pytest.raises(ValueError, match="mode must be one of .*got 'global'"):
         C.aux_loss_grads(C.router_model(), C.router_data(16), 4, "global")
-    with pytest.raises(ValueError, match="logits must be a non-empty"):
+    with pytest.raises(
+        ValueError, match=r"logits must be a non-empty .* got a tensor of shape \(4,\)"
+    ):
         C.routed_fractions(torch.zeros(4))
     with pytest.raises(ValueError, match=r"fractions must be a tensor of shape \(4,\)"):
         C.load_balance_loss(torch.zeros(3, 4), torch.zeros(3))
@@ -321,6 +328,10 @@ def test_dpsgd_bad_input(reg):
         C.clipped_grads(model, data, 4, 1.0, "sample")
     with pytest.raises(ValueError, match="data must be an accumlab.Data"):
         C.per_sample_grads(model, data.x)
+    with pytest.raises(
+        ValueError, match="data.y must hold float regression targets, got dtype torch.int64"
+    ):
+        C.per_sample_grads(al.mlp(8, 4, 3), al.classification_data(8))
     with pytest.raises(ValueError, match="clip_norm must be a number > 0, got -1"):
         C.clip_fraction(model, data, -1)
     with pytest.raises(ValueError, match="model must be a torch.nn.Module"):

@@ -25,6 +25,13 @@ def require_seed(value, name: str = "seed") -> int:
     return value
 
 
+def describe(value) -> str:
+    """A short description for an error message: a tensor by its shape, anything else by repr."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return repr(value)
+
+
 def require_bool(value, name: str) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be True or False, got {value!r}")

@@ -11,13 +11,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import one_of, positive_int
+from ..compare import grad_diff
 from ..data import IGNORE_INDEX, Data, _generator, token_data
 from ..models import TinyLM
-from ._checks import require_data, require_model
+from ._checks import describe, require_data, require_model
 
-# token_mean_local: each micro-batch's loss is its token mean, ÷ k (trl "bnpo", verl "token-mean"
-#   with the micro-batch's own token count) — depends on the split
-# seq_mean: token mean per sequence, then mean over sequences, ÷ k (trl "grpo") — exact when
+# token_mean_local: each micro-batch's loss is its token mean, ÷ k (the "bnpo" loss of the trl code
+#   quoted in trl #3021; verl's "token-mean" with the micro-batch's own token count) — depends on
+#   the split
+# seq_mean: token mean per sequence, then mean over sequences, ÷ k (that code's "grpo") — exact when
 #   every micro-batch holds the same number of sequences
 # token_mean_global: token sum ÷ the token count of the whole step across ranks — exact
 # constant: token sum ÷ (sequences × max length), a constant (Dr. GRPO) — exact
@@ -56,7 +58,7 @@ def token_losses(model: nn.Module, batch: Data, advantages: torch.Tensor) -> tor
 def _advantages(advantages, n: int) -> torch.Tensor:
     if not isinstance(advantages, torch.Tensor) or advantages.shape != (n,):
         raise ValueError(
-            f"advantages must be a tensor with one value per sample ({n}), got {advantages!r}"
+            f"advantages must be a tensor with one value per sample ({n}), got {describe(advantages)}"
         )
     return advantages
 
@@ -100,7 +102,7 @@ def aggregated_grads(
     _advantages(advantages, n)
     order = torch.arange(n) if order is None else order
     if not isinstance(order, torch.Tensor) or sorted(order.tolist()) != list(range(n)):
-        raise ValueError(f"order must be a permutation of range({n}), got {order!r}")
+        raise ValueError(f"order must be a permutation of range({n}), got {describe(order)}")
     lengths = data.lengths().to(torch.float64)
     if (lengths == 0).any():
         raise ValueError("every sequence needs at least one real token (a mean over 0 is 0/0)")
@@ -144,8 +146,6 @@ def partition_gaps(
     """Relative L2 gap between the big batch (one rank, one micro-batch, same aggregation) and
     each of `partitions` random splits of the same samples over ranks and micro-batches. All ≈ 0
     for an aggregation that does not care how samples are split. Lesson 09."""
-    from ..compare import grad_diff
-
     positive_int("partitions", partitions)
     big = aggregated_grads(
         model, data, advantages, aggregation=aggregation, micro_batch_size=len(data)

@@ -10,7 +10,7 @@ from torch import nn
 from .._validate import positive_float, positive_int
 from ..data import Data, _generator
 from ..models import mlp
-from ._checks import require_data
+from ._checks import describe, require_data
 from .principle import accumulation_gap
 
 TEMPERATURE = 0.1
@@ -41,9 +41,10 @@ def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float = TEMPERATURE)
     """InfoNCE with in-batch negatives: row i of q must pick row i of k among all rows of k.
     Cosine similarities ÷ temperature, cross-entropy against the diagonal, mean over rows."""
     positive_float("temperature", temperature)
-    if q.dim() != 2 or q.shape != k.shape:
+    tensors = isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)
+    if not tensors or q.dim() != 2 or q.shape != k.shape:
         raise ValueError(
-            f"q and k must be (n, dim) of one shape, got {tuple(q.shape)}, {tuple(k.shape)}"
+            f"q and k must be (n, dim) tensors of one shape, got {describe(q)}, {describe(k)}"
         )
     logits = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).T / temperature
     return F.cross_entropy(logits, torch.arange(len(q), device=q.device))

@@ -22,6 +22,8 @@ def per_sample_grads(model: nn.Module, data: Data) -> dict[str, torch.Tensor]:
     over torch.func.grad). Lesson 09."""
     require_model(model)
     require_data(data)
+    if not data.y.is_floating_point():  # the per-sample loss here is a squared error
+        raise ValueError(f"data.y must hold float regression targets, got dtype {data.y.dtype}")
     params = {n: p.detach() for n, p in model.named_parameters()}
 
     def one(p, x, y):

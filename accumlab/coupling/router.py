@@ -14,7 +14,7 @@ from .._validate import one_of, positive_int
 from ..data import Data, classification_data
 from ..engine import grads_of
 from ..models import mlp
-from ._checks import require_data, require_model
+from ._checks import describe, require_data, require_model
 
 # full: the whole window at once (the reference); per_micro_batch: each micro-batch's own loss,
 # averaged (what accumulation does by default); global_counts: routing counts of the whole window
@@ -44,7 +44,9 @@ def router_model(features: int = 8, experts: int = 4, *, seed: int = 0) -> nn.Se
 
 def _logits(logits) -> torch.Tensor:
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or len(logits) == 0:
-        raise ValueError(f"logits must be a non-empty (tokens, experts) tensor, got {logits!r}")
+        raise ValueError(
+            f"logits must be a non-empty (tokens, experts) tensor, got {describe(logits)}"
+        )
     return logits
 
 
@@ -68,7 +70,9 @@ def load_balance_loss(
     if fractions is None:
         fractions = routed_fractions(logits)
     elif not isinstance(fractions, torch.Tensor) or fractions.shape != (experts,):
-        raise ValueError(f"fractions must be a tensor of shape ({experts},), got {fractions!r}")
+        raise ValueError(
+            f"fractions must be a tensor of shape ({experts},), got {describe(fractions)}"
+        )
     total = len(logits) if total is None else positive_int("total", total)
     probs = logits.softmax(-1).sum(0) / total
     return experts * (fractions * probs).sum()
