@@ -44,6 +44,11 @@ def _clip(grads: dict[str, torch.Tensor], clip_norm: float) -> dict[str, torch.T
     return {n: g * factor.reshape(-1, *[1] * (g.dim() - 1)) for n, g in grads.items()}
 
 
+def _clip_one(grads: dict[str, torch.Tensor], clip_norm: float) -> dict[str, torch.Tensor]:
+    """Clip one gradient (a dict of tensors) to norm `clip_norm`."""
+    return {n: g[0] for n, g in _clip({n: g[None] for n, g in grads.items()}, clip_norm).items()}
+
+
 def clipped_grads(
     model: nn.Module, data: Data, micro_batch_size: int, clip_norm: float, mode: str
 ) -> dict[str, torch.Tensor]:
@@ -52,24 +57,23 @@ def clipped_grads(
     the comparison is about where the clipping sits. Lesson 09."""
     one_of("mode", mode, CLIP_MODES)
     positive_float("clip_norm", clip_norm)
-    micro = require_data(data).micro_batches(micro_batch_size)
+    sizes = [len(mb) for mb in require_data(data).micro_batches(micro_batch_size)]
+    # a sample's gradient does not depend on its micro-batch: compute them all in one vmap, then
+    # walk through the micro-batches as an accumulating loop would
+    rows = per_sample_grads(model, data)
     total = None
-    for mb in micro:
-        per = per_sample_grads(model, mb)
+    for i, size in enumerate(sizes):
+        start = sum(sizes[:i])
+        per = {n: g[start : start + size] for n, g in rows.items()}
         if mode == "per_sample":
             part = {n: g.sum(0) for n, g in _clip(per, clip_norm).items()}
         else:
             part = {n: g.sum(0) for n, g in per.items()}
             if mode == "micro_batch":
-                part = {
-                    n: g[0]
-                    for n, g in _clip({n: g[None] for n, g in part.items()}, clip_norm).items()
-                }
+                part = _clip_one(part, clip_norm)
         total = part if total is None else {n: total[n] + part[n] for n in total}
     if mode == "window":
-        total = {
-            n: g[0] for n, g in _clip({n: g[None] for n, g in total.items()}, clip_norm).items()
-        }
+        total = _clip_one(total, clip_norm)
     return {n: g / len(data) for n, g in total.items()}
 
 

@@ -33,9 +33,17 @@ def explore_coupling(
 
 
 def _png(fig) -> bytes:
-    # no bbox_inches="tight": the layout is fixed, and a tight box costs a second draw
+    """The figure as PNG bytes, drawn on the canvas it keeps between calls. Half of what
+    `savefig` costs here: no new canvas per call, no tight bounding box (the layout is fixed), and
+    light compression (the image is sent to the browser, not stored)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80)
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
+    image.save(buffer, format="png", compress_level=1)
     return buffer.getvalue()
 
 
@@ -56,6 +64,7 @@ def coupling_explorer():
             self.data = self.compute(**self.values)
             if self.figure is None:
                 self.figure = plot_coupling_explorer(self.data)
+                self.figure.set_dpi(80)  # the widget's resolution: fewer pixels to draw than 100
                 self.image = W.Image(format="png")
             else:
                 update_coupling_figure(self.figure, self.data)

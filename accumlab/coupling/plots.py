@@ -117,8 +117,8 @@ def plot_partition_gaps(gaps: dict, *, title: str = "") -> Figure:
 def plot_coupling_explorer(data: dict) -> Figure:
     """Lesson 09's explorer: naive and fixed gap of every coupling at one micro-batch size and k,
     the chosen coupling in full colour. Fixed layout, so updates never re-run a layout engine."""
-    fig = Figure(figsize=(10, 3.6))
-    fig.subplots_adjust(left=0.08, right=0.99, bottom=0.22, top=0.82)
+    fig = Figure(figsize=(10, 3.4))
+    fig.subplots_adjust(left=0.08, right=0.99, bottom=0.22, top=0.81)
     ax = fig.add_subplot()
     rows = data["rows"]
     xs = list(range(len(rows)))
