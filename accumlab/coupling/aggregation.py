@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._threads import one_thread
 from .._validate import one_of, positive_int
 from ..compare import grad_diff
 from ..data import IGNORE_INDEX, Data, _generator, token_data
@@ -74,6 +75,7 @@ def _micro_loss(losses, lengths, aggregation, *, k, ranks, total_tokens, total_s
     return losses.sum() * ranks / (total_seqs * max_len)
 
 
+@one_thread()
 def aggregated_grads(
     model: nn.Module,
     data: Data,
@@ -132,6 +134,7 @@ def aggregated_grads(
     return {name: sum(g[name] for g in rank_grads) / ranks for name in rank_grads[0]}
 
 
+@one_thread()
 def partition_gaps(
     model: nn.Module,
     data: Data,

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._threads import one_thread
 from .._validate import positive_float, positive_int
 from ..data import Data, _generator
 from ..models import mlp
@@ -70,6 +71,7 @@ def chance_loss(n: int, dim: int = 8) -> float:
     return float(info_nce(same, same))
 
 
+@one_thread()
 def contrastive_sweep(
     model: nn.Module, data: Data, sizes, temperature: float = TEMPERATURE
 ) -> dict:

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from .._threads import one_thread
 from .._validate import one_of, positive_float
 from ..data import Data
 from ._checks import require_data, require_model
@@ -17,6 +18,7 @@ from ._checks import require_data, require_model
 CLIP_MODES = ("per_sample", "micro_batch", "window")
 
 
+@one_thread()
 def per_sample_grads(model: nn.Module, data: Data) -> dict[str, torch.Tensor]:
     """{name: (N, *shape)}: the gradient of each sample's squared error alone (torch.func.vmap
     over torch.func.grad). Lesson 09."""
@@ -49,6 +51,7 @@ def _clip_one(grads: dict[str, torch.Tensor], clip_norm: float) -> dict[str, tor
     return {n: g[0] for n, g in _clip({n: g[None] for n, g in grads.items()}, clip_norm).items()}
 
 
+@one_thread()
 def clipped_grads(
     model: nn.Module, data: Data, micro_batch_size: int, clip_norm: float, mode: str
 ) -> dict[str, torch.Tensor]:

@@ -8,6 +8,7 @@ import copy
 import torch
 from torch import nn
 
+from .._threads import one_thread
 from .._validate import one_of, positive_float, positive_int
 from ..data import Data
 from ..engine import params_of
@@ -22,6 +23,7 @@ def _flat(params: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.cat([params[n].reshape(-1) for n in sorted(params)])
 
 
+@one_thread()
 def ema_run(
     model: nn.Module,
     data: Data,
@@ -87,6 +89,7 @@ def ema_run(
     return out
 
 
+@one_thread()
 def ema_old_weight(
     model: nn.Module,
     data: Data,

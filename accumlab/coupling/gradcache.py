@@ -15,6 +15,7 @@ import copy
 import torch
 from torch import nn
 
+from .._threads import one_thread
 from .._validate import positive_float
 from ..data import Data
 from ..engine import grads_of
@@ -42,6 +43,7 @@ def _start(model: nn.Module, data: Data, micro_batch_size: int, temperature, see
     return model, chunks
 
 
+@one_thread()
 def gradcache_grads(
     model: nn.Module,
     data: Data,
@@ -95,6 +97,7 @@ def gradcache_grads(
     }
 
 
+@one_thread()
 def same_masks_reference(
     model: nn.Module,
     data: Data,
@@ -114,6 +117,7 @@ def same_masks_reference(
     return {"grads": grads_of(model), "loss": float(loss.detach()), "peak_saved_bytes": live.peak}
 
 
+@one_thread()
 def cached_negatives_grads(
     model: nn.Module,
     data: Data,

@@ -9,6 +9,7 @@ import copy
 import torch
 from torch import nn
 
+from .._threads import one_thread
 from .._validate import one_of, positive_float
 from ..data import Data
 from ..engine import Recipe, params_of, run
@@ -20,6 +21,7 @@ from ._checks import require_data, require_model
 HOOK_GATES = ("every", "last")
 
 
+@one_thread()
 def fused_optimizer_window(
     model: nn.Module,
     data: Data,
@@ -74,6 +76,7 @@ def fused_optimizer_window(
     }
 
 
+@one_thread()
 def accumulate_then_step(
     model: nn.Module,
     data: Data,

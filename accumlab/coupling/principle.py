@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from .._threads import one_thread
 from ..compare import GradDiff, grad_diff
 from ..data import Data
 from ..engine import grads_of
@@ -26,6 +27,7 @@ def _check(model, data, batch_loss) -> None:
         )
 
 
+@one_thread()
 def batch_loss_grads(model: nn.Module, data: Data, batch_loss: BatchLoss) -> dict:
     """Gradient of `batch_loss(model, data)`: the big batch in one forward and one backward, on a
     copy of the model (the caller's .grad stays untouched). Lesson 09."""
@@ -36,6 +38,7 @@ def batch_loss_grads(model: nn.Module, data: Data, batch_loss: BatchLoss) -> dic
     return grads_of(model)
 
 
+@one_thread()
 def naive_accumulated_grads(
     model: nn.Module, data: Data, micro_batch_size: int, batch_loss: BatchLoss
 ) -> dict:
@@ -51,6 +54,7 @@ def naive_accumulated_grads(
     return grads_of(model)
 
 
+@one_thread()
 def accumulation_gap(
     model: nn.Module, data: Data, micro_batch_size: int, batch_loss: BatchLoss
 ) -> GradDiff:

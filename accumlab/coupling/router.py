@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._threads import one_thread
 from .._validate import one_of, positive_int
 from ..data import Data, classification_data
 from ..engine import grads_of
@@ -78,6 +79,7 @@ def load_balance_loss(
     return experts * (fractions * probs).sum()
 
 
+@one_thread()
 def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: str) -> dict:
     """The load-balancing loss over `data` as one optimizer step, computed as `mode` says
     (AUX_MODES), on a copy of `model`. Returns {"grads", "loss"}: the gradient the optimizer sees
