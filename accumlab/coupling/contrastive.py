@@ -1,0 +1,92 @@
+"""Contrastive learning with in-batch negatives (InfoNCE): each sample's loss depends on every
+other sample of its batch, so k micro-batches are not one big batch (lesson 09)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._threads import one_thread
+from .._validate import positive_float, positive_int
+from ..data import Data, _generator
+from ..models import mlp
+from ._checks import describe, require_data
+from .principle import accumulation_gap
+
+TEMPERATURE = 0.1
+
+
+def pair_data(
+    n: int = 64, features: int = 8, *, noise: float = 0.3, seed: int = 0, dtype=torch.float64
+) -> Data:
+    """n positive pairs: x holds the anchors, y a noisy view of each anchor (its positive). Every
+    other sample's view is a negative. Lesson 09."""
+    positive_int("n", n, minimum=2)
+    positive_int("features", features)
+    positive_float("noise", noise, allow_zero=True)
+    g = _generator(seed)
+    x = torch.randn(n, features, generator=g, dtype=dtype)
+    return Data(x, x + noise * torch.randn(n, features, generator=g, dtype=dtype))
+
+
+def encoder(
+    features: int = 8, dim: int = 8, *, dropout: float = 0.0, seed: int = 0
+) -> nn.Sequential:
+    """The embedding network: accumlab's seeded MLP (Linear → Tanh (→ Dropout), twice, then a
+    Linear head to `dim`). Lesson 09."""
+    return mlp(features, 16, dim, depth=2, dropout=dropout, seed=seed)
+
+
+def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float = TEMPERATURE) -> torch.Tensor:
+    """InfoNCE with in-batch negatives: row i of q must pick row i of k among all rows of k.
+    Cosine similarities ÷ temperature, cross-entropy against the diagonal, mean over rows."""
+    positive_float("temperature", temperature)
+    tensors = isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)
+    if not tensors or q.dim() != 2 or q.shape != k.shape:
+        raise ValueError(
+            f"q and k must be (n, dim) tensors of one shape, got {describe(q)}, {describe(k)}"
+        )
+    logits = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).T / temperature
+    return F.cross_entropy(logits, torch.arange(len(q), device=q.device))
+
+
+def pair_inputs(batch: Data) -> torch.Tensor:
+    """Anchors then positives, so ONE forward embeds both (one dropout draw per micro-batch)."""
+    return torch.cat([batch.x, batch.y])
+
+
+def contrastive_loss(model: nn.Module, batch: Data, temperature: float = TEMPERATURE):
+    """InfoNCE of `model`'s embeddings over `batch`: the batch loss naive accumulation averages."""
+    z = model(pair_inputs(require_data(batch, "batch")))
+    return info_nce(z[: len(batch)], z[len(batch) :], temperature)
+
+
+def chance_loss(n: int, dim: int = 8) -> float:
+    """InfoNCE when every embedding is the same: all n candidates tie, so the loss is log n.
+    The value a batch of n reports for an encoder that tells nothing apart. Lesson 09."""
+    positive_int("n", n)
+    positive_int("dim", dim)
+    same = torch.ones(n, dim, dtype=torch.float64)
+    return float(info_nce(same, same))
+
+
+@one_thread()
+def contrastive_sweep(
+    model: nn.Module, data: Data, sizes, temperature: float = TEMPERATURE
+) -> dict:
+    """For each micro-batch size: naive accumulation vs the big batch (gradient cosine, max
+    relative error), the negatives each sample sees, and the chance level log(size). Lesson 09."""
+    sizes = [positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
+
+    def loss(m, b):
+        return contrastive_loss(m, b, temperature)
+
+    diffs = [accumulation_gap(model, data, s, loss) for s in sizes]
+    return {
+        "sizes": sizes,
+        "negatives": [s - 1 for s in sizes],
+        "cosine": [d.cosine for d in diffs],
+        "max_rel": [d.max_rel for d in diffs],
+        "chance": [chance_loss(s) for s in sizes],
+    }

@@ -1,0 +1,162 @@
+"""State updated on every forward: an exponential moving average (EMA) of the weights updated per
+micro-step instead of per optimizer step decays k times per step (lesson 09)."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .._threads import one_thread
+from .._validate import one_of, positive_float, positive_int
+from ..data import Data
+from ..engine import params_of
+from ._checks import require_data, require_model
+
+# where the loop calls ema.update(): after the optimizer step (once per window), or after every
+# micro-batch (the F5-TTS bug: the EMA advances k times per optimizer step)
+EMA_PLACEMENTS = ("optimizer_step", "micro_step")
+
+
+def _flat(params: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat([params[n].reshape(-1) for n in sorted(params)])
+
+
+@one_thread()
+def ema_run(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    accumulation_steps: int,
+    *,
+    beta: float = 0.9,
+    placement: str = "optimizer_step",
+    lr: float = 0.05,
+    ema_start: float | None = None,
+) -> dict:
+    """Train a copy of `model` with SGD on the MSE of `data` (windows of k micro-batches, each
+    loss ÷ k) and keep an EMA of its weights: ema ← β·ema + (1 − β)·weights at `placement`.
+
+    `ema_start` fills the EMA with that constant instead of the initial weights (to read how much
+    of the old EMA survives a step). Returns {"ema", "params"}: flat tensors after every optimizer
+    step, and {"updates"}: EMA updates per optimizer step. Lesson 09.
+    """
+    require_model(model)
+    require_data(data)
+    positive_int("accumulation_steps", accumulation_steps)
+    one_of("placement", placement, EMA_PLACEMENTS)
+    if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and 0 <= beta < 1):
+        raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
+    positive_float("lr", lr)
+    if ema_start is not None:
+        positive_float("ema_start", ema_start, allow_zero=True)
+    micro = data.micro_batches(micro_batch_size)
+    windows = [micro[i : i + accumulation_steps] for i in range(0, len(micro), accumulation_steps)]
+    if len(windows[-1]) < accumulation_steps or len(micro[-1]) < micro_batch_size:
+        raise ValueError(
+            f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "
+            f"= {micro_batch_size * accumulation_steps}"
+        )
+    model = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    params = list(model.parameters())
+    ema = [
+        p.detach().clone() if ema_start is None else torch.full_like(p, ema_start) for p in params
+    ]
+
+    def update():
+        with torch.no_grad():
+            for e, p in zip(ema, params, strict=True):
+                e.mul_(beta).add_(p, alpha=1 - beta)
+
+    names = [n for n, _ in model.named_parameters()]
+    out = {"ema": [], "params": [], "updates": []}
+    for window in windows:
+        opt.zero_grad(set_to_none=True)
+        updates = 0
+        for i, mb in enumerate(window):
+            loss = torch.nn.functional.mse_loss(model(mb.x), mb.y)
+            (loss / accumulation_steps).backward()
+            if placement == "micro_step" and i < len(window) - 1:
+                update()  # the weights have not moved yet: the EMA pulls toward the same point again
+                updates += 1
+        opt.step()
+        update()
+        out["updates"].append(updates + 1)
+        out["ema"].append(_flat(dict(zip(names, (e.clone() for e in ema), strict=True))))
+        out["params"].append(_flat(params_of(model)))
+    return out
+
+
+@one_thread()
+def ema_old_weight(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    accumulation_steps: int,
+    *,
+    beta: float = 0.9,
+    placement: str = "optimizer_step",
+) -> float:
+    """How much of the previous EMA survives one optimizer step, measured: run the same step with
+    the EMA started at 0 and at 1; the difference is the old value's weight (β per step when the
+    EMA updates once per step, β^k when it updates every micro-step). Lesson 09."""
+    window = require_data(data).first_window(micro_batch_size, accumulation_steps)
+    runs = [
+        ema_run(
+            model,
+            window,
+            micro_batch_size,
+            accumulation_steps,
+            beta=beta,
+            placement=placement,
+            ema_start=s,
+        )
+        for s in (0.0, 1.0)
+    ]
+    weights = runs[1]["ema"][0] - runs[0]["ema"][0]
+    if (weights - weights[0]).abs().max() > 1e-12:  # every entry must keep the same share
+        raise RuntimeError("EMA entries kept different shares of their old value")
+    return float(weights[0])
+
+
+def ema_horizon(old_weight: float) -> float:
+    """Optimizer steps an EMA effectively averages over: 1 / (1 − weight kept per step)."""
+    if not 0 <= old_weight < 1:
+        raise ValueError(f"old_weight must be in [0, 1), got {old_weight!r}")
+    return 1 / (1 - old_weight)
+
+
+def accelerate_ema_updates(accumulation_steps: int, micro_steps: int, *, gated: bool) -> dict:
+    """The F5-TTS loop with the real Accelerate library: every iteration runs inside
+    `accelerator.accumulate(model)` and calls `optimizer.step()` (Accelerate skips it until the
+    gradients sync); the EMA update runs every iteration, or (`gated`) only when
+    `accelerator.sync_gradients` is True. Returns {"sync_flags": the flag after each iteration,
+    "optimizer_steps": steps the optimizer really took, "ema_updates": EMA updates}. Lesson 09."""
+    positive_int("accumulation_steps", accumulation_steps)
+    positive_int("micro_steps", micro_steps)
+    if not isinstance(gated, bool):
+        raise ValueError(f"gated must be True or False, got {gated!r}")
+    from accelerate import Accelerator  # here: importing Accelerate takes seconds
+
+    from ..data import regression_data
+    from ..models import mlp
+
+    accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps, cpu=True)
+    model = mlp(4, 8, 1, seed=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    steps = []
+    optimizer.register_step_post_hook(lambda *_: steps.append(1))  # counts real steps only
+    model, optimizer = accelerator.prepare(model, optimizer)
+    data = regression_data(4 * micro_steps, 4, seed=0)
+    flags, updates = [], 0
+    for mb in data.micro_batches(4):
+        with accelerator.accumulate(model):
+            accelerator.backward(torch.nn.functional.mse_loss(model(mb.x), mb.y))
+            optimizer.step()
+            optimizer.zero_grad()
+        flags.append(accelerator.sync_gradients)
+        if accelerator.sync_gradients or not gated:
+            updates += 1  # where ema.update() would run
+    return {"sync_flags": flags, "optimizer_steps": len(steps), "ema_updates": updates}

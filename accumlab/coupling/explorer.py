@@ -1,0 +1,91 @@
+"""Lesson 09's explorer: the coupling, the micro-batch size and k → the gap to the big batch of
+naive accumulation and of the fix, for every coupling side by side. `explore_coupling` is the
+plain compute function tests call directly."""
+
+from __future__ import annotations
+
+import io
+from functools import lru_cache
+
+from .._threads import one_thread
+from .._validate import one_of
+from .gaps import COUPLINGS, WINDOW, coupling_gaps
+
+MICRO_SIZES = (2, 4, 8, 16, 32, 64)
+
+
+@lru_cache(maxsize=64)  # the data are fixed: a setting seen before costs nothing
+def _rows(micro_batch_size: int, accumulation_steps: int) -> tuple[dict, ...]:
+    # one_thread around all five (not around each): switching torch's thread count back and
+    # forth between the calls made them about twice as slow on a 2-core machine
+    with one_thread():
+        return tuple(coupling_gaps(c, micro_batch_size, accumulation_steps) for c in COUPLINGS)
+
+
+def explore_coupling(
+    coupling: str = "contrastive", micro_batch_size: int = 8, accumulation_steps: int = 4
+) -> dict:
+    """Every coupling's naive and fixed gap at this micro-batch size and k; `coupling` is the one
+    the explorer highlights. Lesson 09."""
+    one_of("coupling", coupling, COUPLINGS)
+    rows = _rows(micro_batch_size, accumulation_steps)
+    return {"coupling": coupling, "rows": [dict(r) for r in rows]}
+
+
+def _png(fig) -> bytes:
+    """The figure as PNG bytes, drawn on the canvas it keeps between calls. Half of what
+    `savefig` costs here: no new canvas per call, no tight bounding box (the layout is fixed), and
+    light compression (the image is sent to the browser, not stored)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    buffer = io.BytesIO()
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
+    image.save(buffer, format="png", compress_level=1)
+    return buffer.getvalue()
+
+
+def coupling_explorer():
+    """Build lesson 09's explorer. The figure is built once; each change moves its bars and texts
+    and re-renders the PNG (no new figure, no layout engine). Slider ranges keep
+    micro-batch size × k within the WINDOW samples the couplings hold."""
+    import ipywidgets as W
+    from IPython.display import display
+
+    from ..explorer import Explorer, int_slider
+    from .plots import plot_coupling_explorer, update_coupling_figure
+
+    class CouplingExplorer(Explorer):
+        image = None
+
+        def refresh(self) -> None:
+            self.data = self.compute(**self.values)
+            if self.figure is None:
+                self.figure = plot_coupling_explorer(self.data)
+                self.figure.set_dpi(80)  # the widget's resolution: fewer pixels to draw than 100
+                self.image = W.Image(format="png")
+            else:
+                update_coupling_figure(self.figure, self.data)
+            self.image.value = _png(self.figure)
+            with self.output:  # the Image widget is shown again, not re-created
+                self.output.clear_output(wait=True)
+                display(self.image)
+
+    mb = W.SelectionSlider(
+        options=list(MICRO_SIZES),
+        value=8,
+        description="micro-batch size",
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
+    k = int_slider("accumulation steps k", 4, 1, WINDOW // 8)
+    coupling = W.Dropdown(options=list(COUPLINGS), value="contrastive", description="coupling")
+
+    def clamp_k(change):
+        k.max = WINDOW // change["new"]  # keeps micro_batch_size × k ≤ WINDOW
+
+    mb.observe(clamp_k, names="value")
+    controls = {"coupling": coupling, "micro_batch_size": mb, "accumulation_steps": k}
+    return CouplingExplorer(controls, explore_coupling, plot_coupling_explorer)

@@ -1,0 +1,113 @@
+"""One number per coupling for the explorer: how far naive accumulation lands from the big batch,
+and how far the fix lands, for a micro-batch size and k (lesson 09)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from .._threads import one_thread
+from .._validate import one_of, positive_int
+from ..compare import grad_diff
+from ..models import mlp
+from . import aggregation, contrastive, dpsgd, ema, gradcache, router
+from .principle import accumulation_gap, batch_loss_grads
+
+WINDOW = 128  # most samples one optimizer step may hold here (micro-batch size × k)
+EMA_STEPS = 4  # optimizer steps the EMA comparison runs
+
+# coupling -> (what naive accumulation does, what the fix does)
+COUPLINGS = {
+    "contrastive": ("InfoNCE per micro-batch", "GradCache"),
+    "ema": ("EMA updated every micro-step", "EMA updated once per step"),
+    "aux_loss": ("load-balancing loss per micro-batch", "global routing counts"),
+    "clipping": ("clip each micro-batch's gradient", "clip each sample"),
+    "aggregation": ("token mean per micro-batch", "token mean over the whole step"),
+}
+
+
+@cache
+def _setup(coupling: str):
+    """Data and model per coupling, built once: a slider move only recomputes gradients."""
+    if coupling == "contrastive":
+        return contrastive.pair_data(WINDOW), contrastive.encoder()
+    if coupling == "ema":
+        from ..data import regression_data
+
+        return regression_data(WINDOW * EMA_STEPS, 4, seed=0), mlp(4, 16, 1, seed=0)
+    if coupling == "aux_loss":
+        return router.router_data(WINDOW), router.router_model()
+    if coupling == "clipping":
+        from ..data import regression_data
+
+        return regression_data(WINDOW, 4, seed=0), mlp(4, 16, 1, seed=0)
+    data, advantages = aggregation.rl_batch(WINDOW)
+    return (data, advantages), aggregation.policy()
+
+
+def _rel(a, b) -> float:
+    return grad_diff(a, b).rel_l2
+
+
+def _ema_gaps(data, model, mb: int, k: int) -> tuple[float, float]:
+    data = data[: mb * k * EMA_STEPS]
+    big = ema.ema_run(model, data, mb * k, 1)["ema"][-1]
+    gaps = []
+    for placement in ("micro_step", "optimizer_step"):
+        run = ema.ema_run(model, data, mb, k, placement=placement)["ema"][-1]
+        gaps.append(float((run - big).norm() / big.norm()))
+    return gaps[0], gaps[1]
+
+
+@one_thread()
+def coupling_gaps(coupling: str, micro_batch_size: int, accumulation_steps: int) -> dict:
+    """Relative L2 gap to the big batch (micro_batch_size × k samples in one piece) of naive
+    accumulation and of the fix, for one coupling of COUPLINGS: gradients of one step, or for
+    "ema" the EMA weights after EMA_STEPS steps. Drives lesson 09's explorer."""
+    one_of("coupling", coupling, COUPLINGS)
+    mb = positive_int("micro_batch_size", micro_batch_size)
+    k = positive_int("accumulation_steps", accumulation_steps)
+    if mb * k > WINDOW:
+        raise ValueError(
+            f"micro_batch_size × accumulation_steps must be at most {WINDOW}, got {mb * k}"
+        )
+    data, model = _setup(coupling)
+    if coupling == "contrastive":
+        window = data[: mb * k]
+        big = batch_loss_grads(model, window, contrastive.contrastive_loss)
+        naive = accumulation_gap(model, window, mb, contrastive.contrastive_loss).rel_l2
+        fix = _rel(gradcache.gradcache_grads(model, window, mb)["grads"], big)
+    elif coupling == "ema":
+        naive, fix = _ema_gaps(data, model, mb, k)
+    elif coupling == "aux_loss":
+        window = data[: mb * k]
+        big = router.aux_loss_grads(model, window, mb * k, "full")["grads"]
+        naive = _rel(router.aux_loss_grads(model, window, mb, "per_micro_batch")["grads"], big)
+        fix = _rel(router.aux_loss_grads(model, window, mb, "global_counts")["grads"], big)
+    elif coupling == "clipping":
+        window = data[: mb * k]
+        clip = dpsgd.median_grad_norm(model, window)
+        big = dpsgd.clipped_grads(model, window, mb * k, clip, "per_sample")
+        naive = _rel(dpsgd.clipped_grads(model, window, mb, clip, "micro_batch"), big)
+        fix = _rel(dpsgd.clipped_grads(model, window, mb, clip, "per_sample"), big)
+    else:
+        (tokens, advantages), window = data, slice(0, mb * k)
+        tokens, advantages = tokens[window], advantages[window]
+
+        def grads(aggregation_name, size):
+            return aggregation.aggregated_grads(
+                model, tokens, advantages, aggregation=aggregation_name, micro_batch_size=size
+            )
+
+        big = grads("token_mean_global", mb * k)
+        naive = _rel(grads("token_mean_local", mb), big)
+        fix = _rel(grads("token_mean_global", mb), big)
+    naive_label, fix_label = COUPLINGS[coupling]
+    return {
+        "coupling": coupling,
+        "micro_batch_size": mb,
+        "accumulation_steps": k,
+        "naive": naive,
+        "fix": fix,
+        "naive_label": naive_label,
+        "fix_label": fix_label,
+    }

@@ -1,0 +1,149 @@
+"""GradCache (Gao et al., 2021): the big batch's contrastive gradient at micro-batch memory, and
+why its second forward must replay the first forward's random state (lesson 09).
+
+Follows luyug/GradCache's `GradCache.cache_step`: (1) embed every micro-batch without a graph,
+recording the RNG state before each; (2) compute the full-batch loss on the detached embeddings and
+backpropagate it to them — the cached gradients; (3) for each micro-batch, forward again with a
+graph (replaying its RNG state) and backpropagate the dot product of the embeddings with their
+cached gradient. This implementation runs on the CPU generator only.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .._threads import one_thread
+from .._validate import positive_float
+from ..data import Data
+from ..engine import grads_of
+from ..models import seeded
+from ..saved import LiveSavedTensors, saved_tensor_bytes
+from ._checks import require_bool, require_data, require_model, require_seed
+from .contrastive import TEMPERATURE, info_nce, pair_inputs
+
+
+def _split(reps: list[torch.Tensor], chunks: list[Data]):
+    """Per-micro-batch [anchors; positives] embeddings → all anchors, all positives."""
+    q = torch.cat([z[: len(c)] for z, c in zip(reps, chunks, strict=True)])
+    k = torch.cat([z[len(c) :] for z, c in zip(reps, chunks, strict=True)])
+    return q, k
+
+
+def _start(model: nn.Module, data: Data, micro_batch_size: int, temperature, seed):
+    require_model(model)
+    require_data(data)
+    positive_float("temperature", temperature)
+    require_seed(seed)
+    chunks = data.micro_batches(micro_batch_size)  # validates micro_batch_size
+    model = copy.deepcopy(model)
+    model.zero_grad(set_to_none=True)
+    return model, chunks
+
+
+@one_thread()
+def gradcache_grads(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    *,
+    temperature: float = TEMPERATURE,
+    replay_rng: bool = True,
+    seed: int = 0,
+) -> dict:
+    """One GradCache step on a copy of `model`; the CPU generator starts from `seed` and the
+    caller's generator is left as it was.
+
+    Returns {"grads", "loss", "first", "second", "same_embeddings", "peak_saved_bytes"}: the
+    accumulated gradient, the full-batch loss, the embeddings of the graph-less first pass and of
+    the second pass, whether they are equal bit for bit per micro-batch (only when the RNG is
+    replayed or there is no randomness), and the most bytes autograd held for backward at any
+    moment. Lesson 09.
+    """
+    require_bool(replay_rng, "replay_rng")
+    model, chunks = _start(model, data, micro_batch_size, temperature, seed)
+    with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
+        states, first = [], []
+        with torch.no_grad():  # pass 1: embeddings only, no graph kept
+            for c in chunks:
+                states.append(torch.get_rng_state())  # what dropout will draw from
+                first.append(model(pair_inputs(c)))
+        q, k = (t.detach().requires_grad_() for t in _split(first, chunks))
+        loss = info_nce(q, k, temperature)  # the big batch's loss: every negative is present
+        loss.backward()  # the cache: d loss / d embedding, one row per sample
+        sizes = [len(c) for c in chunks]
+        cached = list(zip(q.grad.split(sizes), k.grad.split(sizes), strict=True))
+        second = []
+        for c, state, (gq, gk) in zip(chunks, states, cached, strict=True):
+            if replay_rng:
+                with torch.random.fork_rng(devices=[]):
+                    torch.set_rng_state(state)  # the same dropout masks as in pass 1
+                    z = model(pair_inputs(c))
+            else:
+                z = model(pair_inputs(c))  # fresh masks: not the embeddings the cache belongs to
+            n = len(c)
+            # d/dθ of <z, cached gradient> is this micro-batch's share of d loss / dθ (chain rule)
+            ((z[:n] * gq).sum() + (z[n:] * gk).sum()).backward()
+            second.append(z.detach())
+    return {
+        "grads": grads_of(model),
+        "loss": float(loss.detach()),
+        "first": first,
+        "second": second,
+        "same_embeddings": [torch.equal(a, b) for a, b in zip(first, second, strict=True)],
+        "peak_saved_bytes": live.peak,
+    }
+
+
+@one_thread()
+def same_masks_reference(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    *,
+    temperature: float = TEMPERATURE,
+    seed: int = 0,
+) -> dict:
+    """The big batch with GradCache's dropout masks: the same chunks forwarded from the same RNG
+    state WITH a graph, then one loss and one backward over all of them. The gradient GradCache
+    must reproduce when dropout is on (with dropout off it is the plain big batch). Lesson 09."""
+    model, chunks = _start(model, data, micro_batch_size, temperature, seed)
+    with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
+        reps = [model(pair_inputs(c)) for c in chunks]
+        loss = info_nce(*_split(reps, chunks), temperature)
+        loss.backward()
+    return {"grads": grads_of(model), "loss": float(loss.detach()), "peak_saved_bytes": live.peak}
+
+
+@one_thread()
+def cached_negatives_grads(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    *,
+    temperature: float = TEMPERATURE,
+    seed: int = 0,
+) -> dict:
+    """open_clip's `--accum-freq` scheme: cache every micro-batch's embeddings without a graph,
+    then for each micro-batch recompute its own embeddings with a graph, put them among the cached
+    ones, evaluate the full-batch loss and backpropagate. The gradient reaches only the recomputed
+    rows, so the k backward passes add up to the big batch's gradient (k loss evaluations instead
+    of GradCache's one). Lesson 09."""
+    model, chunks = _start(model, data, micro_batch_size, temperature, seed)
+    with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
+        with torch.no_grad():
+            cache = [model(pair_inputs(c)) for c in chunks]
+        for j, c in enumerate(chunks):
+            reps = [*cache[:j], model(pair_inputs(c)), *cache[j + 1 :]]
+            info_nce(*_split(reps, chunks), temperature).backward()
+    return {"grads": grads_of(model), "peak_saved_bytes": live.peak}
+
+
+def encoder_saved_bytes(model: nn.Module, batch: Data) -> int:
+    """Bytes autograd saves for one forward of the encoder over `batch` (anchors and positives),
+    not counting the parameters: what a micro-batch's graph costs. Lesson 09."""
+    require_model(model)
+    require_data(batch, "batch")
+    return saved_tensor_bytes(lambda: model(pair_inputs(batch)), exclude=model.parameters())

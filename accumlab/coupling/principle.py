@@ -1,0 +1,71 @@
+"""The principle of lesson 09, as a test any batch loss can take: accumulating micro-batches gives
+the big batch's gradient exactly iff the loss is a (fixed-weight) sum of per-sample terms."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from .._threads import one_thread
+from ..compare import GradDiff, grad_diff
+from ..data import Data
+from ..engine import grads_of
+from ._checks import require_data, require_model
+
+BatchLoss = Callable[[nn.Module, Data], torch.Tensor]  # (model, batch) -> mean loss over the batch
+
+
+def _check(model, data, batch_loss) -> None:
+    require_model(model)
+    require_data(data)
+    if not callable(batch_loss):
+        raise ValueError(
+            f"batch_loss must be a function (model, batch) -> loss, got {batch_loss!r}"
+        )
+
+
+@one_thread()
+def batch_loss_grads(model: nn.Module, data: Data, batch_loss: BatchLoss) -> dict:
+    """Gradient of `batch_loss(model, data)`: the big batch in one forward and one backward, on a
+    copy of the model (the caller's .grad stays untouched). Lesson 09."""
+    _check(model, data, batch_loss)
+    model = copy.deepcopy(model)
+    model.zero_grad(set_to_none=True)
+    batch_loss(model, data).backward()
+    return grads_of(model)
+
+
+@one_thread()
+def naive_accumulated_grads(
+    model: nn.Module, data: Data, micro_batch_size: int, batch_loss: BatchLoss
+) -> dict:
+    """What a plain accumulation loop produces: each micro-batch's loss, weighted by its share of the
+    samples (len(mb) / N, the exact weight for a mean of per-sample terms), backpropagated and
+    summed in .grad. Lesson 09."""
+    _check(model, data, batch_loss)
+    micro = data.micro_batches(micro_batch_size)  # validates micro_batch_size
+    model = copy.deepcopy(model)
+    model.zero_grad(set_to_none=True)
+    for mb in micro:
+        (batch_loss(model, mb) * (len(mb) / len(data))).backward()
+    return grads_of(model)
+
+
+@one_thread()
+def accumulation_gap(
+    model: nn.Module, data: Data, micro_batch_size: int, batch_loss: BatchLoss
+) -> GradDiff:
+    """How far naive accumulation lands from the big batch for this loss: 0 up to rounding when
+    the loss is a mean of per-sample terms, a real gap when samples are coupled. Lesson 09."""
+    return grad_diff(
+        naive_accumulated_grads(model, data, micro_batch_size, batch_loss),
+        batch_loss_grads(model, data, batch_loss),
+    )
+
+
+def mse_loss(model: nn.Module, batch: Data) -> torch.Tensor:
+    """Mean squared error of `model` on `batch`: a mean of per-sample terms (the control case)."""
+    return torch.nn.functional.mse_loss(model(require_data(batch, "batch").x), batch.y)

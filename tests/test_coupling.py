@@ -1,0 +1,503 @@
+"""Lesson 09: losses and state that couple samples — every package function, including bad input."""
+
+import math
+
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+import accumlab as al
+
+C = al.coupling
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return C.pair_data(32)
+
+
+def _rel(a, b):
+    return al.grad_diff(a, b).rel_l2
+
+
+# principle.py ----------------------------------------------------------------------------------
+
+
+def test_per_sample_loss_accumulates_exactly_and_coupled_loss_does_not(pairs):
+    data = al.regression_data(32, 4, seed=0)
+    model = al.mlp(4, 8, 1, seed=0)
+    assert C.accumulation_gap(model, data, 8, C.mse_loss).max_rel <= 1e-12
+    # and the reference is the core's full-batch gradient
+    assert (
+        _rel(C.batch_loss_grads(model, data, C.mse_loss), al.full_batch_grads(model, data)) <= 1e-13
+    )
+    naive = C.naive_accumulated_grads(model, data, 8, C.mse_loss)
+    assert _rel(naive, al.accumulated_grads(model, data, 8)) <= 1e-13
+    assert C.accumulation_gap(C.encoder(), pairs, 8, C.contrastive_loss).max_rel > 0.05
+
+
+def test_principle_functions_leave_the_model_alone(pairs):
+    model = C.encoder()
+    C.accumulation_gap(model, pairs, 8, C.contrastive_loss)
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_principle_bad_input():
+    data = al.regression_data(8, 4)
+    model = al.mlp(4, 8, 1)
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module, got str"):
+        C.batch_loss_grads("mlp", data, C.mse_loss)
+    with pytest.raises(ValueError, match="data must be an accumlab.Data, got list"):
+        C.naive_accumulated_grads(model, [1, 2], 2, C.mse_loss)
+    with pytest.raises(ValueError, match="batch_loss must be a function.*got 3"):
+        C.accumulation_gap(model, data, 2, 3)
+    with pytest.raises(ValueError, match="micro_batch_size must be an integer >= 1, got 0"):
+        C.accumulation_gap(model, data, 0, C.mse_loss)
+    with pytest.raises(ValueError, match="batch must be an accumlab.Data"):
+        C.mse_loss(model, torch.zeros(3, 4))
+
+
+# contrastive.py --------------------------------------------------------------------------------
+
+
+def test_pair_data_and_encoder_are_seeded():
+    a, b = C.pair_data(16, seed=3), C.pair_data(16, seed=3)
+    assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+    assert not torch.equal(a.x, C.pair_data(16, seed=4).x)
+    assert (C.pair_data(8, noise=0.0).y == C.pair_data(8, noise=0.0).x).all()
+    e1, e2 = C.encoder(dim=5), C.encoder(dim=5)
+    assert all(torch.equal(p, q) for p, q in zip(e1.parameters(), e2.parameters(), strict=True))
+    assert e1(a.x).shape == (16, 5)
+    assert any(isinstance(m, torch.nn.Dropout) for m in C.encoder(dropout=0.1).modules())
+
+
+def test_info_nce_matches_cross_entropy_over_cosine_logits():
+    g = torch.Generator().manual_seed(0)
+    q, k = (
+        torch.randn(6, 4, generator=g, dtype=torch.float64),
+        torch.randn(6, 4, generator=g, dtype=torch.float64),
+    )
+    qn, kn = q / q.norm(dim=1, keepdim=True), k / k.norm(dim=1, keepdim=True)
+    logits = qn @ kn.T / 0.5
+    expected = -(logits.diag() - logits.logsumexp(1)).mean()
+    assert abs(float(C.info_nce(q, k, 0.5)) - float(expected)) <= 1e-12
+
+
+def test_chance_loss_is_log_n_and_contrastive_loss_uses_both_views(pairs):
+    for n in (1, 2, 16, 64):
+        assert abs(C.chance_loss(n) - math.log(n)) <= 1e-12
+    model = C.encoder()
+    z = model(C.pair_inputs(pairs))
+    assert float(C.contrastive_loss(model, pairs).detach()) == float(
+        C.info_nce(z[:32], z[32:]).detach()
+    )
+    assert C.pair_inputs(pairs).shape == (64, 8)
+
+
+def test_contrastive_sweep_gap_grows_as_micro_batches_shrink(pairs):
+    sweep = C.contrastive_sweep(C.encoder(), pairs, [32, 8, 2])
+    assert sweep["negatives"] == [31, 7, 1]
+    assert sweep["max_rel"][0] <= 1e-12 and sweep["cosine"][0] > 1 - 1e-12
+    assert sweep["cosine"][0] > sweep["cosine"][1] > sweep["cosine"][2]
+    assert sweep["chance"] == pytest.approx([math.log(32), math.log(8), math.log(2)], abs=1e-12)
+
+
+def test_contrastive_bad_input():
+    with pytest.raises(ValueError, match="n must be an integer >= 2, got 1"):
+        C.pair_data(1)
+    with pytest.raises(ValueError, match="noise must be a number >= 0, got -1"):
+        C.pair_data(8, noise=-1)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer, got -1"):
+        C.pair_data(8, seed=-1)
+    with pytest.raises(ValueError, match="dropout must be in"):
+        C.encoder(dropout=1.5)
+    with pytest.raises(ValueError, match="temperature must be a number > 0, got 0"):
+        C.info_nce(torch.ones(2, 3), torch.ones(2, 3), 0)
+    with pytest.raises(
+        ValueError,
+        match=r"q and k must be \(n, dim\) tensors of one shape, got a tensor of shape \(2, 3\), a tensor of shape \(3, 3\)",
+    ):
+        C.info_nce(torch.ones(2, 3), torch.ones(3, 3))
+    with pytest.raises(ValueError, match="q and k must be .* got \\[1, 2\\]"):
+        C.info_nce([1, 2], torch.ones(3, 3))
+    with pytest.raises(ValueError, match="batch must be an accumlab.Data"):
+        C.contrastive_loss(C.encoder(), torch.ones(2, 8))
+    with pytest.raises(ValueError, match="dim must be an integer >= 1, got 0"):
+        C.chance_loss(4, 0)
+    with pytest.raises(ValueError, match=r"sizes\[1\] must be an integer >= 1, got 0"):
+        C.contrastive_sweep(C.encoder(), C.pair_data(8), [4, 0])
+
+
+# gradcache.py ----------------------------------------------------------------------------------
+
+
+def test_gradcache_and_cached_negatives_equal_the_big_batch(pairs):
+    model = C.encoder()
+    big = C.batch_loss_grads(model, pairs, C.contrastive_loss)
+    gc = C.gradcache_grads(model, pairs, 8)
+    assert _rel(gc["grads"], big) <= 1e-13
+    assert abs(gc["loss"] - float(C.contrastive_loss(model, pairs).detach())) <= 1e-12
+    assert all(gc["same_embeddings"]) and len(gc["same_embeddings"]) == 4
+    assert _rel(C.cached_negatives_grads(model, pairs, 8)["grads"], big) <= 1e-13
+    # without dropout the "same masks" reference is the plain big batch
+    assert _rel(C.same_masks_reference(model, pairs, 8)["grads"], big) <= 1e-13
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_gradcache_with_dropout_needs_the_rng_replayed(pairs):
+    model = C.encoder(dropout=0.2)
+    ref = C.same_masks_reference(model, pairs, 8, seed=5)
+    replayed = C.gradcache_grads(model, pairs, 8, seed=5)
+    fresh = C.gradcache_grads(model, pairs, 8, seed=5, replay_rng=False)
+    assert _rel(replayed["grads"], ref["grads"]) <= 1e-13
+    assert replayed["loss"] == ref["loss"] == fresh["loss"]  # pass 1 is the same either way
+    assert _rel(fresh["grads"], ref["grads"]) > 0.05
+    assert not any(fresh["same_embeddings"])
+    assert not any(torch.equal(a, b) for a, b in zip(fresh["first"], fresh["second"], strict=True))
+
+
+def test_gradcache_leaves_the_callers_generator_alone(pairs):
+    torch.manual_seed(11)
+    expected = torch.rand(3)
+    torch.manual_seed(11)
+    C.gradcache_grads(C.encoder(dropout=0.2), pairs, 8)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_gradcache_keeps_one_micro_batch_graph(pairs):
+    model = C.encoder()
+    assert C.encoder_saved_bytes(model, pairs) == 4 * C.encoder_saved_bytes(model, pairs[:8])
+    assert (
+        C.gradcache_grads(model, pairs, 8)["peak_saved_bytes"]
+        < C.same_masks_reference(model, pairs, 8)["peak_saved_bytes"]
+    )
+
+
+def test_gradcache_bad_input(pairs):
+    model = C.encoder()
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
+        C.gradcache_grads(None, pairs, 8)
+    with pytest.raises(ValueError, match="micro_batch_size must be at most the number of samples"):
+        C.gradcache_grads(model, pairs, 64)
+    with pytest.raises(ValueError, match="replay_rng must be True or False, got 'yes'"):
+        C.gradcache_grads(model, pairs, 8, replay_rng="yes")
+    with pytest.raises(ValueError, match="seed must be a non-negative integer, got -2"):
+        C.same_masks_reference(model, pairs, 8, seed=-2)
+    with pytest.raises(ValueError, match="temperature must be a number > 0, got -0.1"):
+        C.cached_negatives_grads(model, pairs, 8, temperature=-0.1)
+    with pytest.raises(ValueError, match="batch must be an accumlab.Data"):
+        C.encoder_saved_bytes(model, "x")
+
+
+# ema.py ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return al.regression_data(128, 4, seed=0), al.mlp(4, 8, 1, seed=0)
+
+
+def test_ema_old_weight_is_beta_per_step_and_beta_to_the_k_per_micro_step(reg):
+    data, model = reg
+    assert abs(C.ema_old_weight(model, data, 4, 8, beta=0.99) - 0.99) <= 1e-12
+    per_micro = C.ema_old_weight(model, data, 4, 8, beta=0.99, placement="micro_step")
+    assert abs(per_micro - 0.99**8) <= 1e-12
+    assert C.ema_horizon(0.99) == pytest.approx(100) and C.ema_horizon(0.0) == 1
+
+
+def test_ema_once_per_step_matches_the_big_batch(reg):
+    data, model = reg
+    big = C.ema_run(model, data, 32, 1)
+    good = C.ema_run(model, data, 8, 4)
+    bad = C.ema_run(model, data, 8, 4, placement="micro_step")
+    assert good["updates"] == [1] * 4 and bad["updates"] == [4] * 4
+    for a, b in zip(good["ema"], big["ema"], strict=True):
+        assert (a - b).norm() / b.norm() <= 1e-12
+    assert (bad["ema"][-1] - big["ema"][-1]).norm() / big["ema"][-1].norm() > 1e-3
+    assert all(torch.equal(p, q) for p, q in zip(good["params"], bad["params"], strict=True))
+
+
+def test_ema_bad_input(reg):
+    data, model = reg
+    with pytest.raises(ValueError, match="beta must be a number in \\[0, 1\\), got 1.0"):
+        C.ema_run(model, data, 8, 4, beta=1.0)
+    with pytest.raises(ValueError, match="placement must be one of .*got 'forward'"):
+        C.ema_run(model, data, 8, 4, placement="forward")
+    with pytest.raises(
+        ValueError, match="must be a multiple of micro_batch_size × accumulation_steps = 48"
+    ):
+        C.ema_run(model, data, 8, 6)
+    with pytest.raises(ValueError, match="lr must be a number > 0, got 0"):
+        C.ema_run(model, data, 8, 4, lr=0)
+    with pytest.raises(ValueError, match="ema_start must be a number >= 0, got 'a'"):
+        C.ema_run(model, data, 8, 4, ema_start="a")
+    with pytest.raises(ValueError, match="exceeds the 128 samples"):
+        C.ema_old_weight(model, data, 64, 4)
+    with pytest.raises(ValueError, match="old_weight must be in \\[0, 1\\), got 1"):
+        C.ema_horizon(1)
+
+
+def test_accelerate_syncs_once_per_window_and_the_gate_counts_one_ema_update():
+    plain = C.accelerate_ema_updates(3, 6, gated=False)
+    gated = C.accelerate_ema_updates(3, 6, gated=True)
+    assert plain["sync_flags"] == gated["sync_flags"] == [False, False, True] * 2
+    assert plain["optimizer_steps"] == gated["optimizer_steps"] == 2
+    assert (plain["ema_updates"], gated["ema_updates"]) == (6, 2)
+    with pytest.raises(ValueError, match="gated must be True or False, got 1"):
+        C.accelerate_ema_updates(3, 6, gated=1)
+    with pytest.raises(ValueError, match="micro_steps must be an integer >= 1, got 0"):
+        C.accelerate_ema_updates(3, 0, gated=True)
+
+
+# router.py -------------------------------------------------------------------------------------
+
+
+def test_load_balance_loss_is_one_when_uniform_and_counts_top1():
+    assert abs(float(C.load_balance_loss(torch.zeros(8, 4, dtype=torch.float64))) - 1.0) <= 1e-12
+    logits = torch.tensor([[2.0, 0, 0], [2.0, 0, 0], [0, 3.0, 0], [0, 0, 1.0]])
+    assert C.routed_fractions(logits).tolist() == [0.5, 0.25, 0.25]
+
+
+def test_global_counts_make_the_aux_loss_exact_and_per_micro_batch_does_not():
+    data = C.router_data(64)
+    model = C.router_model()
+    full = C.aux_loss_grads(model, data, 64, "full")
+    fixed = C.aux_loss_grads(model, data, 8, "global_counts")
+    naive = C.aux_loss_grads(model, data, 8, "per_micro_batch")
+    assert _rel(fixed["grads"], full["grads"]) <= 1e-13
+    assert abs(fixed["loss"] - full["loss"]) <= 1e-12
+    assert _rel(naive["grads"], full["grads"]) > 0.1 and naive["loss"] > full["loss"] + 0.01
+
+
+def test_router_data_grouped_or_shuffled():
+    grouped, shuffled = C.router_data(64), C.router_data(64, grouped=False)
+    assert (grouped.y[1:] >= grouped.y[:-1]).all()
+    assert not (shuffled.y[1:] >= shuffled.y[:-1]).all()
+    assert sorted(grouped.y.tolist()) == sorted(shuffled.y.tolist())
+
+
+def test_router_bad_input():
+    with pytest.raises(ValueError, match="experts must be an integer >= 2, got 1"):
+        C.router_data(16, experts=1)
+    with pytest.raises(ValueError, match="experts must be an integer >= 2, got 1"):
+        C.router_model(experts=1)
+    with pytest.raises(ValueError, match="mode must be one of .*got 'global'"):
+        C.aux_loss_grads(C.router_model(), C.router_data(16), 4, "global")
+    with pytest.raises(
+        ValueError, match=r"logits must be a non-empty .* got a tensor of shape \(4,\)"
+    ):
+        C.routed_fractions(torch.zeros(4))
+    with pytest.raises(ValueError, match=r"fractions must be a tensor of shape \(4,\)"):
+        C.load_balance_loss(torch.zeros(3, 4), torch.zeros(3))
+    with pytest.raises(ValueError, match="total must be an integer >= 1, got 0"):
+        C.load_balance_loss(torch.zeros(3, 4), total=0)
+
+
+# dpsgd.py --------------------------------------------------------------------------------------
+
+
+def test_per_sample_grads_match_one_backward_per_sample(reg):
+    data, model = reg
+    per = C.per_sample_grads(model, data[:4])
+    single = al.mlp(4, 8, 1, seed=0)
+    torch.nn.functional.mse_loss(single(data.x[2:3]), data.y[2:3], reduction="sum").backward()
+    for name, p in single.named_parameters():
+        assert torch.allclose(per[name][2], p.grad, atol=1e-14)
+
+
+def test_clip_per_sample_accumulates_exactly_other_placements_do_not(reg):
+    data, model = reg
+    data = data[:32]
+    clip = C.median_grad_norm(model, data)
+    assert C.clip_fraction(model, data, clip) == 0.5
+    ref = C.clipped_grads(model, data, 32, clip, "per_sample")
+    assert _rel(C.clipped_grads(model, data, 4, clip, "per_sample"), ref) <= 1e-13
+    assert _rel(C.clipped_grads(model, data, 4, clip, "micro_batch"), ref) > 0.05
+    assert _rel(C.clipped_grads(model, data, 4, clip, "window"), ref) > 0.05
+    # a norm nothing reaches: all placements are the plain mean gradient
+    plain = al.full_batch_grads(model, data)
+    for mode in C.CLIP_MODES:
+        assert _rel(C.clipped_grads(model, data, 4, 1e9, mode), plain) <= 1e-13
+
+
+def test_dpsgd_bad_input(reg):
+    data, model = reg
+    with pytest.raises(ValueError, match="clip_norm must be a number > 0, got 0"):
+        C.clipped_grads(model, data, 4, 0, "per_sample")
+    with pytest.raises(ValueError, match="mode must be one of .*got 'sample'"):
+        C.clipped_grads(model, data, 4, 1.0, "sample")
+    with pytest.raises(ValueError, match="data must be an accumlab.Data"):
+        C.per_sample_grads(model, data.x)
+    with pytest.raises(
+        ValueError, match="data.y must hold float regression targets, got dtype torch.int64"
+    ):
+        C.per_sample_grads(al.mlp(8, 4, 3), al.classification_data(8))
+    with pytest.raises(ValueError, match="clip_norm must be a number > 0, got -1"):
+        C.clip_fraction(model, data, -1)
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
+        C.median_grad_norm(3, data)
+
+
+# in_backward.py --------------------------------------------------------------------------------
+
+
+def test_fused_optimizer_steps_k_times_per_window(reg):
+    data, model = reg
+    data = data[:32]
+    n_tensors = len(list(model.parameters()))
+    ref = C.accumulate_then_step(model, data, 8)
+    every = C.fused_optimizer_window(model, data, 8)
+    assert every["hook_calls"] == 4 * n_tensors
+    assert set(every["steps"].values()) == {4} and set(every["state_steps"].values()) == {4}
+    assert _rel(every["params"], ref) > 1e-3
+    last = C.fused_optimizer_window(model, data, 8, gate="last")
+    assert set(last["steps"].values()) == {1} and last["hook_calls"] == 4 * n_tensors
+    assert _rel(last["params"], ref) <= 1e-14
+    one = C.fused_optimizer_window(model, data, 32)  # k = 1: the tutorial's setting, exact
+    assert _rel(one["params"], C.accumulate_then_step(model, data, 32)) <= 1e-14
+    sgd = C.fused_optimizer_window(model, data, 8, optimizer="sgd")
+    assert set(sgd["state_steps"].values()) == {None} and set(sgd["steps"].values()) == {4}
+    assert all(h is None for h in (p.grad for p in model.parameters()))
+
+
+def test_update_length_is_the_norm_of_the_change():
+    before = {"a": torch.zeros(2), "b": torch.zeros(1)}
+    assert C.update_length({"a": torch.tensor([3.0, 0.0]), "b": torch.tensor([4.0])}, before) == 5.0
+    with pytest.raises(ValueError, match="must be dicts naming the same parameters"):
+        C.update_length({"a": torch.zeros(2)}, before)
+
+
+def test_in_backward_bad_input(reg):
+    data, model = reg
+    with pytest.raises(ValueError, match="gate must be one of .*got 'first'"):
+        C.fused_optimizer_window(model, data, 8, gate="first")
+    with pytest.raises(ValueError, match="optimizer must be one of .*got 'lion'"):
+        C.fused_optimizer_window(model, data, 8, optimizer="lion")
+    with pytest.raises(ValueError, match="lr must be a number > 0, got -1"):
+        C.fused_optimizer_window(model, data, 8, lr=-1)
+    with pytest.raises(ValueError, match="lr must be a number > 0, got 0"):
+        C.accumulate_then_step(model, data, 8, lr=0)
+    with pytest.raises(ValueError, match="data must be an accumlab.Data"):
+        C.accumulate_then_step(model, [1], 8)
+
+
+# aggregation.py --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rl():
+    data, adv = C.rl_batch(8)
+    return data, adv, C.policy()
+
+
+def test_rl_batch_and_token_losses(rl):
+    data, adv, model = rl
+    assert sorted(adv.tolist()) == [-1.0] * 4 + [1.0] * 4
+    losses = C.token_losses(model, data, adv)
+    assert losses.shape == data.y.shape
+    assert (losses[data.y == al.IGNORE_INDEX] == 0).all()
+    nll = al.get_loss("cross_entropy").sum(model(data.x[:1]), data.y[:1])
+    assert abs(float(losses[0].sum().detach()) - float((adv[0] * nll).detach())) <= 1e-12
+
+
+def test_which_aggregations_survive_any_split(rl):
+    data, adv, model = rl
+    for aggregation in ("seq_mean", "token_mean_global", "constant"):
+        gaps = C.partition_gaps(
+            model, data, adv, aggregation=aggregation, micro_batch_size=2, ranks=2, partitions=3
+        )
+        assert max(gaps) <= 1e-12, aggregation
+    local = C.partition_gaps(
+        model, data, adv, aggregation="token_mean_local", micro_batch_size=2, ranks=2, partitions=3
+    )
+    assert min(local) > 1e-2
+    # one micro-batch on one rank: every aggregation is its own big batch
+    whole = C.aggregated_grads(model, data, adv, aggregation="token_mean_local", micro_batch_size=8)
+    glob = C.aggregated_grads(model, data, adv, aggregation="token_mean_global", micro_batch_size=8)
+    assert _rel(whole, glob) <= 1e-13
+
+
+def test_aggregation_bad_input(rl):
+    data, adv, model = rl
+    kwargs = dict(aggregation="seq_mean", micro_batch_size=2)
+    with pytest.raises(ValueError, match="aggregation must be one of .*got 'sum'"):
+        C.aggregated_grads(model, data, adv, aggregation="sum", micro_batch_size=2)
+    with pytest.raises(ValueError, match="ranks × micro_batch_size = 6 must divide the 8 samples"):
+        C.aggregated_grads(model, data, adv, aggregation="seq_mean", micro_batch_size=3, ranks=2)
+    with pytest.raises(ValueError, match="advantages must be a tensor with one value per sample"):
+        C.aggregated_grads(model, data, adv[:3], **kwargs)
+    with pytest.raises(ValueError, match="order must be a permutation of range\\(8\\)"):
+        C.aggregated_grads(model, data, adv, order=torch.zeros(8, dtype=torch.long), **kwargs)
+    with pytest.raises(ValueError, match="max_len must be an integer >= 1, got 0"):
+        C.aggregated_grads(model, data, adv, max_len=0, **kwargs)
+    empty = al.token_data(lengths=[3, 0])
+    with pytest.raises(ValueError, match="at least one real token"):
+        C.aggregated_grads(model, empty, torch.ones(2, dtype=torch.float64), **kwargs)
+    with pytest.raises(ValueError, match="partitions must be an integer >= 1, got 0"):
+        C.partition_gaps(model, data, adv, partitions=0, **kwargs)
+    with pytest.raises(ValueError, match="n must be an integer >= 2, got 1"):
+        C.rl_batch(1)
+    with pytest.raises(ValueError, match="vocab must be an integer >= 2, got 1"):
+        C.policy(1)
+    with pytest.raises(ValueError, match="batch must be an accumlab.Data"):
+        C.token_losses(model, data.x, adv)
+
+
+# gaps.py, plots.py, explorer.py ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("coupling", list(al.coupling.COUPLINGS))
+def test_every_coupling_has_a_gap_and_an_exact_fix(coupling):
+    row = C.coupling_gaps(coupling, 4, 4)
+    assert row["fix"] <= 1e-12 and row["naive"] > 1e-3
+    one = C.coupling_gaps(coupling, 8, 1)
+    assert one["fix"] <= 1e-12
+    if coupling != "clipping":  # clipping the batch's sum differs from per-sample even at k = 1
+        assert one["naive"] <= 1e-12
+
+
+def test_coupling_gaps_bad_input():
+    with pytest.raises(ValueError, match="coupling must be one of .*got 'bn'"):
+        C.coupling_gaps("bn", 4, 4)
+    with pytest.raises(ValueError, match="must be at most 128, got 256"):
+        C.coupling_gaps("ema", 32, 8)
+    with pytest.raises(ValueError, match="accumulation_steps must be an integer >= 1, got 0"):
+        C.coupling_gaps("ema", 4, 0)
+
+
+def test_plots_return_figures():
+    figs = [
+        C.plot_gaps({"a": 0.5, "b": 0.0}),
+        C.plot_contrastive_sweep(C.contrastive_sweep(C.encoder(), C.pair_data(8), [8, 2])),
+        C.plot_ema([1, 2], {"x": [0.1, 0.0]}),
+        C.plot_gap_sweep([2, 4], {"x": [0.1, 0.0]}),
+        C.plot_partition_gaps({"x": [0.1, 0.2], "y": [0.0, 1e-16]}),
+    ]
+    assert all(isinstance(f, Figure) for f in figs)
+    assert figs[0].axes[0].patches[1].get_height() == pytest.approx(1e-17)  # an exact 0, floored
+
+
+def test_explorer_figure_is_updated_not_rebuilt():
+    ex = C.coupling_explorer()
+    fig, bars = ex.figure, list(ex.figure.axes[0].patches)
+    ex.controls["micro_batch_size"].value = 16
+    assert ex.controls["accumulation_steps"].max == 8  # 16 × 8 = 128 samples
+    ex.controls["accumulation_steps"].value = 8
+    ex.controls["coupling"].value = "aux_loss"
+    assert ex.error is None and ex.figure is fig and list(fig.axes[0].patches) == bars
+    chosen = next(r for r in ex.data["rows"] if r["coupling"] == "aux_loss")
+    assert chosen["micro_batch_size"] == 16 and chosen["accumulation_steps"] == 8
+    assert bars[2].get_height() == pytest.approx(chosen["naive"]) and bars[2].get_alpha() == 1.0
+    assert bars[0].get_alpha() < 1.0
+    assert bytes(ex.image.value[:4]) == b"\x89PNG"
+
+
+def test_explorer_sliders_cannot_reach_invalid_values():
+    ex = C.coupling_explorer()
+    mb, k = ex.controls["micro_batch_size"], ex.controls["accumulation_steps"]
+    for size in mb.options:
+        mb.value = size
+        k.value = k.max
+        assert mb.value * k.value <= 128 and ex.error is None
+    with pytest.raises(ValueError, match="coupling must be one of"):
+        C.explore_coupling("nope")
