@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import accumlab as al
-from accumlab.audit.diagnose import lr_factor
+from accumlab.audit.spec import lr_factor
 
 LOOPS = list(al.audit.CATALOGUE.values())
 

@@ -16,7 +16,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "audit": "auditor",
         "CATALOGUE": "catalogue",
         "CatalogueLoop": "catalogue",
-        "audit_setup": "catalogue",
+        "audit_setup": "setups",
         "catalogue_loop": "catalogue",
         "CODES": "findings",
         "AuditReport": "findings",

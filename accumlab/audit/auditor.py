@@ -13,17 +13,13 @@ from .._validate import positive_float, positive_int
 from ..data import Data
 from ..losses import Loss, get_loss
 from ..optim import make_optimizer
-from .diagnose import (
-    Setup,
-    batchnorm_findings,
-    error_findings,
-    gradient_findings,
-    lr_factor,
-    schedule_findings,
-    scheduler_findings,
-)
+from .errors import error_findings
 from .findings import AuditReport
+from .gradients import gradient_findings
+from .norm_layers import batchnorm_findings
 from .runner import record
+from .schedule import schedule_findings, scheduler_findings
+from .spec import Setup, lr_factor
 
 
 def audit(
