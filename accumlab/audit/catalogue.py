@@ -34,6 +34,16 @@ from .loops import (
     unscale_every_micro_batch,
     zero_grad_inside_window,
 )
+from .loops_hidden import (
+    logging_forward_with_grad,
+    normalises_in_place,
+    scheduler_before_optimizer,
+    total_loss_keeps_graphs,
+    undivided_under_clipping,
+    unscale_and_update_every_micro_batch,
+    zero_grad_and_undivided,
+    zero_grad_before_step,
+)
 from .setups import audit_setup
 
 
@@ -46,7 +56,9 @@ class CatalogueLoop:
     expected: frozenset[str]
     setup: str = "regression"
     options: dict = field(default_factory=dict)  # max_norm / scheduler / scaler for al.audit
-    kind: str = "bug"  # "bug", "correct" or "broken" (bad input the audit must survive)
+    kind: str = (
+        "bug"  # "bug", "policy", "note", "correct" or "broken" (bad input the audit must survive)
+    )
     question: str = "What will the audit say about this loop?"
 
     @property
@@ -81,11 +93,17 @@ _ENTRIES = [
         "step_every_micro_batch", step_every_micro_batch, frozenset({"STEP_EVERY_MICRO_BATCH"})
     ),
     CatalogueLoop("off_by_one_schedule", off_by_one_schedule, frozenset({"OFF_BY_ONE_SCHEDULE"})),
-    CatalogueLoop("last_window_dropped", last_window_dropped, frozenset({"LAST_WINDOW_DROPPED"})),
+    CatalogueLoop(
+        "last_window_dropped",
+        last_window_dropped,
+        frozenset({"LAST_WINDOW_DROPPED"}),
+        kind="policy",
+    ),
     CatalogueLoop(
         "last_window_underweighted",
         last_window_underweighted,
         frozenset({"LAST_WINDOW_UNDERWEIGHTED"}),
+        kind="policy",
     ),
     CatalogueLoop("mean_of_means", mean_of_means, frozenset({"MEAN_OF_MEANS"}), "tokens"),
     CatalogueLoop(
@@ -127,6 +145,58 @@ _ENTRIES = [
         question="The loop is the correct one; the model has BatchNorm. What will the audit say?",
     ),
     CatalogueLoop("stray_factor", stray_factor, frozenset({"UNEXPLAINED_GRADIENT"})),
+    # bugs that hide: composed, silent, one line off, memory, data
+    CatalogueLoop(
+        "zero_grad_and_undivided",
+        zero_grad_and_undivided,
+        frozenset({"ZERO_GRAD_IN_WINDOW", "LOSS_NOT_DIVIDED"}),
+        question="Two bugs at once. Which does the audit name?",
+    ),
+    CatalogueLoop(
+        "zero_grad_before_step", zero_grad_before_step, frozenset({"ZERO_GRAD_BEFORE_STEP"})
+    ),
+    CatalogueLoop(
+        "scheduler_before_optimizer",
+        scheduler_before_optimizer,
+        frozenset({"SCHEDULER_BEFORE_STEP"}),
+        options={"scheduler": True},
+    ),
+    CatalogueLoop(
+        "unscale_and_update_every_micro_batch",
+        unscale_and_update_every_micro_batch,
+        frozenset({"UNSCALE_MISUSE", "SCALER_MISUSE"}),
+        options={"scaler": True},
+        question="PyTorch raises nothing here. What did the optimizer see?",
+    ),
+    CatalogueLoop(
+        "total_loss_keeps_graphs", total_loss_keeps_graphs, frozenset({"GRAPHS_KEPT_ALIVE"})
+    ),
+    CatalogueLoop(
+        "logging_forward_with_grad",
+        logging_forward_with_grad,
+        frozenset({"FORWARD_WITHOUT_BACKWARD"}),
+        kind="note",
+    ),
+    CatalogueLoop(
+        "normalises_in_place",
+        normalises_in_place,
+        frozenset({"BATCH_MODIFIED", "UNEXPLAINED_GRADIENT"}),
+    ),
+    CatalogueLoop(
+        "undivided_under_clipping",
+        undivided_under_clipping,
+        frozenset({"LOSS_NOT_DIVIDED"}),
+        options={"max_norm": 1.0},
+        question="Clipping bites at every step. Can the audit still see the missing ÷k?",
+    ),
+    CatalogueLoop(
+        "undivided_under_clipping_float32",
+        undivided_under_clipping,
+        frozenset({"GRADIENT_NOT_VERIFIED"}),
+        "float32",
+        options={"max_norm": 1.0},
+        question="The same loop in float32. Can the audit still see the missing ÷k?",
+    ),
     CatalogueLoop("raises", raises, frozenset({"STEP_RAISED"}), kind="broken"),
     CatalogueLoop(
         "builds_its_own_optimizer", builds_its_own_optimizer, frozenset({"NO_STEPS"}), kind="broken"

@@ -6,8 +6,9 @@ from __future__ import annotations
 from torch import nn
 
 from .findings import Finding
+from .guard import AuditStopped
 from .messages import message
-from .runner import Recording, RunawayLoop
+from .recording import Recording
 from .spec import Setup
 
 
@@ -23,33 +24,26 @@ def error_findings(rec: Recording, setup: Setup) -> list[Finding]:
     err = rec.error
     if err is not None:
         text = _error_text(err)
-        if isinstance(err, RunawayLoop):
-            return [
-                Finding(
-                    "RUNAWAY_LOOP",
-                    message(
-                        "RUNAWAY_LOOP",
-                        limit=len(rec.forwards) - 1,
-                        micro_batches=len(setup.batches),
-                    ),
-                    {"forward passes": len(rec.forwards)},
-                )
-            ]
+        if isinstance(err, AuditStopped):
+            return [_stopped(err, rec, setup)]
         if rec.error_where == "scaler.unscale_":
-            calls = [pos for name, pos in rec.scaler_calls if name == "unscale_"]
+            calls = [pos for name, pos, _ in rec.scaler_calls if name == "unscale_"]
             return [
                 Finding(
                     "UNSCALE_MISUSE",
                     message("UNSCALE_MISUSE", "raised", error=text),
-                    {"unscale_ calls (forwards done)": calls, "optimizer steps": len(rec.steps)},
+                    {
+                        "unscale_ calls (micro-batches done)": calls,
+                        "optimizer steps": len(rec.steps),
+                    },
                 )
             ]
         if rec.error_where.startswith("scaler."):
             return [
                 Finding(
                     "SCALER_MISUSE",
-                    message("SCALER_MISUSE", where=rec.error_where, error=text),
-                    {"scaler calls": [f"{n}@{p}" for n, p in rec.scaler_calls]},
+                    message("SCALER_MISUSE", "raised", where=rec.error_where, error=text),
+                    {"scaler calls": [f"{n}@{p}" for n, p, _ in rec.scaler_calls]},
                 )
             ]
         where = f" at {rec.error_line}" if rec.error_line else ""
@@ -86,6 +80,36 @@ def error_findings(rec: Recording, setup: Setup) -> list[Finding]:
             )
         ]
     return []
+
+
+CALL_NAMES = {
+    "zero_grads": "zero_grad()",
+    "scheduler_steps": "scheduler.step()",
+    "scaler_calls": "the GradScaler",
+}
+
+
+def _stopped(err: AuditStopped, rec: Recording, setup: Setup) -> Finding:
+    """RUNAWAY_LOOP: what ran past its bound, and how far the loop had got."""
+    variant = err.reason if err.reason in ("time", "forwards", "steps") else "calls"
+    where = f" at {rec.error_line}" if rec.error_line else ""
+    text = message(
+        "RUNAWAY_LOOP",
+        variant,
+        limit=err.detail,
+        forwards=len(rec.forwards),
+        steps=len(rec.steps),
+        micro_batches=len(setup.batches),
+        what=CALL_NAMES.get(err.reason, err.reason),
+        where=where,
+    )
+    evidence = {
+        "stopped by": "the time limit" if err.reason == "time" else f"the {err.reason} budget",
+        "forward passes": len(rec.forwards),
+        "optimizer steps": len(rec.steps),
+        "zero_grad calls": len(rec.zero_grads),
+    }
+    return Finding("RUNAWAY_LOOP", text, evidence)
 
 
 def _shape_changes(before: nn.Module, after: nn.Module) -> list[str]:

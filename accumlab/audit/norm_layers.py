@@ -13,7 +13,7 @@ from ..reference import full_batch_grads
 from .findings import Finding
 from .hypotheses import vec
 from .messages import message
-from .runner import Recording
+from .recording import Recording
 from .spec import Setup
 
 

@@ -1,20 +1,39 @@
-"""Detectors: when the optimizer stepped, and what learning rate each step used (lesson 08)."""
+"""Detector: when the optimizer stepped, against the reference's windows and the stated policy for
+a short last window (lesson 08)."""
 
 from __future__ import annotations
 
 from .findings import Finding
-from .messages import message
-from .runner import Recording
-from .spec import Setup, lr_factor
+from .gradients import GradientResult
+from .messages import WEIGHT_WORDS, message, phrase
+from .recording import Recording
+from .spec import Setup
 
 
-def schedule_findings(rec: Recording, setup: Setup) -> list[Finding]:
+def _weight_words(grads: GradientResult, step: int, k: int) -> str:
+    """How the loop weighed the window of `step`, measured ('was divided by k = 4, ...')."""
+    match = next((m for m in grads.matches if m.step == step), None)
+    if match is None or match.chosen is None or "weights" not in match.chosen.how:
+        return "its weight could not be measured"
+    return WEIGHT_WORDS[match.chosen.how["weights"]].format(n=len(match.window), k=k)
+
+
+def _leftover(rec: Recording, n: int) -> str:
+    last = rec.steps[-1].position if rec.steps else 0
+    if last >= n or rec.leftover_grad_norm == 0:
+        return ""
+    return phrase(
+        "leftover", batches=list(range(last + 1, n + 1)), norm=rec.leftover_grad_norm
+    ).replace("Micro-batch(es) ", "Micro-batch(es) (counting from 1) ")
+
+
+def schedule_findings(rec: Recording, setup: Setup, grads: GradientResult) -> list[Finding]:
     n, k = len(setup.batches), setup.k
     expected = setup.positions
     seen = [s.position for s in rec.steps]
     windows = [s.window for s in rec.steps]
     evidence = {"steps after micro-batches (seen)": seen, "reference": expected}
-    if seen == expected and windows == setup.windows and len(rec.forwards) == n:
+    if seen == expected and windows == setup.reference_windows:
         return []
     if k > 1 and seen == list(range(1, n + 1)):
         text = message(
@@ -23,66 +42,78 @@ def schedule_findings(rec: Recording, setup: Setup) -> list[Finding]:
             micro_batches=n,
             expected=len(expected),
             k=k,
+            weight=_weight_words(grads, 0, k).replace("a full window", "a full window's"),
         )
         return [Finding("STEP_EVERY_MICRO_BATCH", text, evidence)]
-    if seen == expected[:-1] and windows == setup.windows[:-1]:
-        tail = setup.windows[-1]
-        forwarded = set(rec.forwards) >= set(tail)
-        samples = sum(len(setup.batches[i]) for i in tail)
+    every = setup.windows
+    if setup.short_last and setup.last_window != "drop" and windows == every[:-1]:
+        return [_dropped(rec, setup, evidence)]
+    if setup.short_last and setup.last_window == "drop" and windows == every:
         text = message(
-            "LAST_WINDOW_DROPPED",
-            "forwarded" if forwarded else "not_forwarded",
-            size=len(tail),
-            samples=samples,
+            "LAST_WINDOW_KEPT",
+            size=len(every[-1]),
+            weight="its loss " + _weight_words(grads, len(every) - 1, k),
         )
-        return [
-            Finding(
-                "LAST_WINDOW_DROPPED", text, {**evidence, "samples left out per epoch": samples}
-            )
-        ]
+        return [Finding("LAST_WINDOW_KEPT", text, evidence, (len(every) - 1,))]
     body = seen[:-1] if len(seen) > 1 and seen[-1] == n and seen[-1] - seen[-2] != k else seen
     regular = len(body) >= 2 and all(b - a == k for a, b in zip(body, body[1:], strict=False))
     if k > 1 and regular and body[0] != k:
-        text = message("OFF_BY_ONE_SCHEDULE", first=body[0], k=k)
+        shift = body[0] - k
+        first = len(windows[0])
+        text = message(
+            "OFF_BY_ONE_SCHEDULE",
+            seen=seen,
+            expected=expected,
+            shift=f"{abs(shift)} micro-batch(es) ({'early' if shift < 0 else 'late'})",
+            seen0=[p - 1 for p in seen],
+            expected0=[p - 1 for p in expected],
+            k=k,
+            first=phrase("first_window", size=first, weight=_weight_words(grads, 0, k)),
+            leftover=_leftover(rec, n),
+        )
         return [Finding("OFF_BY_ONE_SCHEDULE", text, evidence)]
     text = message(
         "UNEXPLAINED_SCHEDULE",
         seen=seen,
         expected=expected,
         windows=[list(w) for w in windows][:6],
+        leftover=_leftover(rec, n),
     )
     return [Finding("UNEXPLAINED_SCHEDULE", text, evidence)]
 
 
-def scheduler_findings(rec: Recording, setup: Setup) -> list[Finding]:
-    if not setup.scheduler:
-        return []
-    expected = [setup.lr * lr_factor(s.index) for s in rec.steps]
-    seen = [s.lr for s in rec.steps]
-    wrong = [
-        i
-        for i, (a, b) in enumerate(zip(seen, expected, strict=True))
-        if abs(a - b) > 1e-12 * abs(b)
-    ]
-    if not wrong:
-        return []
-    i = wrong[0]
-    calls, steps = len(rec.scheduler_steps), len(rec.steps)
-    evidence = {
-        "scheduler.step() calls": calls,
-        "optimizer steps": steps,
-        "lr at each step (seen)": seen,
-        "reference": expected,
-    }
-    per_micro = calls == len(rec.forwards) and calls != steps
-    code = "SCHEDULER_PER_MICRO_BATCH" if per_micro else "SCHEDULER_STEPS_WRONG"
-    text = message(
-        code,
-        calls=calls,
-        steps=steps,
-        rate=calls / steps,
-        step=i,
-        seen=seen[i],
-        expected=expected[i],
+def _dropped(rec: Recording, setup: Setup, evidence: dict) -> Finding:
+    tail = setup.windows[-1]
+    forwarded = set(rec.forwards) >= set(tail)
+    samples = sum(len(setup.batches[i]) for i in tail)
+    total = sum(len(b) for b in setup.batches)
+    how = (
+        "their gradients were computed, then never used by an optimizer step"
+        if forwarded
+        else "they were never forwarded"
     )
-    return [Finding(code, text, evidence, tuple(wrong))]
+    leftover = ""
+    if forwarded and rec.leftover_grad_norm > 0:
+        zeroed = (
+            "your loop zeroes before its first backward, so a next epoch would discard it"
+            if rec.zero_grads and rec.zero_grads[0] == 0
+            else "nothing in your loop zeroes it before the first backward, so a next epoch's "
+            "first step would add it"
+        )
+        leftover = phrase("leftover_kept", norm=rec.leftover_grad_norm, zeroed=zeroed)
+    text = message(
+        "LAST_WINDOW_DROPPED",
+        size=len(tail),
+        samples=samples,
+        how=how,
+        used=total - samples,
+        total=total,
+        leftover=leftover,
+        policy="drop",
+    )
+    evidence = {
+        **evidence,
+        "samples left out per epoch": samples,
+        "gradient left in .grad (norm)": rec.leftover_grad_norm,
+    }
+    return Finding("LAST_WINDOW_DROPPED", text, evidence, ())
