@@ -39,22 +39,26 @@ def finite_findings(rec: Recording, setup: Setup) -> list[Finding]:
         for s in rec.steps
         if not all(bool(torch.isfinite(g).all()) for g in s.grads.values())
     ]
-    if rec.first_nonfinite_output is None and not bad_steps:
+    output, backward = rec.first_nonfinite_output, rec.first_nonfinite_backward
+    if output is None and backward is None and not bad_steps:
         return []
     where = _in_data(setup)
-    if where is None and rec.first_nonfinite_output is not None:
-        forward, batch = rec.first_nonfinite_output
+    # whichever came first: a NaN output, or a NaN gradient flowing back into a finite output
+    if where is None and output is not None and (backward is None or output[0] <= backward[0]):
         where = (
-            f"in the model's output at forward pass {forward} (micro-batch {batch}), although "
-            "the data is finite: look at the model's parameters or at what the loop did before"
+            f"in the model's output at forward pass {output[0]} (micro-batch {output[1]}), "
+            "although the data is finite: look at the model's parameters or at what the loop "
+            "did before that forward"
+        )
+    if where is None and backward is not None:
+        where = (
+            f"in the gradient flowing back into the output of forward pass {backward[0]} "
+            f"(micro-batch {backward[1]}), although that output was finite: the loss or a "
+            "division in the loop (by a zero count?) produced it"
         )
     if where is None:
         step = rec.steps[bad_steps[0]]
-        where = (
-            f"in the gradient at optimizer step {step.index} (micro-batches {list(step.window)}), "
-            "although the data and the model's outputs are finite: the loss or a division in "
-            "the loop (by a zero count?) produced it"
-        )
+        where = f"in the gradient at optimizer step {step.index}"
     compared = f" (steps {bad_steps} have non-finite gradients)" if bad_steps else ""
     text = message("NON_FINITE", where=where, compared=compared)
     evidence = {"steps with non-finite gradients": bad_steps}

@@ -11,7 +11,8 @@ from torch import nn
 
 from .findings import CODES, Finding
 from .gradients import SCALE_ONLY, GradientResult, StepMatch
-from .messages import describe, message, phrase
+from .messages import message
+from .phrases import describe, phrase
 from .recording import Recording
 from .spec import Setup
 

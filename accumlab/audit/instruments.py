@@ -30,11 +30,13 @@ class _GraphTag:
 
     __slots__ = ("forward", "step", "on_use", "__weakref__")
 
-    def __init__(self, forward: int, step: int, on_use: Callable[[int], None]):
+    def __init__(self, forward: int, step: int, on_use: Callable[[int, bool], None]):
         self.forward, self.step, self.on_use = forward, step, on_use
 
     def __call__(self, grad_outputs):
-        self.on_use(self.forward)
+        g = grad_outputs[0] if grad_outputs else None
+        finite = g is None or bool(torch.isfinite(g).all())
+        self.on_use(self.forward, finite)
         return None  # the gradient flows on unchanged
 
 
@@ -158,10 +160,15 @@ class Instruments:
         if self.rec.first_nonfinite_output is None and not bool(torch.isfinite(out).all()):
             self.rec.first_nonfinite_output = (forward, self.rec.forwards[-1])
         if out.grad_fn is not None:
-            tag = _GraphTag(forward, len(self.rec.steps), self.rec.backpropagated.add)
+            tag = _GraphTag(forward, len(self.rec.steps), self._on_backward)
             out.grad_fn.register_prehook(tag)
             self.rec.tagged.add(forward)
             self.tags.append(weakref.ref(tag))
+
+    def _on_backward(self, forward: int, finite: bool) -> None:
+        self.rec.backpropagated.add(forward)
+        if not finite and self.rec.first_nonfinite_backward is None:
+            self.rec.first_nonfinite_backward = (forward, self.rec.forwards[forward])
 
     # ------------------------------------------------------------------ optimizer step
     def _before_step(self, _opt, _args, _kwargs):

@@ -4,7 +4,8 @@ the scheduler's calls fell relative to the optimizer's steps (lesson 08)."""
 from __future__ import annotations
 
 from .findings import Finding
-from .messages import message, phrase
+from .messages import message
+from .phrases import phrase
 from .recording import Recording
 from .spec import Setup, lr_factor
 

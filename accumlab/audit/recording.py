@@ -37,6 +37,7 @@ class Recording:
     tagged: set[int] = field(default_factory=set)  # forwards whose output has an autograd graph
     backpropagated: set[int] = field(default_factory=set)  # forwards whose graph backward reached
     first_nonfinite_output: tuple[int, object] | None = None  # (forward, micro-batch)
+    first_nonfinite_backward: tuple[int, object] | None = None  # gradient into a forward's output
     modified: list[int] = field(default_factory=list)  # micro-batches the loop changed in place
     leftover_grad_norm: float = 0.0  # norm of .grad when the function returned
     error: BaseException | None = None

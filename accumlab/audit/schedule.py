@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .findings import Finding
 from .gradients import GradientResult
-from .messages import WEIGHT_WORDS, message, phrase
+from .messages import message
+from .phrases import WEIGHT_WORDS, phrase
 from .recording import Recording
 from .spec import Setup
 
