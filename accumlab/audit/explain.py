@@ -103,6 +103,12 @@ def _explained(code: str, ms: list[StepMatch], rec: Recording, setup: Setup) -> 
     if code in ("UNSCALE_MISUSE", "SCALER_MISUSE"):
         evidence["scale"] = m.scale
         evidence["norms seen"] = [float(x.seen.norm()) for x in ms]
+        if (
+            m.mults is not None
+            and m.chosen is not None
+            and m.chosen.how.get("scaler") == "replayed"
+        ):
+            evidence["net multiplier per micro-batch (first step)"] = m.mults
     if code == "ZERO_GRAD_IN_WINDOW":
         evidence["zero_grad calls between a window's forwards"] = [
             _variant(code, x, rec, setup)[1]["zeros"] for x in ms

@@ -24,8 +24,8 @@ PHRASES: dict[str, str] = {
         "by one; their gradient is still in .grad (norm {norm:.3g}) when the function returns."
     ),
     "leftover_kept": (
-        " Their gradient is still in .grad when the function returns (norm {norm:.3g}), and "
-        "{zeroed}."
+        " Their gradient is still in .grad when the function returns (norm {norm:.3g}{scaled}), "
+        "and {zeroed}."
     ),
     "first_window": "The first window held {size} micro-batch(es) and {weight}.",
     "warned": ", and PyTorch warned: “{warning}”",

@@ -101,7 +101,15 @@ def _dropped(rec: Recording, setup: Setup, evidence: dict) -> Finding:
             else "nothing in your loop zeroes it before the first backward, so a next epoch's "
             "first step would add it"
         )
-        leftover = phrase("leftover_kept", norm=rec.leftover_grad_norm, zeroed=zeroed)
+        scales = [scale for method, _, scale in rec.scaler_calls if method == "scale"]
+        scaled = (
+            f", as stored: still multiplied by the GradScaler's scale {scales[-1]:g}"
+            if scales
+            else ""
+        )
+        leftover = phrase(
+            "leftover_kept", norm=rec.leftover_grad_norm, scaled=scaled, zeroed=zeroed
+        )
     text = message(
         "LAST_WINDOW_DROPPED",
         size=len(tail),
