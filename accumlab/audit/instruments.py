@@ -78,7 +78,7 @@ class Instruments:
     def install(self, scheduler, scaler) -> None:
         self.scaler = scaler
         self.handles += [
-            self.model.register_forward_pre_hook(self._on_forward),
+            self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True),
             self.model.register_forward_hook(self._after_forward),
             self.optimizer.register_step_pre_hook(self._before_step),
             self.optimizer.register_step_post_hook(self._after_step),
@@ -138,11 +138,11 @@ class Instruments:
                 return i
         return None
 
-    def _on_forward(self, _module, args):
+    def _on_forward(self, _module, args, kwargs):
         if not torch.is_grad_enabled():  # a no_grad forward (logging, evaluation) adds no gradient
             return
         self.budget.spend("forwards")
-        b = self._identify(args[0] if args else None)
+        b = self._identify(_first_tensor([*args, *kwargs.values()]))  # model(x) or model(input=x)
         if b is None or b not in self.seen:
             self.pending.append(b)
             if b is not None:

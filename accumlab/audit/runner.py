@@ -58,7 +58,9 @@ def record(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with tools.live_saved, deadline(time_limit):
+            code = getattr(fn, "__code__", None)
+            learner = (code.co_filename,) if code is not None else ()
+            with tools.live_saved, deadline(time_limit, learner):
                 fn(model, optimizer, pairs, k, **extras)
         except (Exception, AuditStopped) as err:  # the learner's code failed or was stopped
             rec.error = err
