@@ -8,7 +8,7 @@ from .._validate import one_of, positive_float
 from ..engine import LAST_WINDOW_POLICIES
 from .spec import MAX_RTOL
 
-MAX_LR = 10.0  # plain SGD on the lesson's models diverges long before; above it, a typo
+MAX_LR = 10.0  # the audit's plain SGD; a larger learning rate is almost certainly a typo
 MAX_TIME_LIMIT = 600.0
 MAX_MICRO_BATCHES = 1000  # every micro-batch's gradient is recomputed at each step's parameters
 
@@ -17,7 +17,8 @@ def bounded(name: str, value, high: float, why: str) -> float:
     """A finite number in (0, high]; `why` says where the bound comes from."""
     value = positive_float(name, value)
     if not math.isfinite(value) or value > high:
-        raise ValueError(f"{name} must be a finite number in (0, {high:g}] ({why}), got {value!r}")
+        where = f"in (0, {high:g}]" if math.isfinite(high) else "> 0"
+        raise ValueError(f"{name} must be a finite number {where} ({why}), got {value!r}")
     return value
 
 
@@ -26,7 +27,7 @@ def check_options(
 ) -> dict[str, object]:
     """Validated options; raises ValueError naming the first bad one."""
     out = {
-        "lr": bounded("lr", lr, MAX_LR, "plain SGD diverges far below it"),
+        "lr": bounded("lr", lr, MAX_LR, "a larger one is almost certainly a typo"),
         "rtol": None
         if rtol is None
         else bounded("rtol", rtol, MAX_RTOL, "the bugs the audit names differ by more"),
