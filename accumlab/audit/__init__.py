@@ -1,8 +1,16 @@
 """Audit a learner's own accumulation loop against the reference (lesson 08).
 
-`al.audit(train_fn, ...)` runs the loop on a copy and returns an `AuditReport`; the topic's other
+`al.audit(train_fn, ...)` runs the loop on copies and returns an `AuditReport`; the topic's other
 names live beside it: `al.audit.CATALOGUE` holds the loops, right and wrong, that the lesson's
 gallery and the tests share; `al.audit.plot_audit` draws a report.
+
+How the folder reads: `auditor` (the entry point, `arguments` checks its input, `spec` says what
+the reference does) → `runner` runs the loop on copies, with `instruments` recording and `guard`
+bounding it in time and calls (`recording` holds what was seen) → detectors, one concern each:
+`errors`, `data_checks`, `schedule`, `gradients` (with `hypotheses` and `scaler_log`) and its
+findings in `explain`, `lr_schedule`, `memory`, `norm_layers` → `findings` (codes, severities,
+the report), worded by `messages` and `phrases` (text as data). The gallery: `catalogue`, `loops`,
+`loops_hidden`, `setups`; drawing: `plot`, `widget`.
 """
 
 import sys
@@ -16,7 +24,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "audit": "auditor",
         "CATALOGUE": "catalogue",
         "CatalogueLoop": "catalogue",
-        "audit_setup": "catalogue",
+        "audit_setup": "setups",
         "catalogue_loop": "catalogue",
         "CODES": "findings",
         "AuditReport": "findings",

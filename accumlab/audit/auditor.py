@@ -9,21 +9,22 @@ import torch
 from torch import nn
 
 from .._threads import one_thread
-from .._validate import positive_float, positive_int
+from .._validate import positive_int
 from ..data import Data
 from ..losses import Loss, get_loss
 from ..optim import make_optimizer
-from .diagnose import (
-    Setup,
-    batchnorm_findings,
-    error_findings,
-    gradient_findings,
-    lr_factor,
-    schedule_findings,
-    scheduler_findings,
-)
+from .arguments import check_options
+from .data_checks import finite_findings, modified_findings
+from .errors import error_findings
+from .explain import gradient_findings
 from .findings import AuditReport
+from .gradients import gradient_matches
+from .lr_schedule import scheduler_findings
+from .memory import memory_findings
+from .norm_layers import batchnorm_findings
 from .runner import record
+from .schedule import schedule_findings
+from .spec import Setup, default_rtol, lr_factor
 
 
 def audit(
@@ -38,20 +39,27 @@ def audit(
     max_norm: float | None = None,
     scheduler: bool = False,
     scaler: bool = False,
-    rtol: float = 1e-6,
+    last_window: str = "divide_by_actual",
+    rtol: float | None = None,
+    time_limit: float = 10.0,
 ) -> AuditReport:
     """Audit a learner's epoch of gradient accumulation. Introduced in lesson 08.
 
     `train_fn(model, optimizer, batches, k, **extras)` trains one epoch: `batches` is a list of
-    `(x, y)` micro-batches of `data`, `k` the accumulation steps. `extras` holds what the audit is
-    asked to check and nothing else: `max_norm` (clip once per window), `scheduler` (a LambdaLR to
-    step once per optimizer step), `scaler` (a `torch.amp.GradScaler`). The function runs once on
-    a copy of `model` with plain SGD; the caller's model is untouched.
+    `(x, y)` micro-batches of `data` (copies: the loop may do what it likes with them), `k` the
+    accumulation steps. `extras` holds what the audit is asked to check and nothing else:
+    `max_norm` (clip once per window), `scheduler` (a LambdaLR to step once per optimizer step),
+    `scaler` (a `torch.amp.GradScaler`). The function runs once on a copy of `model` with plain
+    SGD; the caller's model and data are untouched. It is stopped after `time_limit` seconds or
+    when it calls the model or the optimizer far more often than the data allows.
 
     The reference: micro-batches in order, an optimizer step after every k of them and after the
     last one, each window's gradient equal to the mean over all its items (what one big batch
-    gives), clipped once. Every step's gradient is compared with it at the loop's own parameters.
-    `rtol` is the relative L2 difference still called a match (float64 models: keep 1e-6).
+    gives), clipped once. `last_window` states the policy for a short last window, as in
+    `al.Recipe`: "divide_by_actual" (the default), "divide_by_k" (what Accelerate and Lightning
+    do) or "drop". Every step's gradient is compared with the reference at the loop's own
+    parameters; `rtol` is the relative L2 difference still called a match (default: by the
+    model's dtype, 1e-9 for float64).
     """
     if not callable(train_fn):
         raise ValueError(f"train_fn must be a function, got {type(train_fn).__name__}")
@@ -61,62 +69,79 @@ def audit(
         raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
     k = positive_int("accumulation_steps", accumulation_steps)
     batches = data.micro_batches(micro_batch_size)  # validates micro_batch_size against len(data)
-    positive_float("lr", lr)
-    positive_float("rtol", rtol)
-    if max_norm is not None:
-        positive_float("max_norm", max_norm)
-    params = list(model.parameters())
-    if not params:
-        raise ValueError("model must have parameters to train, got a model with none")
-    device = params[0].device.type
-    setup = Setup(
-        model, batches, k, get_loss(loss), lr, max_norm, bool(scheduler), bool(scaler), rtol
+    options = check_options(
+        lr=lr,
+        rtol=rtol,
+        max_norm=max_norm,
+        time_limit=time_limit,
+        last_window=last_window,
+        micro_batches=len(batches),
     )
-
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("model must have trainable parameters, got a model with none")
+    setup = Setup(
+        model,
+        batches,
+        k,
+        get_loss(loss),
+        options["lr"],
+        options["max_norm"],
+        bool(scheduler),
+        bool(scaler),
+        options["rtol"] or default_rtol(model),
+        options["last_window"],
+    )
     started = time.perf_counter()
     with one_thread():
-        return _audit(train_fn, setup, started, device)
+        report = _audit(train_fn, setup, params[0].device.type, options["time_limit"])
+    report.seconds = time.perf_counter() - started
+    return report
 
 
-def _audit(train_fn: Callable, setup: Setup, started: float, device: str) -> AuditReport:
-    lr, k, batches, max_norm = setup.lr, setup.k, setup.batches, setup.max_norm
-    scheduler, scaler = setup.scheduler, setup.scaler
+def _audit(train_fn: Callable, setup: Setup, device: str, time_limit: float) -> AuditReport:
     rec = record(
         train_fn,
         setup.model,
-        batches,
-        k,
-        optimizer_factory=lambda params: make_optimizer("sgd", params, lr),
+        setup.batches,
+        setup.k,
+        optimizer_factory=lambda params: make_optimizer("sgd", params, setup.lr),
         scheduler_factory=(lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lr_factor))
-        if scheduler
+        if setup.scheduler
         else None,
         # growth_interval=1: a GradScaler updated inside the window changes its scale at once
         scaler_factory=(lambda: torch.amp.GradScaler(device, init_scale=2.0**10, growth_interval=1))
-        if scaler
+        if setup.scaler
         else None,
-        max_norm=max_norm,
+        max_norm=setup.max_norm,
+        time_limit=time_limit,
     )
+    dtypes = [p.dtype for p in setup.model.parameters() if p.is_floating_point()]
     report = AuditReport(
         name=getattr(train_fn, "__name__", type(train_fn).__name__),
-        micro_batches=len(batches),
-        accumulation_steps=k,
+        micro_batches=len(setup.batches),
+        accumulation_steps=setup.k,
         expected_steps=tuple(setup.positions),
         seen_steps=tuple(s.position for s in rec.steps),
         zero_grads=tuple(rec.zero_grads),
         scheduler_steps=tuple(rec.scheduler_steps),
         rtol=setup.rtol,
+        dtype=str(dtypes[0]).removeprefix("torch.") if dtypes else "float32",
+        last_window=setup.last_window,
     )
     broken = error_findings(rec, setup)
     if broken:
-        report.findings = broken
-    else:
-        grads, checks, first = gradient_findings(rec, setup)
-        report.checks = checks
-        report.findings = (
-            schedule_findings(rec, setup)
-            + grads
-            + scheduler_findings(rec, setup)
-            + batchnorm_findings(rec, setup, first)
-        )
-    report.seconds = time.perf_counter() - started
+        report.findings = broken + modified_findings(rec)
+        return report
+    grads = gradient_matches(rec, setup)
+    report.checks = grads.checks
+    report.findings = (
+        finite_findings(rec, setup)
+        + modified_findings(rec)
+        + schedule_findings(rec, setup, grads)
+        + gradient_findings(grads, rec, setup)
+        + scheduler_findings(rec, setup)
+        + memory_findings(rec)
+        + batchnorm_findings(rec, setup, grads.first)
+    )
     return report

@@ -1,8 +1,7 @@
 """A catalogue of accumulation loops, right and wrong, as a learner would write them (lesson 08).
 
-Each loop trains one epoch: `fn(model, optimizer, batches, k, **extras)` with `batches` a list of
-`(x, y)` micro-batches. The lesson's "spot the bug" gallery and the tests share these entries: each
-names the setup it runs on and the finding codes the audit must report — no more, no fewer.
+The lesson's "spot the bug" gallery and the tests share these entries: each names the loop, the
+setup it runs on and the finding codes the audit must report — no more, no fewer.
 """
 
 from __future__ import annotations
@@ -11,54 +10,41 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 from .._validate import one_of
-from ..data import regression_data, token_data
-from ..models import TinyLM, mlp
 from .auditor import audit
 from .findings import AuditReport
-
-
-def audit_setup(name: str = "regression", **options) -> dict:
-    """Keyword arguments for `al.audit` on a fresh tiny model and data set. Lesson 08.
-
-    regression: 40 samples, micro-batches of 4, k = 4, so the epoch has windows of 4, 4 and 2.
-    tokens: 14 padded sequences of 2–12 real tokens, micro-batches of 2, k = 3 (windows 3, 3, 1).
-    batchnorm: the regression setup with a BatchNorm MLP.
-    `options` (max_norm, scheduler, scaler, ...) are passed on to `al.audit`.
-    """
-    one_of("name", name, SETUPS)
-    return {**SETUPS[name](), **options}
-
-
-def _regression(norm: str = "none") -> dict:
-    return {
-        "model": mlp(features=4, hidden=8, depth=1, norm=norm, seed=0),
-        "data": regression_data(n=40, features=4, seed=0),
-        "micro_batch_size": 4,
-        "accumulation_steps": 4,
-        "loss": "mse",
-    }
-
-
-def _tokens() -> dict:
-    return {
-        "model": TinyLM(vocab=16, dim=8, seed=0),
-        "data": token_data(n=14, min_len=2, max_len=12, vocab=16, seed=0),
-        "micro_batch_size": 2,
-        "accumulation_steps": 3,
-        "loss": "cross_entropy",
-    }
-
-
-SETUPS: dict[str, Callable[[], dict]] = {
-    "regression": _regression,
-    "tokens": _tokens,
-    "batchnorm": lambda: _regression("batch"),
-}
+from .loops import (
+    builds_its_own_optimizer,
+    clip_before_unscale,
+    clip_every_micro_batch,
+    correct_loop,
+    last_window_dropped,
+    last_window_underweighted,
+    loss_not_divided,
+    mean_of_means,
+    mystery_loop,
+    off_by_one_schedule,
+    raises,
+    replaces_a_layer,
+    scaler_update_every_micro_batch,
+    scheduler_every_micro_batch,
+    step_every_micro_batch,
+    stray_factor,
+    trains_until_perfect,
+    unscale_every_micro_batch,
+    zero_grad_inside_window,
+)
+from .loops_hidden import (
+    logging_forward_with_grad,
+    normalises_in_place,
+    scheduler_before_optimizer,
+    total_loss_keeps_graphs,
+    undivided_under_clipping,
+    unscale_and_update_every_micro_batch,
+    zero_grad_and_undivided,
+    zero_grad_before_step,
+)
+from .setups import audit_setup
 
 
 @dataclass(frozen=True)
@@ -70,7 +56,9 @@ class CatalogueLoop:
     expected: frozenset[str]
     setup: str = "regression"
     options: dict = field(default_factory=dict)  # max_norm / scheduler / scaler for al.audit
-    kind: str = "bug"  # "bug", "correct" or "broken" (bad input the audit must survive)
+    kind: str = (
+        "bug"  # "bug", "policy", "note", "correct" or "broken" (bad input the audit must survive)
+    )
     question: str = "What will the audit say about this loop?"
 
     @property
@@ -84,207 +72,6 @@ class CatalogueLoop:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
         on = f"setup `{self.setup}`" + (f", with {opts}" if opts else "")
         return f"**{self.name}** ({on}) — {self.question}\n\n```python\n{self.source}```"
-
-
-# ------------------------------------------------------------------------------- right loops
-
-
-def correct_loop(model, optimizer, batches, k):
-    for i, (x, y) in enumerate(batches):
-        start = i - i % k
-        window = min(k, len(batches) - start)  # the last window may hold fewer than k
-        loss = F.mse_loss(model(x), y) / window  # each window's gradient is the mean of its batches
-        loss.backward()
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-# ------------------------------------------------------------------------------- buggy loops
-
-
-def loss_not_divided(model, optimizer, batches, k):
-    for i, (x, y) in enumerate(batches):
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def zero_grad_inside_window(model, optimizer, batches, k):
-    for i, (x, y) in enumerate(batches):
-        optimizer.zero_grad()
-        window = min(k, len(batches) - (i - i % k))
-        loss = F.mse_loss(model(x), y) / window
-        loss.backward()
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            optimizer.step()
-
-
-def mystery_loop(model, optimizer, batches, k):
-    for i, (x, y) in enumerate(batches):
-        window = min(k, len(batches) - (i - i % k))
-        loss = F.mse_loss(model(x), y) / window
-        loss.backward()
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            optimizer.step()
-
-
-def step_every_micro_batch(model, optimizer, batches, k):
-    for i, (x, y) in enumerate(batches):
-        window = min(k, len(batches) - (i - i % k))
-        loss = F.mse_loss(model(x), y) / window
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-
-
-def off_by_one_schedule(model, optimizer, batches, k):
-    for step, (x, y) in enumerate(batches):
-        window = min(k, len(batches) - (step - step % k))
-        loss = F.mse_loss(model(x), y) / window
-        loss.backward()
-        if step % k != 0:
-            continue
-        optimizer.step()
-        optimizer.zero_grad()
-
-
-def last_window_dropped(model, optimizer, batches, k):
-    for i, (x, y) in enumerate(batches):
-        loss = F.mse_loss(model(x), y) / k
-        loss.backward()
-        if (i + 1) % k == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def last_window_underweighted(model, optimizer, batches, k):
-    for i, (x, y) in enumerate(batches):
-        loss = F.mse_loss(model(x), y) / k
-        loss.backward()
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def mean_of_means(model, optimizer, batches, k):
-    for start in range(0, len(batches), k):
-        window = batches[start : start + k]
-        for x, y in window:
-            logits = model(x)
-            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
-            (loss / len(window)).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-
-
-def clip_every_micro_batch(model, optimizer, batches, k, *, max_norm):
-    for i, (x, y) in enumerate(batches):
-        window = min(k, len(batches) - (i - i % k))
-        loss = F.mse_loss(model(x), y) / window
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def scheduler_every_micro_batch(model, optimizer, batches, k, *, scheduler):
-    for i, (x, y) in enumerate(batches):
-        window = min(k, len(batches) - (i - i % k))
-        loss = F.mse_loss(model(x), y) / window
-        loss.backward()
-        scheduler.step()
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def unscale_every_micro_batch(model, optimizer, batches, k, *, scaler, max_norm):
-    for i, (x, y) in enumerate(batches):
-        window = min(k, len(batches) - (i - i % k))
-        loss = F.mse_loss(model(x), y) / window
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad()
-
-
-def clip_before_unscale(model, optimizer, batches, k, *, scaler, max_norm):
-    for i, (x, y) in enumerate(batches):
-        window = min(k, len(batches) - (i - i % k))
-        loss = F.mse_loss(model(x), y) / window
-        scaler.scale(loss).backward()
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad()
-
-
-def scaler_update_every_micro_batch(model, optimizer, batches, k, *, scaler):
-    for i, (x, y) in enumerate(batches):
-        window = min(k, len(batches) - (i - i % k))
-        loss = F.mse_loss(model(x), y) / window
-        scaler.scale(loss).backward()
-        scaler.update()
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            scaler.step(optimizer)
-            optimizer.zero_grad()
-
-
-def stray_factor(model, optimizer, batches, k):
-    for i, (x, y) in enumerate(batches):
-        window = min(k, len(batches) - (i - i % k))
-        loss = 0.7 * F.mse_loss(model(x), y) / window
-        loss.backward()
-        if (i + 1) % k == 0 or i + 1 == len(batches):
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-# ------------------------------------------------------------------------------- bad input
-
-
-def raises(model, optimizer, batches, k):
-    total = 0.0
-    for i, (x, y) in enumerate(batches):
-        total = total + F.mse_loss(model(x), y) / k  # the running total keeps every graph
-        total.backward()  # the second call goes back through the first, already freed, graph
-        if (i + 1) % k == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def builds_its_own_optimizer(model, optimizer, batches, k):
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # the audited optimizer never steps
-    for i, (x, y) in enumerate(batches):
-        (F.mse_loss(model(x), y) / k).backward()
-        if (i + 1) % k == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def replaces_a_layer(model, optimizer, batches, k):
-    model[-1] = nn.Linear(model[-1].in_features, 2, dtype=torch.float64)  # a new head
-    for x, y in batches:
-        F.mse_loss(model(x)[:, :1], y).backward()
-    optimizer.step()
-
-
-def trains_until_perfect(model, optimizer, batches, k):
-    loss = torch.tensor(1.0)
-    while loss.item() > 0:  # a float loss never reaches exactly 0
-        for x, y in batches:
-            loss = F.mse_loss(model(x), y) / len(batches)
-            loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
 
 
 # ------------------------------------------------------------------------------- the catalogue
@@ -306,11 +93,17 @@ _ENTRIES = [
         "step_every_micro_batch", step_every_micro_batch, frozenset({"STEP_EVERY_MICRO_BATCH"})
     ),
     CatalogueLoop("off_by_one_schedule", off_by_one_schedule, frozenset({"OFF_BY_ONE_SCHEDULE"})),
-    CatalogueLoop("last_window_dropped", last_window_dropped, frozenset({"LAST_WINDOW_DROPPED"})),
+    CatalogueLoop(
+        "last_window_dropped",
+        last_window_dropped,
+        frozenset({"LAST_WINDOW_DROPPED"}),
+        kind="policy",
+    ),
     CatalogueLoop(
         "last_window_underweighted",
         last_window_underweighted,
         frozenset({"LAST_WINDOW_UNDERWEIGHTED"}),
+        kind="policy",
     ),
     CatalogueLoop("mean_of_means", mean_of_means, frozenset({"MEAN_OF_MEANS"}), "tokens"),
     CatalogueLoop(
@@ -352,6 +145,58 @@ _ENTRIES = [
         question="The loop is the correct one; the model has BatchNorm. What will the audit say?",
     ),
     CatalogueLoop("stray_factor", stray_factor, frozenset({"UNEXPLAINED_GRADIENT"})),
+    # bugs that hide: composed, silent, one line off, memory, data
+    CatalogueLoop(
+        "zero_grad_and_undivided",
+        zero_grad_and_undivided,
+        frozenset({"ZERO_GRAD_IN_WINDOW", "LOSS_NOT_DIVIDED"}),
+        question="Two bugs at once. Which does the audit name?",
+    ),
+    CatalogueLoop(
+        "zero_grad_before_step", zero_grad_before_step, frozenset({"ZERO_GRAD_BEFORE_STEP"})
+    ),
+    CatalogueLoop(
+        "scheduler_before_optimizer",
+        scheduler_before_optimizer,
+        frozenset({"SCHEDULER_BEFORE_STEP"}),
+        options={"scheduler": True},
+    ),
+    CatalogueLoop(
+        "unscale_and_update_every_micro_batch",
+        unscale_and_update_every_micro_batch,
+        frozenset({"UNSCALE_MISUSE", "SCALER_MISUSE"}),
+        options={"scaler": True},
+        question="PyTorch raises nothing here. What did the optimizer see?",
+    ),
+    CatalogueLoop(
+        "total_loss_keeps_graphs", total_loss_keeps_graphs, frozenset({"GRAPHS_KEPT_ALIVE"})
+    ),
+    CatalogueLoop(
+        "logging_forward_with_grad",
+        logging_forward_with_grad,
+        frozenset({"FORWARD_WITHOUT_BACKWARD"}),
+        kind="note",
+    ),
+    CatalogueLoop(
+        "normalises_in_place",
+        normalises_in_place,
+        frozenset({"BATCH_MODIFIED", "UNEXPLAINED_GRADIENT"}),
+    ),
+    CatalogueLoop(
+        "undivided_under_clipping",
+        undivided_under_clipping,
+        frozenset({"LOSS_NOT_DIVIDED"}),
+        options={"max_norm": 1.0},
+        question="Clipping bites at every step. Can the audit still see the missing ÷k?",
+    ),
+    CatalogueLoop(
+        "undivided_under_clipping_float32",
+        undivided_under_clipping,
+        frozenset({"GRADIENT_NOT_VERIFIED"}),
+        "float32",
+        options={"max_norm": 1.0},
+        question="The same loop in float32. Can the audit still see the missing ÷k?",
+    ),
     CatalogueLoop("raises", raises, frozenset({"STEP_RAISED"}), kind="broken"),
     CatalogueLoop(
         "builds_its_own_optimizer", builds_its_own_optimizer, frozenset({"NO_STEPS"}), kind="broken"

@@ -6,34 +6,58 @@ from dataclasses import dataclass, field
 
 # Stable codes → (severity, short title). Severities:
 #   bug         the loop trains differently from the reference, and we know why
+#   policy      a documented choice for the short last window that differs from the one stated
 #   caveat      the loop is right, but accumulation cannot match the big batch here (BatchNorm)
-#   unexplained the loop differs from the reference in a way none of the known bugs explains
-#   error       the function could not be audited: it raised, did nothing, or changed the model
+#   note        the loop is right, but wastes memory or compute
+#   unverified  the check could not tell a correct loop from a buggy one here, and says how to
+#   unexplained the loop differs from the reference in a way no combination of known bugs explains
+#   error       the function could not be audited: it raised, ran away, did nothing, made NaN
 CODES: dict[str, tuple[str, str]] = {
     "LOSS_NOT_DIVIDED": ("bug", "loss not divided by the window's size"),
     "ZERO_GRAD_IN_WINDOW": ("bug", "gradients zeroed inside the window"),
     "GRADS_NEVER_ZEROED": ("bug", "gradients never zeroed between optimizer steps"),
+    "ZERO_GRAD_BEFORE_STEP": ("bug", "gradients zeroed between the last backward and the step"),
     "STEP_EVERY_MICRO_BATCH": ("bug", "optimizer stepped after every micro-batch"),
     "OFF_BY_ONE_SCHEDULE": ("bug", "optimizer steps at the wrong micro-batches"),
-    "LAST_WINDOW_DROPPED": ("bug", "short last window never reaches the optimizer"),
-    "LAST_WINDOW_UNDERWEIGHTED": ("bug", "short last window divided by k"),
+    "LAST_WINDOW_DROPPED": ("policy", "short last window never reaches the optimizer"),
+    "LAST_WINDOW_UNDERWEIGHTED": ("policy", "short last window divided by k"),
+    "LAST_WINDOW_AVERAGED": ("policy", "short last window averaged, divide_by_k stated"),
+    "LAST_WINDOW_KEPT": ("policy", "short last window stepped, drop stated"),
     "MEAN_OF_MEANS": ("bug", "mean of per-micro-batch means"),
     "CLIP_PER_MICRO_BATCH": ("bug", "gradients clipped inside the window"),
     "NOT_CLIPPED": ("bug", "gradients not clipped"),
     "SCHEDULER_PER_MICRO_BATCH": ("bug", "scheduler stepped every micro-batch"),
+    "SCHEDULER_BEFORE_STEP": ("bug", "scheduler stepped before the optimizer"),
     "SCHEDULER_STEPS_WRONG": ("bug", "scheduler stepped a wrong number of times"),
     "UNSCALE_MISUSE": ("bug", "GradScaler.unscale_ misused"),
     "SCALER_MISUSE": ("bug", "GradScaler called in the wrong order"),
+    "GRAPHS_KEPT_ALIVE": ("bug", "autograd graphs kept alive across windows"),
+    "BATCH_MODIFIED": ("bug", "micro-batches modified in place"),
     "BATCHNORM_STATS": ("caveat", "BatchNorm sees micro-batch statistics"),
+    "FORWARD_WITHOUT_BACKWARD": ("note", "forward with gradients on that backward never used"),
+    "GRADIENT_NOT_VERIFIED": ("unverified", "gradient scale or pattern not verifiable here"),
     "UNEXPLAINED_GRADIENT": ("unexplained", "gradient differs from the reference"),
     "UNEXPLAINED_SCHEDULE": ("unexplained", "optimizer steps at unexpected micro-batches"),
+    "NON_FINITE": ("error", "NaN or infinite values"),
     "STEP_RAISED": ("error", "the function raised an exception"),
-    "RUNAWAY_LOOP": ("error", "the function kept calling the model"),
+    "RUNAWAY_LOOP": ("error", "the function was stopped: too many calls or too long"),
     "NO_STEPS": ("error", "the function never stepped the optimizer"),
     "MODEL_CHANGED": ("error", "the function changed the model's parameters' shapes"),
 }
-BLOCKING = ("bug", "unexplained", "error")  # severities that make a report not ok
-ICONS = {"bug": "❌", "unexplained": "❓", "error": "⛔", "caveat": "⚠️"}
+BLOCKING = ("bug", "unverified", "unexplained", "error")  # severities that make a report not ok
+ICONS = {
+    "bug": "❌",
+    "policy": "ℹ️",
+    "caveat": "⚠️",
+    "note": "💬",
+    "unverified": "🔍",
+    "unexplained": "❓",
+    "error": "⛔",
+}
+# What no single-process audit can see: said in every report.
+OUT_OF_SCOPE = (
+    "DDP no_sync() and gradient synchronisation across ranks (a single process has no ranks)"
+)
 
 
 def _fmt(value) -> str:
@@ -82,13 +106,13 @@ class StepCheck:
     index: int
     window: tuple
     rel_error: float | None
-    explained_by: str | None = None
+    explained_by: str | None = None  # codes joined by "+" (bugs compose)
 
 
 @dataclass
 class AuditReport:
-    """`al.audit(...)`'s answer (lesson 08): `.findings`, `.ok` (no bug, unexplained difference or
-    error; caveats allowed), `.codes`, and the per-step comparison in `.checks`."""
+    """`al.audit(...)`'s answer (lesson 08): `.findings`, `.ok` (no bug, unverifiable check,
+    unexplained difference or error; policies, caveats and notes allowed), `.codes`, and the per-step comparison in `.checks`."""
 
     name: str
     micro_batches: int
@@ -99,7 +123,9 @@ class AuditReport:
     checks: list[StepCheck] = field(default_factory=list)
     zero_grads: tuple[int, ...] = ()  # forwards done when each zero_grad call happened
     scheduler_steps: tuple[int, ...] = ()
-    rtol: float = 1e-6  # relative L2 difference still counted as a match
+    rtol: float = 1e-9  # relative L2 difference still counted as a match
+    dtype: str = "float64"
+    last_window: str = "divide_by_actual"  # the policy the reference applies to a short window
     seconds: float = 0.0
 
     @property
@@ -122,18 +148,28 @@ class AuditReport:
             f"→ {len(self.expected_steps)} optimizer steps expected, {len(self.seen_steps)} seen."
         )
 
+    def scope(self) -> str:
+        """What this audit checked, at which tolerance, and what it cannot see."""
+        return (
+            f"Scope: one process, one epoch, {self.dtype} (match tolerance rtol = {self.rtol:g}), "
+            f"last_window = {self.last_window!r}. Checked: when the optimizer steps; each step's "
+            "gradient (zeroing, loss scaling, window policy, clipping, GradScaler calls); the "
+            f"scheduler; graphs kept alive. Out of reach: {OUT_OF_SCOPE}."
+        )
+
     def _verdict(self) -> str:
         if not self.findings:
             return "✅ clean: every optimizer step saw the reference gradient, on schedule."
         if self.ok:
-            return "✅ no bug in the loop, but read the caveat below."
+            kinds = sorted({f.severity for f in self.findings})
+            return f"✅ no bug in the loop; read the {' and '.join(kinds)} finding(s) below."
         return f"{len(self.findings)} finding(s):"
 
     def __str__(self) -> str:
-        return "\n".join([self._header(), self._verdict(), *map(str, self.findings)])
+        return "\n".join([self._header(), self.scope(), self._verdict(), *map(str, self.findings)])
 
     def _repr_markdown_(self) -> str:
-        out = [f"**{self._header()}**", "", self._verdict(), ""]
+        out = [f"**{self._header()}**", "", f"*{self.scope()}*", "", self._verdict(), ""]
         for f in self.findings:
             out.append(f"- {ICONS[f.severity]} **`{f.code}`** ({f.severity}): {f.message}")
             out += [f"  - {k}: `{_fmt(v)}`" for k, v in f.evidence.items()]

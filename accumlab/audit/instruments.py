@@ -1,0 +1,196 @@
+"""The instruments an audit attaches to the copies it hands a learner's loop (lesson 08).
+
+A forward pre-hook notes which micro-batch each forward consumed (forwards under `torch.no_grad()`
+add no gradient and are ignored); a forward hook tags the output's autograd node, so the audit
+learns whether backward ever reached that graph and whether it is still alive later; optimizer
+step pre- and post-hooks read parameters and gradients; `zero_grad`, the scheduler and the scaler
+are wrapped on their instances only, each call logged with the position it happened at.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from ..data import Data
+from ..engine import grads_of, params_of
+from ..saved import LiveSavedTensors
+from .guard import Budget
+from .recording import StepRecord
+
+SCALER_METHODS = ("scale", "unscale_", "step", "update")
+
+
+class _GraphTag:
+    """Hung on a forward's output node as a pre-hook: it lives exactly as long as that graph, and
+    it is called when backward reaches the graph."""
+
+    __slots__ = ("forward", "step", "on_use", "__weakref__")
+
+    def __init__(self, forward: int, step: int, on_use: Callable[[int, bool], None]):
+        self.forward, self.step, self.on_use = forward, step, on_use
+
+    def __call__(self, grad_outputs):
+        g = grad_outputs[0] if grad_outputs else None
+        finite = g is None or bool(torch.isfinite(g).all())
+        self.on_use(self.forward, finite)
+        return None  # the gradient flows on unchanged
+
+
+def _first_tensor(output):
+    if isinstance(output, torch.Tensor):
+        return output
+    values = output.values() if isinstance(output, dict) else output
+    if isinstance(values, (list, tuple)) or hasattr(values, "__iter__"):
+        for v in values:
+            if isinstance(v, torch.Tensor):
+                return v
+    return None
+
+
+def _norm_updates(model: nn.Module) -> int:
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.num_batches_tracked is not None:
+            return int(m.num_batches_tracked)
+    return 0
+
+
+class Instruments:
+    """Installs every hook and wrapper on the copies and records into `rec` (a Recording)."""
+
+    def __init__(self, rec, model, optimizer, batches: list[Data], pairs: list, budget: Budget):
+        self.rec, self.model, self.optimizer = rec, model, optimizer
+        self.batches, self.budget = batches, budget
+        self.by_id = {id(x): i for i, (x, _) in enumerate(pairs)}
+        self.pending: list = []  # micro-batches first forwarded since the last step
+        self.seen: set[int] = set()
+        self.tags: list[weakref.ref] = []
+        self.handles: list = []
+        self.params_before: dict | None = None
+        self.scaler = None
+        self.error_where = ""
+        self.live_saved = LiveSavedTensors(exclude=list(model.parameters()))
+
+    # ------------------------------------------------------------------ installation
+    def install(self, scheduler, scaler) -> None:
+        self.scaler = scaler
+        self.handles += [
+            self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True),
+            self.model.register_forward_hook(self._after_forward),
+            self.optimizer.register_step_pre_hook(self._before_step),
+            self.optimizer.register_step_post_hook(self._after_step),
+        ]
+        for owner in (self.optimizer, self.model):
+            self._wrap(owner, "zero_grad", lambda: self._log("zero_grads", "zero_grad"))
+        if scheduler is not None:
+            self._wrap(scheduler, "step", lambda: self._log("scheduler_steps", "scheduler"))
+        if scaler is not None:
+            for method in SCALER_METHODS:
+                self._wrap_scaler(scaler, method)
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    @staticmethod
+    def _wrap(obj, name: str, before: Callable) -> None:
+        """Replace `obj.name` on this instance only, so the original class stays untouched."""
+        original = getattr(obj, name)
+
+        def wrapper(*args, **kwargs):
+            before()
+            return original(*args, **kwargs)
+
+        setattr(obj, name, wrapper)
+
+    def _wrap_scaler(self, scaler, method: str) -> None:
+        original = getattr(scaler, method)
+
+        def wrapper(*args, **kwargs):
+            self.budget.spend("scaler_calls")
+            self.rec.scaler_calls.append((method, self.rec.position, float(scaler.get_scale())))
+            self.rec.events.append((f"scaler.{method}", self.rec.position))
+            try:
+                return original(*args, **kwargs)
+            except Exception:
+                self.error_where = self.error_where or f"scaler.{method}"
+                raise
+
+        setattr(scaler, method, wrapper)
+
+    def _log(self, kind: str, event: str) -> None:
+        self.budget.spend(kind)
+        getattr(self.rec, kind).append(self.rec.position)
+        self.rec.events.append((event, self.rec.position))
+
+    # ------------------------------------------------------------------ forward
+    def _identify(self, x):
+        """Index of the micro-batch whose inputs are `x`; None when `x` is not one of them."""
+        if not isinstance(x, torch.Tensor):
+            return None
+        if id(x) in self.by_id:
+            return self.by_id[id(x)]
+        for i, mb in enumerate(self.batches):  # moved or cast by the loop: compare values
+            if mb.x.shape == x.shape and torch.equal(mb.x.to(x.dtype), x.detach().cpu()):
+                return i
+        return None
+
+    def _on_forward(self, _module, args, kwargs):
+        if not torch.is_grad_enabled():  # a no_grad forward (logging, evaluation) adds no gradient
+            return
+        self.budget.spend("forwards")
+        b = self._identify(_first_tensor([*args, *kwargs.values()]))  # model(x) or model(input=x)
+        if b is None or b not in self.seen:
+            self.pending.append(b)
+            if b is not None:
+                self.seen.add(b)
+        self.rec.forwards.append(b)
+        self.rec.events.append(("forward", self.rec.position))
+
+    def _after_forward(self, _module, _args, output):
+        if not torch.is_grad_enabled():
+            return
+        out = _first_tensor(output)
+        if out is None:
+            return
+        forward = len(self.rec.forwards) - 1
+        if self.rec.first_nonfinite_output is None and not bool(torch.isfinite(out).all()):
+            self.rec.first_nonfinite_output = (forward, self.rec.forwards[-1])
+        if out.grad_fn is not None:
+            tag = _GraphTag(forward, len(self.rec.steps), self._on_backward)
+            out.grad_fn.register_prehook(tag)
+            self.rec.tagged.add(forward)
+            self.tags.append(weakref.ref(tag))
+
+    def _on_backward(self, forward: int, finite: bool) -> None:
+        self.rec.backpropagated.add(forward)
+        if not finite and self.rec.first_nonfinite_backward is None:
+            self.rec.first_nonfinite_backward = (forward, self.rec.forwards[forward])
+
+    # ------------------------------------------------------------------ optimizer step
+    def _before_step(self, _opt, _args, _kwargs):
+        self.budget.spend("steps")
+        self.params_before = params_of(self.model)
+
+    def _after_step(self, opt, _args, _kwargs):
+        index = len(self.rec.steps)
+        alive = [t() for t in self.tags]
+        self.rec.steps.append(
+            StepRecord(
+                index=index,
+                window=tuple(self.pending),
+                position=self.rec.position,
+                grads=grads_of(self.model),
+                params=self.params_before,
+                lr=float(opt.param_groups[0]["lr"]),
+                scale=float(self.scaler.get_scale()) if self.scaler is not None else None,
+                norm_updates=_norm_updates(self.model),
+                old_graphs=sum(t is not None and t.step < index for t in alive),
+                saved_bytes=self.live_saved.bytes,
+            )
+        )
+        self.rec.events.append(("step", self.rec.position))
+        self.pending = []

@@ -1,0 +1,65 @@
+"""What an audit records about one run of a learner's loop (lesson 08)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass
+class StepRecord:
+    """What the optimizer saw at one `optimizer.step()`. Parameters are read by a step pre-hook
+    (before the update), gradients by a post-hook, so a closure that runs the last backward inside
+    `step()` (Lightning) is included; under a GradScaler these are the unscaled gradients."""
+
+    index: int
+    window: tuple  # micro-batches first forwarded since the previous step (None: unknown input)
+    position: int  # distinct micro-batches forwarded so far
+    grads: dict[str, torch.Tensor]
+    params: dict[str, torch.Tensor]  # before the update: the parameters the window was run at
+    lr: float
+    scale: float | None  # GradScaler's scale at that moment
+    norm_updates: int  # BatchNorm running-statistic updates so far, 0 without BN
+    old_graphs: int = 0  # autograd graphs of earlier windows' forwards still alive at this step
+    saved_bytes: int = 0  # saved-for-backward bytes still alive at this step (parameters excluded)
+
+
+@dataclass
+class Recording:
+    steps: list[StepRecord] = field(default_factory=list)
+    forwards: list = field(default_factory=list)  # micro-batch of every forward with grad on
+    zero_grads: list[int] = field(default_factory=list)  # position at each zero_grad call
+    scheduler_steps: list[int] = field(default_factory=list)
+    scaler_calls: list[tuple[str, int, float]] = field(default_factory=list)  # method, pos, scale
+    events: list[tuple[str, int]] = field(default_factory=list)  # (kind, position) in call order
+    tagged: set[int] = field(default_factory=set)  # forwards whose output has an autograd graph
+    backpropagated: set[int] = field(default_factory=set)  # forwards whose graph backward reached
+    first_nonfinite_output: tuple[int, object] | None = None  # (forward, micro-batch)
+    first_nonfinite_backward: tuple[int, object] | None = None  # gradient into a forward's output
+    modified: list[int] = field(default_factory=list)  # micro-batches the loop changed in place
+    leftover_grad_norm: float = 0.0  # norm of .grad when the function returned
+    error: BaseException | None = None
+    error_where: str = ""  # "scaler.unscale_" when the exception came out of an instrumented call
+    error_line: str = ""  # the learner's line that raised, when it can be found
+    warnings: list[str] = field(default_factory=list)
+    model: nn.Module | None = None
+    seconds: float = 0.0
+
+    @property
+    def position(self) -> int:
+        return len({b for b in self.forwards if b is not None}) + self.forwards.count(None)
+
+
+def limits_for(micro_batches: int) -> dict[str, int]:
+    """How many calls of each kind a one-epoch loop may make before the audit stops it: generous
+    (a loop forwarding every micro-batch twice, or stepping after each one, stays far inside)."""
+    n = micro_batches
+    return {
+        "forwards": 4 * n + 16,
+        "steps": 2 * n + 16,
+        "zero_grads": 4 * n + 16,
+        "scheduler_steps": 4 * n + 16,
+        "scaler_calls": 8 * n + 32,
+    }
