@@ -1,0 +1,107 @@
+"""Pure plots for lesson 11: data in, matplotlib Figure out (never pyplot)."""
+
+from __future__ import annotations
+
+import math
+
+from matplotlib.figure import Figure
+
+from .measure import EXACT
+
+FLOOR = 1e-17  # an exact 0 cannot sit on a log axis: it is drawn here, and the axis says so
+CEILING = 10.0
+MAX_STEPS = 10  # the lesson's problems have ten micro-batches: at most ten optimizer steps
+
+
+def _floored(values) -> list[float]:
+    return [math.nan if math.isnan(v) else max(v, FLOOR) for v in values]
+
+
+def plot_step_errors(table, *, data: str = "tokens") -> Figure:
+    """Relative gradient error of every optimizer step vs the reference, one group per framework,
+    from a `framework_table(...)`'s evidence."""
+    checks = table.checks[data]
+    fig = Figure(figsize=(9, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    names = [row["name"] for row in table.rows]
+    most = max(len(c) for c in checks.values())
+    width = 0.8 / most
+    for x, name in enumerate(names):
+        for j, c in enumerate(checks[name]):
+            ax.bar(
+                x + (j - (most - 1) / 2) * width,
+                max(c.grad_error, FLOOR),
+                width,
+                color=f"C{j}",
+                label=f"step {j + 1}" if x == 0 else None,
+            )
+    ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
+    ax.set_yscale("log")
+    ax.set_ylim(FLOOR / 2, CEILING)
+    ax.set_xticks(
+        range(len(names)),
+        [row["framework"] for row in table.rows],
+        rotation=20,
+        ha="right",
+        fontsize=8,
+    )
+    ax.set_ylabel("‖used − reference‖ / ‖reference‖")
+    ax.set_title(
+        f"{data}, k = {table.k}: each optimizer step vs one big batch per window "
+        f"(dashed: {EXACT:g}; exact 0 drawn at {FLOOR:g})",
+        fontsize=9,
+    )
+    ax.legend(fontsize=8)
+    return fig
+
+
+class StepErrorFigure:
+    """The explorer's figure, built once: `update(data)` moves the artists (no new axes, no
+    re-layout), which keeps a control change well under the cost of a redraw from scratch."""
+
+    def __init__(self):
+        self.figure = Figure(figsize=(9, 3.4))
+        # a fixed layout: constrained layout would re-solve the whole figure on every change
+        self.figure.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.80, wspace=0.28)
+        self.ax_grad, self.ax_loss = self.figure.subplots(1, 2)
+        steps = list(range(1, MAX_STEPS + 1))
+        for ax, ylabel in (
+            (self.ax_grad, "gradient: ‖used − ref‖ / ‖ref‖"),
+            (self.ax_loss, "logged loss: |logged − true| / true"),
+        ):
+            ax.set_yscale("log")
+            ax.set_ylim(FLOOR / 2, CEILING)
+            ax.set_xlim(0.5, MAX_STEPS + 0.5)
+            ax.set_xticks(steps)
+            ax.set_xlabel("optimizer step")
+            ax.set_ylabel(ylabel, fontsize=9)
+            ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
+        (self.grad_line,) = self.ax_grad.plot([], [], "o-", color="C3")
+        (self.loss_line,) = self.ax_loss.plot([], [], "s-", color="C0")
+        self.missing = self.ax_grad.text(
+            0.02, 0.94, "", transform=self.ax_grad.transAxes, fontsize=8, va="top"
+        )
+        self.no_log = self.ax_loss.text(
+            0.5, 0.5, "", transform=self.ax_loss.transAxes, ha="center", fontsize=10
+        )
+        self.title = self.figure.suptitle("", fontsize=9)
+
+    def update(self, data: dict) -> Figure:
+        steps = list(range(1, len(data["grad_error"]) + 1))
+        self.grad_line.set_data(steps, _floored(data["grad_error"]))
+        losses = _floored(data["loss_error"])
+        logged = not all(math.isnan(v) for v in losses)
+        self.loss_line.set_data(steps if logged else [], losses if logged else [])
+        self.no_log.set_text("" if logged else "logs no loss by itself")
+        lost = data["expected_steps"] - len(steps)
+        self.missing.set_text(f"{lost} window(s) never stepped" if lost > 0 else "")
+        self.title.set_text(
+            f"{data['label']} · {data['data']} · k = {data['k']} · windows {data['windows']}\n"
+            f"backward saw: {data['divided_by']}   (exact 0 drawn at {FLOOR:g}; dashed: {EXACT:g})"
+        )
+        return self.figure
+
+
+def plot_step_explorer(data: dict) -> Figure:
+    """The explorer's figure for one setting, built from scratch (tests and static use)."""
+    return StepErrorFigure().update(data)
