@@ -56,6 +56,10 @@ class FrameworkRun:
         return [s.window for s in self.steps]
 
 
+class RunawayLoop(RuntimeError):
+    """Raised from inside the model when a loop forwards far more often than one epoch needs."""
+
+
 def _key(x: torch.Tensor) -> bytes:
     return x.detach().cpu().contiguous().numpy().tobytes()
 
@@ -68,6 +72,8 @@ class Recorder:
         self.run = run
         self.model = model
         self._index = {_key(mb.x): i for i, mb in enumerate(micro_batches)}
+        # a learner's loop that never ends is stopped at its next forward, not left to hang
+        self._limit = 4 * len(micro_batches) + 16
         self._handles = [model.register_forward_pre_hook(self._on_forward)]
         self._pending: dict | None = None
         self._started = time.perf_counter()
@@ -76,6 +82,8 @@ class Recorder:
     def _on_forward(self, _module, args) -> None:
         if torch.is_grad_enabled() and args:
             self.run.forwards.append(self._index.get(_key(args[0])))
+            if len(self.run.forwards) > self._limit:
+                raise RunawayLoop(f"more than {self._limit} forward passes in one epoch")
 
     def _on_zero(self) -> None:
         self.run.zero_grads.append(len(self.run.forwards))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .._threads import one_thread
 from ..engine import grads_of
 from .hooks import FrameworkRun, StepSeen
 from .problem import Problem
@@ -123,6 +124,7 @@ def _logged_as(value: float | None, terms: dict) -> str:
     return "none of these"
 
 
+@one_thread()  # tiny models: a second thread only waits (lesson 04's measurement)
 def check_run(run: FrameworkRun) -> list[StepCheck]:
     """Every optimizer step of `run` against the reference at the same weights. Lesson 11."""
     problem: Problem = run.problem

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from .measure import EXACT
 
 FLOOR = 1e-17  # an exact 0 cannot sit on a log axis: it is drawn here, and the axis says so
 CEILING = 10.0
+TICKS = (1e-16, 1e-12, 1e-8, 1e-4, 1.0)
 MAX_STEPS = 10  # the lesson's problems have ten micro-batches: at most ten optimizer steps
 
 
@@ -71,6 +73,10 @@ class StepErrorFigure:
         ):
             ax.set_yscale("log")
             ax.set_ylim(FLOOR / 2, CEILING)
+            # few fixed ticks with plain labels, no minor ones: log labels are mathtext ($10^{-16}$),
+            # parsed again on every draw — most of a redraw's cost
+            ax.set_yticks(TICKS, [f"{t:.0e}" for t in TICKS])
+            ax.yaxis.set_minor_locator(NullLocator())
             ax.set_xlim(0.5, MAX_STEPS + 0.5)
             ax.set_xticks(steps)
             ax.set_xlabel("optimizer step")

@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import torch
 
+from .._threads import one_thread
 from .._validate import one_of
 from .deepspeed_stand_in import stand_in_double_division_loop, stand_in_loop
 from .hooks import FrameworkRun, Recorder
@@ -117,27 +118,45 @@ def versions() -> dict[str, str]:
     return {p: package_version(p) for p in ("torch", "accelerate", "lightning", "transformers")}
 
 
-def run_framework(
-    name: str, data: str = "regression", k: int = 4, **runner_options
-) -> FrameworkRun:
+def run_framework(name: str, data: str = "regression", k: int = 4, **options) -> FrameworkRun:
     """Train one epoch of lesson 11's `data` problem with `name` (a key of FRAMEWORKS or VARIANTS)
     and k accumulation steps; return what the hooks recorded. Introduced in lesson 11.
 
     Every run starts from the same weights, uses plain SGD (lr 0.1) and a LambdaLR scheduler
     (lr × 1/(1 + step)), runs offline on one CPU thread and writes nothing that outlives it.
+    `options` go to the runner (e.g. `compute_loss_func=` for the Trainer).
     """
     one_of("name", name, ALL)
-    problem = make_problem(data, k)
     spec = ALL[name]
+    return run_loop(partial(spec.runner, **options), data, k, name=name, package=spec.package)
+
+
+@one_thread()
+def run_loop(
+    runner: Callable,
+    data: str = "regression",
+    k: int = 4,
+    *,
+    name: str = "your loop",
+    package: str | None = None,
+) -> FrameworkRun:
+    """`runner(problem, model, optimizer, scheduler, folder) -> logged` on a fresh problem, recorded
+    like every framework run (the exercises run learners' loops through it). Lesson 11."""
+    if not callable(runner):
+        raise ValueError(f"runner must be callable, got {type(runner).__name__}")
+    problem = make_problem(data, k)
     model = problem.model()
     optimizer = torch.optim.SGD(model.parameters(), lr=problem.lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-    run = FrameworkRun(name, package_version(spec.package), problem)
+    run = FrameworkRun(name, package_version(package), problem)
     recorder = Recorder(run, model, problem.micro_batches())
     recorder.watch(optimizer, scheduler)
-    with offline_and_quiet() as folder:
-        logged = spec.runner(problem, model, optimizer, scheduler, folder, **runner_options)
-    run = recorder.finish()
+    try:
+        with offline_and_quiet() as folder:
+            logged = runner(problem, model, optimizer, scheduler, folder)
+    finally:
+        run = recorder.finish()  # hooks removed even when the loop raised
+    logged = logged or {}
     run.logged_loss = logged.get("loss")
     run.logged_grad_norm = logged.get("grad_norm")
     run.extra = {key: v for key, v in logged.items() if key not in ("loss", "grad_norm")}

@@ -21,12 +21,26 @@ def _loader(problem: Problem) -> DataLoader:
     )
 
 
-def accelerate_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
-    """The loop of Accelerate's docs: mean loss, `accelerator.backward`, step/zero every batch."""
+def fresh_accelerator(k: int, *, reset_sync: bool = True):
+    """`Accelerator(gradient_accumulation_steps=k, cpu=True)` as a new process would see it.
+
+    Accelerate keeps `sync_gradients` in a process-wide GradientState that a new Accelerator does
+    not reset: after a loop that ended mid-window, the next Accelerator in the same notebook starts
+    with sync_gradients=False and its optimizer.step() outside accumulate() does nothing (measured
+    in lesson 11). `reset_sync=False` keeps that inherited state, to show it.
+    """
     from accelerate import Accelerator
 
     # cpu=True: the lesson's float64 comparison must not move to a GPU when one exists
-    accelerator = Accelerator(gradient_accumulation_steps=problem.k, cpu=True)
+    accelerator = Accelerator(gradient_accumulation_steps=k, cpu=True)
+    if reset_sync:
+        accelerator.sync_gradients = True  # a fresh process starts here
+    return accelerator
+
+
+def accelerate_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
+    """The loop of Accelerate's docs: mean loss, `accelerator.backward`, step/zero every batch."""
+    accelerator = fresh_accelerator(problem.k)
     model, optimizer, loader, scheduler = accelerator.prepare(
         model, optimizer, _loader(problem), scheduler
     )
@@ -40,14 +54,14 @@ def accelerate_loop(problem: Problem, model, optimizer, scheduler, folder: str) 
     return {}
 
 
-def accelerate_global_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
+def accelerate_global_loop(
+    problem: Problem, model, optimizer, scheduler, folder: str, *, reset_sync: bool = True
+) -> dict:
     """Accelerate's documented recipe for samples of variable size ("Gradient accumulation" usage
     guide): prefetch each window, count its items, and pass `sum × k ÷ items` to `backward`, so that
     backward's own ÷ k leaves exactly ÷ items — the short last window and token counts included."""
-    from accelerate import Accelerator
-
     k = problem.k
-    accelerator = Accelerator(gradient_accumulation_steps=k, cpu=True)
+    accelerator = fresh_accelerator(k, reset_sync=reset_sync)
     model, optimizer, loader, scheduler = accelerator.prepare(
         model, optimizer, _loader(problem), scheduler
     )
@@ -67,9 +81,7 @@ def accelerate_global_loop(problem: Problem, model, optimizer, scheduler, folder
 def accelerate_unprepared_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
     """The docs' loop over a dataloader Accelerate never saw (not passed to `prepare`): nothing
     tells `accumulate()` that the epoch ended, so a short last window never reaches `step`."""
-    from accelerate import Accelerator
-
-    accelerator = Accelerator(gradient_accumulation_steps=problem.k, cpu=True)
+    accelerator = fresh_accelerator(problem.k)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     for x, y in _loader(problem):
         with accelerator.accumulate(model):
@@ -77,4 +89,17 @@ def accelerate_unprepared_loop(problem: Problem, model, optimizer, scheduler, fo
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
+    return {}
+
+
+def accelerate_custom_loop(
+    problem: Problem, model, optimizer, scheduler, folder: str, *, epoch_fn
+) -> dict:
+    """Your own epoch under a real Accelerator(k): `epoch_fn(accelerator, model, optimizer,
+    scheduler, loader, k)` gets everything prepared, the dataloader included (exercise 11.3)."""
+    accelerator = fresh_accelerator(problem.k)
+    model, optimizer, loader, scheduler = accelerator.prepare(
+        model, optimizer, _loader(problem), scheduler
+    )
+    epoch_fn(accelerator, model, optimizer, scheduler, loader, problem.k)
     return {}
