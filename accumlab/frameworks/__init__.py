@@ -18,8 +18,10 @@ __getattr__, __dir__, __all__ = lazy_names(
         "ALL": "runs",
         "FRAMEWORKS": "runs",
         "VARIANTS": "runs",
+        "lr_factor": "runs",
         "run_all": "runs",
         "run_framework": "runs",
+        "run_loop": "runs",
         "versions": "runs",
         # hooks.py, measure.py: what a run recorded, and each step against the reference
         "FrameworkRun": "hooks",

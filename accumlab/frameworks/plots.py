@@ -19,41 +19,41 @@ def _floored(values) -> list[float]:
     return [math.nan if math.isnan(v) else max(v, FLOOR) for v in values]
 
 
-def plot_step_errors(table, *, data: str = "tokens") -> Figure:
+def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens")) -> Figure:
     """Relative gradient error of every optimizer step vs the reference, one group per framework,
-    from a `framework_table(...)`'s evidence."""
-    checks = table.checks[data]
-    fig = Figure(figsize=(9, 3.6), layout="constrained")
-    ax = fig.add_subplot()
+    one panel per problem, from a `framework_table(...)`'s evidence."""
+    fig = Figure(figsize=(9, 3.0 * len(data) + 0.6), layout="constrained")
+    axes = fig.subplots(len(data), 1, sharex=True, squeeze=False)[:, 0]
     names = [row["name"] for row in table.rows]
-    most = max(len(c) for c in checks.values())
-    width = 0.8 / most
-    for x, name in enumerate(names):
-        for j, c in enumerate(checks[name]):
-            ax.bar(
-                x + (j - (most - 1) / 2) * width,
-                max(c.grad_error, FLOOR),
-                width,
-                color=f"C{j}",
-                label=f"step {j + 1}" if x == 0 else None,
-            )
-    ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
-    ax.set_yscale("log")
-    ax.set_ylim(FLOOR / 2, CEILING)
-    ax.set_xticks(
+    for ax, d in zip(axes, data):
+        checks = table.checks[d]
+        most = max(len(c) for c in checks.values())
+        width = 0.8 / most
+        for x, name in enumerate(names):
+            for j, c in enumerate(checks[name]):
+                ax.bar(
+                    x + (j - (most - 1) / 2) * width,
+                    max(c.grad_error, FLOOR),
+                    width,
+                    color=f"C{j}",
+                    label=f"step {j + 1}" if x == 0 else None,
+                )
+        ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
+        ax.set_yscale("log")
+        ax.set_ylim(FLOOR / 2, CEILING)
+        ax.set_ylabel("‖used − ref‖ / ‖ref‖", fontsize=9)
+        ax.set_title(
+            f"{d}, k = {table.k}: each optimizer step vs one big batch per window", fontsize=9
+        )
+        ax.legend(fontsize=7, loc="center left")
+    axes[-1].set_xticks(
         range(len(names)),
         [row["framework"] for row in table.rows],
         rotation=20,
         ha="right",
         fontsize=8,
     )
-    ax.set_ylabel("‖used − reference‖ / ‖reference‖")
-    ax.set_title(
-        f"{data}, k = {table.k}: each optimizer step vs one big batch per window "
-        f"(dashed: {EXACT:g}; exact 0 drawn at {FLOOR:g})",
-        fontsize=9,
-    )
-    ax.legend(fontsize=8)
+    fig.suptitle(f"dashed: {EXACT:g}; an exact 0 is drawn at {FLOOR:g}", fontsize=8)
     return fig
 
 
