@@ -306,3 +306,9 @@ def test_plots_return_figures(table):
     fig = F.plot_step_explorer(data)
     assert list(fig.axes[0].lines[-1].get_xdata()) == [1, 2, 3]  # lines[0]: the dashed threshold
     assert isinstance(StepErrorFigure().update(data), type(fig))
+
+
+def test_every_public_name_resolves():
+    assert "frameworks" in al.TOPICS
+    for name in F.__all__:
+        assert getattr(F, name) is not None, name

@@ -22,6 +22,10 @@ def _floored(values) -> list[float]:
 def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens")) -> Figure:
     """Relative gradient error of every optimizer step vs the reference, one group per framework,
     one panel per problem, from a `framework_table(...)`'s evidence."""
+    data = (data,) if isinstance(data, str) else tuple(data)
+    for d in data:
+        if d not in table.checks:
+            raise ValueError(f"data must be among {sorted(table.checks)}, got {d!r}")
     fig = Figure(figsize=(9, 3.0 * len(data) + 0.6), layout="constrained")
     axes = fig.subplots(len(data), 1, sharex=True, squeeze=False)[:, 0]
     names = [row["name"] for row in table.rows]
