@@ -14,7 +14,7 @@ from ..explorer import Explorer, int_slider
 from .hooks import FrameworkRun
 from .measure import StepCheck, check_run
 from .plots import StepErrorFigure
-from .problem import DATASETS
+from .problem import DATASETS, make_problem
 from .runs import ALL, FRAMEWORKS, run_framework
 
 KS = (1, 2, 3, 4, 5)  # k = 5 fills both windows; 1–4 leave a short last window or none (k=1, 2)
@@ -52,7 +52,6 @@ def explore_frameworks(grid: dict, framework: str, data: str, k: int) -> dict:
     key = (framework, data, k)
     if key not in grid:
         raise ValueError(f"(framework, data, k) = {key!r} is not in the grid")
-    from .problem import make_problem
 
     checks = grid[key]
     return {

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .._validate import one_of, positive_int
+from .._validate import one_of, positive_float, positive_int
 from ..data import Data, regression_data, token_data
 from ..losses import Loss, get_loss
 from ..models import TinyLM, mlp
@@ -82,8 +82,7 @@ def make_problem(data: str = "regression", k: int = 4, *, lr: float = 0.1) -> Pr
         raise ValueError(
             f"k must be at most {MAX_K} (the problems have {MAX_K} micro-batches), got {k}"
         )
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-        raise ValueError(f"lr must be a number > 0, got {lr!r}")
+    lr = positive_float("lr", lr)
     if data == "tokens":
         # 1 to 12 real tokens per sequence: micro-batches hold very different token counts
         tokens = token_data(n=20, min_len=1, max_len=12, vocab=16, seed=0)
