@@ -20,8 +20,9 @@ TO_BE_EXACT = {
     "trainer": "accept `num_items_in_batch` in forward (**kwargs) or pass `compute_loss_func`, "
     "and divide Σ by it [trainer_num_items]",
     "trainer_num_items": "— (clipping: `max_grad_norm` defaults to 1.0) [trainer_default_clip]",
-    "deepspeed_stand_in": "never ÷ k yourself; short window: `scale_wrt_gas=False` + your own "
-    "divisor (DeepSpeed docs; not measured)",
+    "deepspeed_stand_in": "never ÷ k yourself; unequal windows: caller-owned boundaries "
+    "(`managed_gradient_accumulation: false`), `scale_wrt_gas=False` and your own divisor "
+    "(DeepSpeed docs; not measured)",
 }
 COLUMNS = (
     "framework",
