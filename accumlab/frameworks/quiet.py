@@ -2,7 +2,9 @@
 
 The libraries would otherwise print device banners and per-step log lines into the notebook, and
 the Hugging Face ones look for a hub when asked for anything by name. The lesson builds every model
-in code, so nothing needs the network: the HF_* switches make any attempt fail fast instead of wait.
+in code, so nothing needs the network (a test runs every framework with sockets refused); the HF_*
+switches are a second guard — huggingface_hub reads them when it is first imported, which in the
+lesson happens inside this context.
 """
 
 from __future__ import annotations
