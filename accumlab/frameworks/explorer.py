@@ -88,7 +88,8 @@ def framework_explorer(grid: dict | None = None) -> Explorer:
     )
     data = W.Dropdown(options=datas, value=datas[0], description="data")
     k = int_slider("accumulation steps k", ks[-1] if 4 not in ks else 4, ks[0], ks[-1])
-    figure = StepErrorFigure()
+    # as many step slots as the smallest k can make, and no more: every tick label costs render time
+    figure = StepErrorFigure(max(len(checks) for checks in grid.values()))
 
     def compute(framework: str, data: str, k: int) -> dict:
         return explore_frameworks(grid, framework, data, k)

@@ -65,12 +65,12 @@ class StepErrorFigure:
     """The explorer's figure, built once: `update(data)` moves the artists (no new axes, no
     re-layout), which keeps a control change well under the cost of a redraw from scratch."""
 
-    def __init__(self):
+    def __init__(self, max_steps: int = MAX_STEPS):
         self.figure = Figure(figsize=(9, 3.4))
         # a fixed layout: constrained layout would re-solve the whole figure on every change
         self.figure.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.80, wspace=0.28)
         self.ax_grad, self.ax_loss = self.figure.subplots(1, 2)
-        steps = list(range(1, MAX_STEPS + 1))
+        steps = list(range(1, max_steps + 1))
         for ax, ylabel in (
             (self.ax_grad, "gradient: ‖used − ref‖ / ‖ref‖"),
             (self.ax_loss, "logged loss: |logged − true| / true"),
@@ -81,7 +81,7 @@ class StepErrorFigure:
             # parsed again on every draw — most of a redraw's cost
             ax.set_yticks(TICKS, [f"{t:.0e}" for t in TICKS])
             ax.yaxis.set_minor_locator(NullLocator())
-            ax.set_xlim(0.5, MAX_STEPS + 0.5)
+            ax.set_xlim(0.5, max_steps + 0.5)
             ax.set_xticks(steps)
             ax.set_xlabel("optimizer step")
             ax.set_ylabel(ylabel, fontsize=9)
@@ -114,4 +114,4 @@ class StepErrorFigure:
 
 def plot_step_explorer(data: dict) -> Figure:
     """The explorer's figure for one setting, built from scratch (tests and static use)."""
-    return StepErrorFigure().update(data)
+    return StepErrorFigure(max(len(data["grad_error"]), 1)).update(data)
