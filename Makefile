@@ -1,4 +1,4 @@
-# Two commands for a fresh machine with Python >= 3.10 and make:
+# Two commands for a fresh machine with Python >= 3.11 and make:
 #   make lab    create .venv if missing, open JupyterLab on the first lesson
 #   make test   create .venv if missing, run unit tests + every lesson (pytest --nbmake)
 # TORCH_SPEC picks the torch build installed first, e.g. a CPU-only wheel:

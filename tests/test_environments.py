@@ -4,16 +4,11 @@ statically — they parse, and each names every runtime dependency of pyproject.
 import os
 import re
 import stat
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 # pyproject name → the names a conda environment may use for it

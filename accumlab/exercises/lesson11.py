@@ -1,0 +1,79 @@
+"""Lesson 11 exercises: predict what a framework does to a short window, then make the Trainer and
+Accelerate exact on token data — each answer is run through the REAL framework and every optimizer
+step is compared with the reference."""
+
+from __future__ import annotations
+
+import math
+
+from . import exercise
+
+
+def _worst(run) -> tuple[float, list]:
+    from ..frameworks.measure import check_run
+
+    checks = check_run(run)
+    return max((c.grad_error for c in checks), default=math.inf), checks
+
+
+@exercise("11.1", 1, "the factor on Lightning's short last window")
+def _lightning_factor(answer):
+    from ..frameworks.measure import check_run
+    from ..frameworks.runs import run_framework
+
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        return "answer with one number: the used gradient ÷ the reference gradient on that step"
+    measured = check_run(run_framework("lightning", "regression", 4))[-1].scale
+    if math.isclose(answer, measured, rel_tol=1e-6):
+        return None
+    if math.isclose(answer, 1.0):
+        return "Lightning does step the short window — but what does it divide its 2 losses by?"
+    if math.isclose(answer, 1 / measured, rel_tol=1e-6):
+        return "upside down: is the gradient too small or too large?"
+    return "count the micro-batches in the last window, and what the loss is divided by"
+
+
+@exercise("11.2", 2, "a compute_loss_func that makes the Trainer exact on tokens")
+def _trainer_loss(answer):
+    from ..frameworks.runs import run_framework
+
+    if not callable(answer):
+        return "give a function loss(outputs, labels, num_items_in_batch=None) -> loss"
+    run = run_framework("trainer", "tokens", 4, compute_loss_func=answer)
+    worst, checks = _worst(run)
+    if worst <= 1e-10:
+        return None
+    scales = [c.scale for c in checks]
+    if all(s > 2 for s in scales[:2]):
+        return (
+            f"the steps are {scales[0]:.2g}× too large: the Trainer divides a compute_loss_func's "
+            "loss by nothing — it is yours to normalise"
+        )
+    return (
+        "the size is right but tokens are not weighed alike: divide the SUM by the window's count"
+    )
+
+
+@exercise("11.3", 3, "an Accelerate epoch that is exact on tokens, short window included")
+def _accelerate_epoch(answer):
+    from functools import partial
+
+    from ..frameworks.runs import run_loop
+    from ..frameworks.with_accelerate import accelerate_custom_loop
+
+    if not callable(answer):
+        return "give a function epoch(accelerator, model, optimizer, scheduler, loader, k)"
+    run = run_loop(partial(accelerate_custom_loop, epoch_fn=answer), "tokens", 4)
+    windows = run.problem.windows()
+    if [s.window for s in run.steps] != windows:
+        return (
+            f"the optimizer stepped after micro-batches {[s.end for s in run.steps]}; "
+            f"one big batch per window steps after {[w[-1] + 1 for w in windows]}"
+        )
+    worst, checks = _worst(run)
+    if worst <= 1e-10:
+        return None
+    last = checks[-1]
+    if all(c.grad_error <= 1e-10 for c in checks[:-1]):
+        return f"only the short last window is off (×{last.scale:.3g}): backward still ÷ k there"
+    return f"off by up to {worst:.0%}: accelerator.backward divides by k — count tokens per window"

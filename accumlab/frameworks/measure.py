@@ -1,0 +1,168 @@
+"""Compare every optimizer step a framework took with the reference at the same weights, and say
+what the measured gradient is — not guessed from the source (lesson 11).
+
+For each step, at the weights the window ran at, three gradients are computed from the window's
+micro-batches: the reference g_ref (Σ item losses ÷ items in the window: one big batch), and
+g_means (Σ of the micro-batch MEAN losses, divided by nothing). A loop that divides each
+micro-batch mean by D produces exactly g_means / D; one that weighs every item alike produces a
+multiple of g_ref. Whichever the measured gradient is a multiple of names what the loss was divided
+by.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .._threads import one_thread
+from ..engine import grads_of
+from .hooks import FrameworkRun, StepSeen
+from .problem import Problem
+
+EXACT = 1e-10  # float64 round-off on these problems is ~1e-16; anything above 1e-10 is a real difference
+LOSS_MATCH = 1e-6  # logged losses: the Trainer sums them in a float32 tensor (~1e-7 relative)
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """One optimizer step against the reference. Errors are relative: ‖a − b‖ / ‖b‖."""
+
+    step: int
+    window: tuple
+    expected: tuple | None  # the reference's window at this step (None: the reference has none)
+    grad_error: float  # used gradient vs reference
+    scale: float  # ⟨used, ref⟩ / ⟨ref, ref⟩: the factor when the direction is right
+    divided_by: str  # what the measured gradient says backward saw, e.g. "Σ means ÷ 4"
+    pre_hook_error: float  # what a step PRE-hook saw vs what the step used
+    lr: float
+    expected_lr: float
+    true_loss: float  # the window's item-weighted mean loss at these weights
+    mean_of_means: float
+    last_micro_loss: float
+    logged_loss: float | None
+    logged_as: str  # which of the candidates the logged loss equals ("" when nothing logged)
+    grad_norm: float  # ‖used gradient‖
+    reference_norm: float  # ‖reference gradient‖
+    logged_grad_norm: float | None
+
+    @property
+    def loss_error(self) -> float:
+        """Relative error of the logged loss against the true window loss; NaN when not logged."""
+        if self.logged_loss is None:
+            return math.nan
+        return abs(self.logged_loss - self.true_loss) / abs(self.true_loss)
+
+
+def _flat(grads: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat([grads[n].reshape(-1) for n in sorted(grads)])
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def _multiple(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    """c with a = c·b to round-off, else None."""
+    c = float(a @ b / (b @ b))
+    return c if float((a - c * b).norm()) <= EXACT * max(float(a.norm()), 1e-300) else None
+
+
+def _window_terms(problem: Problem, params: dict, window: tuple) -> dict:
+    """At `params`: g_ref, g_means and the candidate window losses."""
+    model = problem.model()
+    model.load_state_dict(params, strict=True)
+    batches = problem.micro_batches()
+    sums, counts = [], []
+    for i in window:
+        mb = batches[i]
+        sums.append(problem.sum_loss(model(mb.x), mb.y))
+        counts.append(problem.items(mb.y))
+    total = sum(sums) / sum(counts)
+    means = [s / c for s, c in zip(sums, counts)]
+    model.zero_grad(set_to_none=True)
+    total.backward(retain_graph=True)
+    g_ref = grads_of(model)
+    model.zero_grad(set_to_none=True)
+    sum(means).backward()
+    g_means = grads_of(model)
+    return {
+        "g_ref": _flat(g_ref),
+        "g_means": _flat(g_means),
+        "true": float(total.detach()),
+        "mean_of_means": float(sum(means).detach()) / len(means),
+        "sum_of_means": float(sum(means).detach()),
+        "last": float(means[-1].detach()),
+    }
+
+
+def _divided_by(used: torch.Tensor, terms: dict) -> str:
+    if _multiple(used, terms["g_ref"]) is not None and _rel(used, terms["g_ref"]) <= EXACT:
+        return "Σ item losses ÷ window items"
+    c = _multiple(used, terms["g_means"])
+    if c is not None:
+        return f"Σ means ÷ {1 / c:.4g}"
+    c = _multiple(used, terms["g_ref"])
+    if c is not None:
+        return f"Σ item losses ÷ window items × {c:.4g}"
+    return "neither a multiple of Σ means nor of the reference"
+
+
+def _logged_as(value: float | None, terms: dict) -> str:
+    if value is None:
+        return ""
+    candidates = {
+        "window mean": terms["true"],
+        "mean of micro-batch means": terms["mean_of_means"],
+        "last micro-batch": terms["last"],
+        "sum of micro-batch means": terms["sum_of_means"],
+    }
+    for name, target in candidates.items():
+        if abs(value - target) <= LOSS_MATCH * abs(target):
+            return name
+    return "none of these"
+
+
+@one_thread()  # tiny models: a second thread only waits (lesson 04's measurement)
+def check_run(run: FrameworkRun) -> list[StepCheck]:
+    """Every optimizer step of `run` against the reference at the same weights. Lesson 11."""
+    problem: Problem = run.problem
+    expected = problem.windows()
+    checks = []
+    for i, step in enumerate(run.steps):
+        checks.append(_check_step(problem, run, i, step, expected))
+    return checks
+
+
+def _check_step(problem: Problem, run: FrameworkRun, i: int, step: StepSeen, expected) -> StepCheck:
+    if None in step.window:
+        raise ValueError(f"step {i} of {run.framework} forwarded inputs that are not the problem's")
+    terms = _window_terms(problem, step.params, step.window)
+    used = _flat(step.grads)
+    logged = run.logged_loss[i] if run.logged_loss and i < len(run.logged_loss) else None
+    norms = run.logged_grad_norm
+    return StepCheck(
+        step=i,
+        window=step.window,
+        expected=expected[i] if i < len(expected) else None,
+        grad_error=_rel(used, terms["g_ref"]),
+        scale=float(used @ terms["g_ref"] / (terms["g_ref"] @ terms["g_ref"])),
+        divided_by=_divided_by(used, terms),
+        pre_hook_error=_rel(_flat(step.grads_at_pre_hook), used),
+        lr=step.lr,
+        expected_lr=problem.lr / (1 + i),  # the schedule lr × 1/(1 + step), one step per window
+        true_loss=terms["true"],
+        mean_of_means=terms["mean_of_means"],
+        last_micro_loss=terms["last"],
+        logged_loss=logged,
+        logged_as=_logged_as(logged, terms),
+        grad_norm=float(used.norm()),
+        reference_norm=float(terms["g_ref"].norm()),
+        logged_grad_norm=norms[i] if norms and i < len(norms) else None,
+    )
+
+
+def final_weight_error(run: FrameworkRun, reference: FrameworkRun) -> float:
+    """‖final weights − the reference run's final weights‖ / ‖reference's‖ after the epoch."""
+    return _rel(_flat(run.final_params), _flat(reference.final_params))

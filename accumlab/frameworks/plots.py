@@ -1,0 +1,117 @@
+"""Pure plots for lesson 11: data in, matplotlib Figure out (never pyplot)."""
+
+from __future__ import annotations
+
+import math
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from .measure import EXACT
+
+FLOOR = 1e-17  # an exact 0 cannot sit on a log axis: it is drawn here, and the axis says so
+CEILING = 10.0
+TICKS = (1e-16, 1e-12, 1e-8, 1e-4, 1.0)
+MAX_STEPS = 10  # the lesson's problems have ten micro-batches: at most ten optimizer steps
+
+
+def _floored(values) -> list[float]:
+    return [math.nan if math.isnan(v) else max(v, FLOOR) for v in values]
+
+
+def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens")) -> Figure:
+    """Relative gradient error of every optimizer step vs the reference, one group per framework,
+    one panel per problem, from a `framework_table(...)`'s evidence."""
+    data = (data,) if isinstance(data, str) else tuple(data)
+    for d in data:
+        if d not in table.checks:
+            raise ValueError(f"data must be among {sorted(table.checks)}, got {d!r}")
+    fig = Figure(figsize=(9, 3.0 * len(data) + 0.6), layout="constrained")
+    axes = fig.subplots(len(data), 1, sharex=True, squeeze=False)[:, 0]
+    names = [row["name"] for row in table.rows]
+    for ax, d in zip(axes, data):
+        checks = table.checks[d]
+        most = max(len(c) for c in checks.values())
+        width = 0.8 / most
+        for x, name in enumerate(names):
+            for j, c in enumerate(checks[name]):
+                ax.bar(
+                    x + (j - (most - 1) / 2) * width,
+                    max(c.grad_error, FLOOR),
+                    width,
+                    color=f"C{j}",
+                    label=f"step {j + 1}" if x == 0 else None,
+                )
+        ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
+        ax.set_yscale("log")
+        ax.set_ylim(FLOOR / 2, CEILING)
+        ax.set_ylabel("‖used − ref‖ / ‖ref‖", fontsize=9)
+        ax.set_title(
+            f"{d}, k = {table.k}: each optimizer step vs one big batch per window", fontsize=9
+        )
+        ax.legend(fontsize=7, loc="center left")
+    axes[-1].set_xticks(
+        range(len(names)),
+        [row["framework"] for row in table.rows],
+        rotation=20,
+        ha="right",
+        fontsize=8,
+    )
+    fig.suptitle(f"dashed: {EXACT:g}; an exact 0 is drawn at {FLOOR:g}", fontsize=8)
+    return fig
+
+
+class StepErrorFigure:
+    """The explorer's figure, built once: `update(data)` moves the artists (no new axes, no
+    re-layout), which keeps a control change well under the cost of a redraw from scratch."""
+
+    def __init__(self, max_steps: int = MAX_STEPS):
+        self.figure = Figure(figsize=(9, 3.4))
+        # a fixed layout: constrained layout would re-solve the whole figure on every change
+        self.figure.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.80, wspace=0.28)
+        self.ax_grad, self.ax_loss = self.figure.subplots(1, 2)
+        steps = list(range(1, max_steps + 1))
+        for ax, ylabel in (
+            (self.ax_grad, "gradient: ‖used − ref‖ / ‖ref‖"),
+            (self.ax_loss, "logged loss: |logged − true| / true"),
+        ):
+            ax.set_yscale("log")
+            ax.set_ylim(FLOOR / 2, CEILING)
+            # few fixed ticks with plain labels, no minor ones: log labels are mathtext ($10^{-16}$),
+            # parsed again on every draw — most of a redraw's cost
+            ax.set_yticks(TICKS, [f"{t:.0e}" for t in TICKS])
+            ax.yaxis.set_minor_locator(NullLocator())
+            ax.set_xlim(0.5, max_steps + 0.5)
+            ax.set_xticks(steps)
+            ax.set_xlabel("optimizer step")
+            ax.set_ylabel(ylabel, fontsize=9)
+            ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
+        (self.grad_line,) = self.ax_grad.plot([], [], "o-", color="C3")
+        (self.loss_line,) = self.ax_loss.plot([], [], "s-", color="C0")
+        self.missing = self.ax_grad.text(
+            0.02, 0.94, "", transform=self.ax_grad.transAxes, fontsize=8, va="top"
+        )
+        self.no_log = self.ax_loss.text(
+            0.5, 0.5, "", transform=self.ax_loss.transAxes, ha="center", fontsize=10
+        )
+        self.title = self.figure.suptitle("", fontsize=9)
+
+    def update(self, data: dict) -> Figure:
+        steps = list(range(1, len(data["grad_error"]) + 1))
+        self.grad_line.set_data(steps, _floored(data["grad_error"]))
+        losses = _floored(data["loss_error"])
+        logged = not all(math.isnan(v) for v in losses)
+        self.loss_line.set_data(steps if logged else [], losses if logged else [])
+        self.no_log.set_text("" if logged else "logs no loss by itself")
+        lost = data["expected_steps"] - len(steps)
+        self.missing.set_text(f"{lost} window(s) never stepped" if lost > 0 else "")
+        self.title.set_text(
+            f"{data['label']} · {data['data']} · k = {data['k']} · windows {data['windows']}\n"
+            f"backward saw: {data['divided_by']}   (exact 0 drawn at {FLOOR:g}; dashed: {EXACT:g})"
+        )
+        return self.figure
+
+
+def plot_step_explorer(data: dict) -> Figure:
+    """The explorer's figure for one setting, built from scratch (tests and static use)."""
+    return StepErrorFigure(max(len(data["grad_error"]), 1)).update(data)

@@ -1,0 +1,182 @@
+"""Run one framework (or the reference) on one of lesson 11's problems and record what it did."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from importlib.metadata import PackageNotFoundError, version
+
+import torch
+
+from .._threads import one_thread
+from .._validate import one_of
+from .deepspeed_stand_in import stand_in_double_division_loop, stand_in_loop
+from .hooks import FrameworkRun, Recorder
+from .plain import reference_loop, textbook_loop
+from .problem import make_problem
+from .quiet import offline_and_quiet
+from .with_accelerate import accelerate_global_loop, accelerate_loop, accelerate_unprepared_loop
+from .with_lightning import lightning_exact_loop, lightning_loop
+from .with_trainer import trainer_loop
+
+
+@dataclass(frozen=True)
+class Framework:
+    label: str  # how the table and the plots name it
+    package: str | None  # the distribution whose version the run reports; None: accumlab only
+    runner: Callable = field(repr=False)
+    what: str = ""  # one line: what this run does
+
+
+FRAMEWORKS: dict[str, Framework] = {
+    "reference": Framework(
+        "reference", None, reference_loop, "exact: Σ item losses ÷ items in the window"
+    ),
+    "plain_loop": Framework(
+        "plain PyTorch loop", None, textbook_loop, "textbook `(loss / k).backward()`"
+    ),
+    "accelerate": Framework(
+        "Accelerate", "accelerate", accelerate_loop, "`accumulate()` + `accelerator.backward(loss)`"
+    ),
+    "lightning": Framework(
+        "Lightning", "lightning", lightning_loop, "`Trainer(accumulate_grad_batches=k)`"
+    ),
+    "trainer": Framework(
+        "Transformers Trainer",
+        "transformers",
+        partial(trainer_loop, mode="mean"),
+        "model returns the micro-batch mean",
+    ),
+    "trainer_num_items": Framework(
+        "Trainer + num_items_in_batch",
+        "transformers",
+        partial(trainer_loop, mode="num_items"),
+        "model takes **kwargs and divides Σ by `num_items_in_batch`",
+    ),
+    "deepspeed_stand_in": Framework(
+        "DeepSpeed STAND-IN", None, stand_in_loop, "not DeepSpeed: its documented ÷ k in backward"
+    ),
+}
+# runs the lesson shows beside the main table: the fixes, and the traps
+VARIANTS: dict[str, Framework] = {
+    "accelerate_global": Framework(
+        "Accelerate, docs' variable-size recipe",
+        "accelerate",
+        accelerate_global_loop,
+        "Σ × k ÷ window items",
+    ),
+    "accelerate_unprepared": Framework(
+        "Accelerate, loader not prepared",
+        "accelerate",
+        accelerate_unprepared_loop,
+        "dataloader not passed to `prepare`",
+    ),
+    "lightning_exact": Framework(
+        "Lightning, Σ × k ÷ window items", "lightning", lightning_exact_loop, "exact training_step"
+    ),
+    "trainer_kwargs_ignored": Framework(
+        "Trainer, **kwargs ignored",
+        "transformers",
+        partial(trainer_loop, mode="kwargs_ignored"),
+        "forward takes **kwargs, returns the mean",
+    ),
+    "trainer_default_clip": Framework(
+        "Trainer, default max_grad_norm",
+        "transformers",
+        partial(trainer_loop, mode="mean", max_grad_norm=None),
+        "clipping left at its default",
+    ),
+    "deepspeed_stand_in_double": Framework(
+        "DeepSpeed STAND-IN, loss / k",
+        None,
+        stand_in_double_division_loop,
+        "`engine.backward(loss / k)`: divided twice",
+    ),
+}
+ALL = {**FRAMEWORKS, **VARIANTS}
+
+
+def lr_factor(step: int) -> float:
+    """The schedule every run uses: strictly decreasing, so a scheduler stepped too often or too
+    rarely shows in the learning rate of the first step it affects (as in lesson 08)."""
+    return 1.0 / (1.0 + step)
+
+
+def package_version(package: str | None) -> str:
+    if package is None:
+        return f"torch {torch.__version__}"
+    try:
+        return f"{package} {version(package)}"
+    except PackageNotFoundError:
+        return f"{package} (not installed)"
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of torch and the three frameworks (read from package metadata: nothing
+    is imported)."""
+    return {p: package_version(p) for p in ("torch", "accelerate", "lightning", "transformers")}
+
+
+def run_framework(name: str, data: str = "regression", k: int = 4, **options) -> FrameworkRun:
+    """Train one epoch of lesson 11's `data` problem with `name` (a key of FRAMEWORKS or VARIANTS)
+    and k accumulation steps; return what the hooks recorded. Introduced in lesson 11.
+
+    Every run starts from the same weights, uses plain SGD (lr 0.1) and a LambdaLR scheduler
+    (lr × 1/(1 + step)), runs offline on one CPU thread and writes nothing that outlives it.
+    `options` go to the runner (e.g. `compute_loss_func=` for the Trainer).
+    """
+    one_of("name", name, ALL)
+    spec = ALL[name]
+    return run_loop(partial(spec.runner, **options), data, k, name=name, package=spec.package)
+
+
+@one_thread()
+def run_loop(
+    runner: Callable,
+    data: str = "regression",
+    k: int = 4,
+    *,
+    name: str = "your loop",
+    package: str | None = None,
+) -> FrameworkRun:
+    """`runner(problem, model, optimizer, scheduler, folder) -> logged` on a fresh problem, recorded
+    like every framework run (the exercises run learners' loops through it). Lesson 11."""
+    if not callable(runner):
+        raise ValueError(f"runner must be callable, got {type(runner).__name__}")
+    problem = make_problem(data, k)
+    model = problem.model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=problem.lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    run = FrameworkRun(name, package_version(package), problem)
+    recorder = Recorder(run, model, problem.micro_batches())
+    recorder.watch(optimizer, scheduler)
+    try:
+        with offline_and_quiet() as folder:
+            logged = runner(problem, model, optimizer, scheduler, folder)
+    finally:
+        run = recorder.finish()  # hooks removed even when the loop raised
+    logged = logged or {}
+    run.logged_loss = logged.get("loss")
+    run.logged_grad_norm = logged.get("grad_norm")
+    run.extra = {key: v for key, v in logged.items() if key not in ("loss", "grad_norm")}
+    return run
+
+
+def run_all(
+    names: tuple[str, ...] | list[str] = tuple(FRAMEWORKS),
+    data: tuple[str, ...] | list[str] = ("regression", "tokens"),
+    k: int = 4,
+    *,
+    progress: bool = True,
+) -> dict[str, dict[str, FrameworkRun]]:
+    """`run_framework` for every name on every problem: {data: {name: run}}. Lesson 11."""
+    from tqdm.auto import tqdm
+
+    for name in names:
+        one_of("name", name, ALL)
+    jobs = [(d, n) for d in data for n in names]
+    out: dict[str, dict[str, FrameworkRun]] = {d: {} for d in data}
+    for d, n in tqdm(jobs, desc=f"runs at k={k}", disable=not progress, leave=False):
+        out[d][n] = run_framework(n, d, k)
+    return out

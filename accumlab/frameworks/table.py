@@ -1,0 +1,138 @@
+"""Lesson 11's side-by-side table: every cell computed from the recorded runs, with the versions
+it was measured on (it holds for those versions; rerun the lesson after an upgrade)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .hooks import FrameworkRun
+from .measure import EXACT, StepCheck, check_run, final_weight_error
+from .runs import ALL, versions
+
+# what each framework asks of you for the exact big-batch gradient; every line is a run of the
+# lesson (the name in brackets) whose steps all match the reference
+TO_BE_EXACT = {
+    "reference": "—",
+    "plain_loop": "divide Σ item losses by the window's items, counted before its first backward",
+    "accelerate": "pass Σ loss × k ÷ window items to `accelerator.backward` (docs' recipe) "
+    "[accelerate_global]",
+    "lightning": "return Σ loss × k ÷ window items from `training_step` [lightning_exact]",
+    "trainer": "accept `num_items_in_batch` in forward (**kwargs) or pass `compute_loss_func`, "
+    "and divide Σ by it [trainer_num_items]",
+    "trainer_num_items": "— (clipping: `max_grad_norm` defaults to 1.0) [trainer_default_clip]",
+    "deepspeed_stand_in": "never ÷ k yourself; unequal windows: caller-owned boundaries "
+    "(`managed_gradient_accumulation: false`), `scale_wrt_gas=False` and your own divisor "
+    "(DeepSpeed docs; not measured)",
+}
+COLUMNS = (
+    "framework",
+    "version",
+    "backward sees (tokens)",
+    "short last window",
+    "tokens vs reference",
+    "logged loss",
+    "optimizer / scheduler steps",
+    "zero_grad after forwards",
+    "final weights vs reference",
+    "to get the exact gradient",
+)
+
+
+@dataclass
+class FrameworkTable:
+    """Rows of computed cells; `checks[data][name]` keeps the per-step evidence behind them."""
+
+    rows: list[dict[str, str]]
+    versions: dict[str, str]
+    k: int
+    checks: dict[str, dict[str, list[StepCheck]]] = field(default_factory=dict)
+
+    def row(self, name: str) -> dict[str, str]:
+        for row in self.rows:
+            if row["name"] == name:
+                return row
+        raise ValueError(f"name must be one of {[r['name'] for r in self.rows]}, got {name!r}")
+
+    def _repr_markdown_(self) -> str:
+        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        for row in self.rows:
+            lines.append("| " + " | ".join(row[c].replace("|", "\\|") for c in COLUMNS) + " |")
+        measured = ", ".join(self.versions.values())
+        return (
+            "\n".join(lines)
+            + f"\n\nMeasured at k = {self.k} with {measured}: the table holds for these versions."
+        )
+
+    def __str__(self) -> str:
+        return self._repr_markdown_()
+
+
+def _short_window(checks: list[StepCheck], run: FrameworkRun) -> str:
+    last = run.problem.windows()[-1]
+    if len(last) == run.problem.k:
+        return f"none at k = {run.problem.k}"
+    stepped = [c for c in checks if c.window == last]
+    if not stepped:
+        return f"never stepped ({len(last)} micro-batches lost)"
+    c = stepped[0]
+    if c.grad_error <= EXACT:
+        return "exact"
+    return f"×{c.scale:.3g} ({c.divided_by}; it holds {len(last)})"
+
+
+def _tokens(checks: list[StepCheck]) -> str:
+    worst = max(c.grad_error for c in checks)
+    return "exact" if worst <= EXACT else f"off by up to {worst:.0%}"
+
+
+def _logged(checks: list[StepCheck]) -> str:
+    kinds = sorted({c.logged_as for c in checks})
+    if kinds == [""]:
+        return "nothing (you log it)"
+    return ", ".join(kinds)
+
+
+def _steps(run: FrameworkRun) -> str:
+    return f"{len(run.steps)} / {len(run.scheduler_steps)} of {len(run.problem.windows())}"
+
+
+def framework_table(runs: dict[str, dict[str, FrameworkRun]]) -> FrameworkTable:
+    """The side-by-side table from `run_all(...)`'s runs on "regression" and "tokens" (both at
+    the same k, the reference among them). Lesson 11."""
+    if set(runs) != {"regression", "tokens"}:
+        raise ValueError(f"runs must hold 'regression' and 'tokens', got {sorted(runs)}")
+    for data, by_name in runs.items():
+        if "reference" not in by_name:
+            raise ValueError(f"runs[{data!r}] must include the 'reference' run")
+    ks = {run.problem.k for by_name in runs.values() for run in by_name.values()}
+    if len(ks) != 1:
+        raise ValueError(f"every run must use the same k, got k = {sorted(ks)}")
+    checks = {d: {n: check_run(r) for n, r in by_name.items()} for d, by_name in runs.items()}
+    rows = []
+    for name, reg in runs["regression"].items():
+        tok = runs["tokens"].get(name)
+        if tok is None:
+            continue
+        c_reg, c_tok = checks["regression"][name], checks["tokens"][name]
+        finals = [
+            final_weight_error(r, runs[d]["reference"])
+            for d, r in (("regression", reg), ("tokens", tok))
+        ]
+        rows.append(
+            {
+                "name": name,
+                "framework": ALL[name].label,
+                "version": reg.version,
+                "backward sees (tokens)": ", ".join(dict.fromkeys(c.divided_by for c in c_tok)),
+                "short last window": _short_window(c_reg, reg),
+                "tokens vs reference": _tokens(c_tok),
+                "logged loss": _logged(c_tok),
+                "optimizer / scheduler steps": _steps(reg),
+                "zero_grad after forwards": ", ".join(map(str, reg.zero_grads)),
+                "final weights vs reference": " / ".join(
+                    "exact" if e <= EXACT else f"{e:.1e}" for e in finals
+                ),
+                "to get the exact gradient": TO_BE_EXACT.get(name, ""),
+            }
+        )
+    return FrameworkTable(rows, versions(), ks.pop(), checks)

@@ -1,0 +1,314 @@
+"""Lesson 11: the real Accelerate, Lightning and Transformers Trainer, measured against the
+reference. The semantics asserted here are those of the installed versions (pyproject's lower
+bounds); each test names the source line it measures."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+
+import accumlab as al
+from accumlab.frameworks.hooks import RunawayLoop
+from accumlab.frameworks.plots import StepErrorFigure
+
+F = al.frameworks
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return F.run_all(progress=False)
+
+
+@pytest.fixture(scope="module")
+def table(runs):
+    return F.framework_table(runs)
+
+
+def _worst(steps) -> float:
+    return max(c.grad_error for c in steps)
+
+
+# --- bad input: a ValueError naming the parameter and the value -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"data": "images"}, "data.*'images'"),
+        ({"k": 0}, "k.*0"),
+        ({"k": 11}, "k must be at most 10.*11"),
+        ({"k": True}, "k.*True"),
+        ({"k": 2.0}, "k.*2.0"),
+        ({"lr": -1}, "lr.*-1"),
+        ({"lr": "0.1"}, "lr.*'0.1'"),
+    ],
+)
+def test_make_problem_rejects(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        F.make_problem(**kwargs)
+
+
+def test_run_functions_reject_bad_names():
+    with pytest.raises(ValueError, match="name.*'keras'"):
+        F.run_framework("keras")
+    with pytest.raises(ValueError, match="name.*'keras'"):
+        F.run_all(("keras",), progress=False)
+    with pytest.raises(ValueError, match="runner must be callable, got int"):
+        F.run_loop(3)
+    with pytest.raises(ValueError, match="data.*'images'"):
+        F.run_framework("reference", "images")
+
+
+def test_table_rejects_incomplete_runs(runs):
+    with pytest.raises(ValueError, match="'regression' and 'tokens'"):
+        F.framework_table({"regression": runs["regression"]})
+    no_ref = {d: {n: r for n, r in by.items() if n != "reference"} for d, by in runs.items()}
+    with pytest.raises(ValueError, match="'reference'"):
+        F.framework_table(no_ref)
+    mixed = {
+        "regression": runs["regression"],
+        "tokens": {"reference": F.run_framework("reference", "tokens", 3)},
+    }
+    with pytest.raises(ValueError, match="same k"):
+        F.framework_table(mixed)
+
+
+def test_explorer_rejects_bad_grids(runs):
+    grid = F.framework_grid(("accelerate",), (2, 4), progress=False, runs=runs)
+    with pytest.raises(ValueError, match="not in the grid"):
+        F.explore_frameworks(grid, "accelerate", "regression", 3)
+    with pytest.raises(ValueError, match="consecutive"):
+        F.framework_explorer(grid)  # k = 2 and 4: a slider would reach the uncached k = 3
+    with pytest.raises(ValueError, match="non-empty dict"):
+        F.framework_explorer({})
+    with pytest.raises(ValueError, match="data.*'images'"):
+        F.framework_grid(("accelerate",), (2,), ("images",), progress=False)
+
+
+def test_a_runaway_loop_is_stopped():
+    def forever(problem, model, optimizer, scheduler, folder):
+        while True:
+            model(problem.micro_batches()[0].x)
+
+    with pytest.raises(RunawayLoop, match="more than 56 forward passes"):
+        F.run_loop(forever, "regression", 4)
+
+
+# --- the harness ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data", ["regression", "tokens"])
+def test_reference_run_ends_where_the_engine_ends(runs, data):
+    p = F.make_problem(data, 4)
+    trace = al.run(
+        al.Recipe(p.micro_batch_size, 4, normalization="global"),
+        p.model(),
+        p.data,
+        loss=p.loss_name,
+        lr=p.lr,
+        scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, F.lr_factor),
+    )
+    engine = al.params_of(trace.model)
+    hooks = runs[data]["reference"].final_params
+    assert all(torch.allclose(engine[n], hooks[n], rtol=0, atol=1e-14) for n in engine)
+    assert _worst(F.check_run(runs[data]["reference"])) < 1e-12
+
+
+def test_a_wrong_loop_is_measured_as_wrong():
+    """The checks must be able to fail: a loop that never divides is k times the reference."""
+
+    def undivided(problem, model, optimizer, scheduler, folder):
+        batches = problem.micro_batches()
+        for window in problem.windows():
+            for i in window:
+                problem.mean_loss(model(batches[i].x), batches[i].y).backward()
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+        return {}
+
+    checks = F.check_run(F.run_loop(undivided, "regression", 4))
+    assert [c.divided_by for c in checks] == ["Σ means ÷ 1"] * 3
+    assert [round(c.scale, 9) for c in checks] == [4, 4, 2]
+
+
+# --- what each framework does (source line in the docstring), measured --------------------------
+
+
+def test_accelerate_divides_every_window_by_k(table, runs):
+    """accelerator.py `backward`: loss / gradient_accumulation_steps; `_do_sync`: step at k and at
+    the end of a prepared dataloader."""
+    reg, tok = table.checks["regression"]["accelerate"], table.checks["tokens"]["accelerate"]
+    assert _worst(reg[:2]) < 1e-12 and math.isclose(reg[-1].scale, 0.5, rel_tol=1e-12)
+    assert {c.divided_by for c in tok} == {"Σ means ÷ 4"}
+    run = runs["regression"]["accelerate"]
+    assert run.zero_grads == [4, 8, 10] and run.scheduler_steps == [4, 8, 10]
+    assert run.logged_loss is None
+
+
+def test_accelerate_docs_recipe_is_exact_and_unprepared_loader_drops_the_last_window():
+    fixes = F.run_all(("accelerate_global", "accelerate_unprepared"), progress=False)
+    for data in F.DATASETS:
+        assert _worst(F.check_run(fixes[data]["accelerate_global"])) < 1e-12
+        assert [len(w) for w in fixes[data]["accelerate_unprepared"].windows] == [4, 4]
+
+
+def test_a_second_accelerator_inherits_sync_gradients():
+    """state.py: GradientState is shared by every Accelerator; sync_gradients is set once."""
+    F.run_framework("accelerate_unprepared", "regression", 4)  # ends mid-window
+    assert len(F.run_framework("accelerate_global", "regression", 4, reset_sync=False).steps) == 0
+    assert len(F.run_framework("accelerate_global", "regression", 4).steps) == 3
+
+
+def test_lightning_divides_by_k_zeroes_after_the_first_forward_and_logs_the_last_batch(table, runs):
+    """automatic.py: closure_loss / accumulate_grad_batches; zero_grad in the closure of a
+    window's first batch; training_epoch_loop.py: "Lightning steps on the final batch"."""
+    reg, tok = table.checks["regression"]["lightning"], table.checks["tokens"]["lightning"]
+    assert math.isclose(reg[-1].scale, 0.5, rel_tol=1e-12)
+    assert {c.divided_by for c in tok} == {"Σ means ÷ 4"}
+    run = runs["regression"]["lightning"]
+    assert run.zero_grads == [1, 5, 9]
+    assert {c.logged_as for c in reg} == {"last micro-batch"}
+    assert math.isclose(run.extra["callback_loss"][9] * 4, run.logged_loss[2], rel_tol=1e-12)
+    # the closure runs the last micro-batch inside step(): a pre-hook misses it
+    assert min(c.pre_hook_error for c in reg) > 0.1
+    assert max(c.pre_hook_error for c in table.checks["regression"]["accelerate"]) == 0.0
+    exact = F.run_all(("lightning_exact",), progress=False)
+    assert all(_worst(F.check_run(exact[d]["lightning_exact"])) < 1e-12 for d in F.DATASETS)
+
+
+def test_trainer_divides_by_the_window_it_holds_unless_it_counts_items(table):
+    """trainer.py `training_step`: loss / current_gradient_accumulation_steps, unless
+    loss_is_scaled_for_ga (model takes **kwargs and num_items_in_batch was counted)."""
+    reg, tok = table.checks["regression"]["trainer"], table.checks["tokens"]["trainer"]
+    assert _worst(reg) < 1e-12
+    assert [c.divided_by for c in tok] == ["Σ means ÷ 4", "Σ means ÷ 4", "Σ means ÷ 2"]
+    assert {c.logged_as for c in tok} == {"mean of micro-batch means"}
+    counted = table.checks["tokens"]["trainer_num_items"]
+    assert _worst(counted) < 1e-12 and {c.logged_as for c in counted} == {"window mean"}
+    assert all(math.isclose(c.logged_grad_norm, c.grad_norm, rel_tol=1e-12) for c in counted)
+    assert 1e-12 < max(c.loss_error for c in counted) < 1e-6  # logged through float32
+
+
+def test_trainer_kwargs_ignored_and_default_clip():
+    variants = F.run_all(("trainer_kwargs_ignored", "trainer_default_clip"), progress=False)
+    ignored = F.check_run(variants["regression"]["trainer_kwargs_ignored"])
+    assert [round(c.scale, 9) for c in ignored] == [4, 4, 2]
+    clipped = F.check_run(variants["regression"]["trainer_default_clip"])
+    assert F.default_max_grad_norm() == 1.0
+    for c in clipped:
+        assert math.isclose(c.grad_norm, c.reference_norm / (c.reference_norm + 1e-6), rel_tol=1e-9)
+        assert math.isclose(c.logged_grad_norm, c.reference_norm, rel_tol=1e-9)
+
+
+def test_deepspeed_stand_in_divides_in_backward():
+    both = F.run_all(("deepspeed_stand_in", "deepspeed_stand_in_double"), progress=False)
+    documented = F.check_run(both["regression"]["deepspeed_stand_in"])
+    twice = F.check_run(both["regression"]["deepspeed_stand_in_double"])
+    assert len(documented) == 2 and _worst(documented) < 1e-12  # the short window never steps
+    assert [round(c.scale, 12) for c in twice] == [0.25, 0.25]
+    engine = F.StandInEngine(None, None, None, 4)
+    assert float(engine.backward(torch.tensor(8.0, requires_grad=True))) == 2.0
+    assert float(engine.backward(torch.tensor(8.0, requires_grad=True), scale_wrt_gas=False)) == 8.0
+
+
+def test_table_cells_come_from_the_runs(table):
+    md = table._repr_markdown_()
+    for version in F.versions().values():
+        assert version in md
+    assert "the table holds for these versions" in md
+    assert table.row("accelerate")["short last window"].startswith("×0.5")
+    assert table.row("trainer")["short last window"] == "exact"
+    assert table.row("deepspeed_stand_in")["short last window"].startswith("never stepped")
+    assert table.row("trainer_num_items")["tokens vs reference"] == "exact"
+    with pytest.raises(ValueError, match="'keras'"):
+        table.row("keras")
+
+
+# --- no network, no files, no global side effects ------------------------------------------------
+
+
+def test_runs_need_no_network_and_leave_nothing_behind(monkeypatch, tmp_path):
+    def refuse(*args, **kwargs):
+        raise OSError("network disabled in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    threads = torch.get_num_threads()
+    levels = {n: logging.getLogger(n).level for n in ("lightning.pytorch", "transformers")}
+    env = {n: os.environ.get(n) for n in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    for name in ("accelerate", "lightning", "trainer", "trainer_num_items"):
+        assert len(F.run_framework(name, "tokens", 4).steps) == 3
+    assert torch.equal(torch.rand(3), expected)  # the Trainer's set_seed did not leak out
+    assert torch.get_num_threads() == threads
+    assert {n: logging.getLogger(n).level for n in levels} == levels
+    assert {n: os.environ.get(n) for n in env} == env
+    assert list(tmp_path.iterdir()) == []  # no checkpoint, no lightning_logs, no output_dir
+
+
+def test_import_accumlab_imports_no_framework():
+    code = (
+        "import sys, accumlab as al; al.frameworks.make_problem(); "
+        "print(sorted(m for m in ('accelerate', 'lightning', 'transformers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- the explorer --------------------------------------------------------------------------------
+
+
+def test_explorer_updates_one_figure_from_the_cache(runs):
+    grid = F.framework_grid(("accelerate", "lightning"), (3, 4, 5), progress=False, runs=runs)
+    ex = F.framework_explorer(grid)
+    figure = ex.figure
+    ex.controls["framework"].value = "lightning"
+    ex.controls["k"].value = 3
+    assert ex.figure is figure and len(figure.axes[0].lines) == 2  # data line + dashed threshold
+    assert ex.data["windows"] == [3, 3, 3, 1]
+    assert math.isclose(ex.data["grad_error"][-1], 2 / 3, rel_tol=1e-9)
+    ex.controls["framework"].value = "accelerate"
+    assert all(math.isnan(v) for v in ex.data["loss_error"])  # Accelerate logs nothing
+    assert figure.axes[1].texts[0].get_text() == "logs no loss by itself"
+    ex.controls["k"].value = 5
+    assert _worst_values(ex.data["grad_error"]) < 1e-12
+    assert set(ex.controls["k"].options if hasattr(ex.controls["k"], "options") else []) <= {
+        3,
+        4,
+        5,
+    }
+    assert (ex.controls["k"].min, ex.controls["k"].max) == (3, 5)
+
+
+def _worst_values(values) -> float:
+    return max(values)
+
+
+def test_plots_return_figures(table):
+    fig = F.plot_step_errors(table)
+    assert len(fig.axes) == 2
+    data = F.explore_frameworks(
+        {("trainer", "tokens", 4): table.checks["tokens"]["trainer"]}, "trainer", "tokens", 4
+    )
+    fig = F.plot_step_explorer(data)
+    assert list(fig.axes[0].lines[-1].get_xdata()) == [1, 2, 3]  # lines[0]: the dashed threshold
+    assert isinstance(StepErrorFigure().update(data), type(fig))
+
+
+def test_every_public_name_resolves():
+    assert "frameworks" in al.TOPICS
+    for name in F.__all__:
+        assert getattr(F, name) is not None, name
