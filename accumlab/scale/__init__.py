@@ -22,5 +22,27 @@ __getattr__, __dir__, __all__ = lazy_names(
         "EXPERIMENTS": "stages",
         "pipeline_experiments": "pipeline",
         "weights_of": "pipeline",
+        # recompiles.py: torch.compile under accumulation
+        "FIXES": "recompiles",
+        "CompileCounter": "recompiles",
+        "compiled_accumulation": "recompiles",
+        "zero_grad_recompiles": "recompiles",
+        # noise_scale.py, batch_sweep.py: when a bigger batch stops paying
+        "Problem": "noise_scale",
+        "measure_b_simple": "noise_scale",
+        "noise_scale": "noise_scale",
+        "per_sample_grads": "noise_scale",
+        "batch_size_sweep": "batch_sweep",
+        "fit": "batch_sweep",
+        "tradeoff_curve": "batch_sweep",
+        # plots.py and explorer.py
+        "plot_accumulators": "plots",
+        "plot_batch_sweep": "plots",
+        "plot_bubble": "plots",
+        "plot_recompiles": "plots",
+        "plot_schedules": "plots",
+        "plot_step_weights": "plots",
+        "explorer_data": "explorer",
+        "scale_explorer": "explorer",
     },
 )
