@@ -49,7 +49,7 @@ def pipeline_weights(answer) -> str | None:
 
 
 def _noise_points():
-    from ..scale.noise_scale import Problem, per_sample_grads
+    from ..scale.noise import Problem, per_sample_grads
 
     problem = Problem()
     gen = torch.Generator().manual_seed(12)
@@ -63,7 +63,7 @@ def _noise_points():
 @exercise("12.3", 2, "B_simple from per-sample gradients")
 def b_simple(answer) -> str | None:
     # answer(grads) -> float, grads of shape (samples, parameters)
-    from ..scale.noise_scale import noise_scale
+    from ..scale.noise import noise_scale
 
     if not callable(answer):
         return "answer with a function b_simple(grads) returning a number"

@@ -27,11 +27,12 @@ __getattr__, __dir__, __all__ = lazy_names(
         "CompileCounter": "recompiles",
         "compiled_accumulation": "recompiles",
         "zero_grad_recompiles": "recompiles",
-        # noise_scale.py, batch_sweep.py: when a bigger batch stops paying
-        "Problem": "noise_scale",
-        "measure_b_simple": "noise_scale",
-        "noise_scale": "noise_scale",
-        "per_sample_grads": "noise_scale",
+        # noise.py, batch_sweep.py: when a bigger batch stops paying
+        "Problem": "noise",
+        "measure_b_simple": "noise",
+        "noise_scale": "noise",
+        "per_sample_grads": "noise",
+        "batch_gradients": "batch_sweep",
         "batch_size_sweep": "batch_sweep",
         "fit": "batch_sweep",
         "tradeoff_curve": "batch_sweep",

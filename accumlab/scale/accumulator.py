@@ -11,6 +11,7 @@ gradient accumulation) keeps a float32 copy that each micro-batch's gradient is 
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 import torch.nn.functional as F
@@ -39,11 +40,13 @@ def bf16_rounding(limit: int = 1 << 14) -> dict:
     def plus_one(x: float) -> float:
         return float(torch.tensor(x, dtype=torch.bfloat16) + one)
 
+    eps = torch.finfo(torch.bfloat16).eps  # spacing just above 1.0
     return {
         "first_lost": first,
         "plus_one": {x: plus_one(x) for x in (255.0, 256.0, 4096.0)},
-        "eps": torch.finfo(torch.bfloat16).eps,  # spacing just above 1.0: 2**-7
-        "significant_bits": torch.finfo(torch.bfloat16).nmant + 1,
+        "eps": eps,
+        "significant_bits": 1
+        - round(math.log2(eps)),  # the stored bits plus the implicit leading 1
     }
 
 

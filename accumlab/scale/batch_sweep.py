@@ -3,7 +3,7 @@ effective batch size B, each at its best learning rate (lesson 12).
 
 Accumulating k micro-batches of b samples gives the optimizer the gradient of one batch of
 B = k·b (lesson 02), so what an optimizer step achieves depends on B only. Every run here is plain
-SGD on `noise_scale.Problem`; many runs (learning rates × seeds) advance together as one batched
+SGD on `noise.Problem`; many runs (learning rates × seeds) advance together as one batched
 tensor computation. McCandlish et al. (2018) model the result as S = S_min (1 + B_crit / B) steps
 and E = B·S = E_min (1 + B / B_crit) samples, with B_crit = E_min / S_min close to B_noise; `fit`
 finds S_min and E_min from the sweep.
@@ -16,7 +16,7 @@ import math
 import torch
 
 from .._validate import positive_float, positive_int
-from .noise_scale import Problem
+from .noise import Problem
 
 BATCH_SIZES = tuple(2**i for i in range(11))  # 1 … 1024
 LEARNING_RATES = tuple(2 ** (-i / 2) for i in range(13))  # 1 … 1/64, half-octave steps
@@ -28,6 +28,13 @@ def _check_list(name: str, values, check) -> list:
     return [check(f"{name}[...]", v) for v in values]
 
 
+def batch_gradients(e: torch.Tensor, x: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """Mean gradient of ½ (x·w − y)² over each run's batch: e (runs, d), x (runs, B, d), noise
+    (runs, B) with y − x·w* = noise. The same as averaging `per_sample_grads` (a test checks)."""
+    residual = torch.einsum("rbd,rd->rb", x, e) - noise
+    return torch.einsum("rb,rbd->rd", residual, x) / x.shape[1]
+
+
 def _steps_for_batch(problem, batch, lrs, seeds, start, target, max_steps, gen) -> tuple:
     runs = len(lrs) * seeds
     lr = torch.tensor(lrs, dtype=torch.float64).repeat_interleave(seeds).unsqueeze(1)
@@ -36,9 +43,8 @@ def _steps_for_batch(problem, batch, lrs, seeds, start, target, max_steps, gen) 
     for t in range(1, max_steps + 1):
         x = torch.randn(runs, batch, problem.features, generator=gen, dtype=torch.float64)
         noise = problem.noise * torch.randn(runs, batch, generator=gen, dtype=torch.float64)
-        residual = torch.einsum("rbd,rd->rb", x, e) - noise
-        # the batch-mean gradient of ½ (x·w − y)², what k accumulated micro-batches also give
-        e = e - lr * torch.einsum("rb,rbd->rd", residual, x) / batch
+        # the batch-mean gradient: what k accumulated micro-batches of B / k samples also give
+        e = e - lr * batch_gradients(e, x, noise)
         reached = (0.5 * (e * e).sum(dim=1) <= target) & steps.isinf()
         steps[reached] = t
         per_lr = steps.view(len(lrs), seeds)

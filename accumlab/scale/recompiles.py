@@ -19,6 +19,7 @@ FIXES = {
     "none": "default torch.compile: static first, dynamic after a size changes",
     "static": "dynamic=False: one graph per micro-batch size",
     "mark_dynamic": "torch._dynamo.mark_dynamic(x, 0) on every micro-batch",
+    "mark_unbacked": "torch._dynamo.decorators.mark_unbacked(x, 0): dynamic, sizes 0 and 1 too",
     "pad": "pad the short micro-batch to full size, padding weighted 0 in the loss",
 }
 BACKENDS = ("aot_eager", "inductor", "eager")
@@ -62,7 +63,10 @@ def _micro_batches(x, y, sizes, fix):
             weight = torch.cat([weight, weight.new_zeros(pad, weight.shape[1])])
         if fix == "mark_dynamic":
             xb = xb.clone()
-            torch._dynamo.mark_dynamic(xb, 0)  # compile for any batch size from the start
+            torch._dynamo.mark_dynamic(xb, 0)  # compile for any batch size ≥ 2 from the start
+        elif fix == "mark_unbacked":
+            xb = xb.clone()
+            torch._dynamo.decorators.mark_unbacked(xb, 0)  # no guess from the size seen first
         yield xb, yb, weight
 
 
