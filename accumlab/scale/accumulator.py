@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._threads import one_thread
 from .._validate import one_of, positive_int
 
 # name -> what holds the running sum
@@ -139,6 +140,7 @@ def _relative_error(a: dict, b: dict) -> float:
     return float((fa - fb).norm() / fb.norm())
 
 
+@one_thread()
 def accumulator_errors(
     ks,
     accumulators=tuple(ACCUMULATORS),

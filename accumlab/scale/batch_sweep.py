@@ -15,6 +15,7 @@ import math
 
 import torch
 
+from .._threads import one_thread
 from .._validate import positive_float, positive_int
 from .noise import Problem
 
@@ -61,6 +62,7 @@ def _steps_for_batch(problem, batch, lrs, seeds, start, target, max_steps, gen) 
     return float(means[i]), lrs[i]
 
 
+@one_thread()
 def batch_size_sweep(
     problem: Problem | None = None,
     batch_sizes=BATCH_SIZES,

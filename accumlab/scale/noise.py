@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .._threads import one_thread
 from .._validate import positive_float, positive_int
 
 
@@ -84,6 +85,7 @@ def noise_scale(grads: torch.Tensor) -> dict:
     }
 
 
+@one_thread()
 def measure_b_simple(
     problem: Problem, excess: float, *, samples: int = 8192, seed: int = 0
 ) -> dict:

@@ -12,13 +12,22 @@ STAGE_COLORS = {"F": "tab:blue", "B": "tab:orange"}
 
 
 def plot_accumulators(sweep: dict, *, title: str = "") -> Figure:
-    """Relative error against float64 of the accumulated gradient, per accumulator, vs k."""
+    """Relative error against float64 of the accumulated gradient, per accumulator, vs k.
+    Lines that coincide are drawn with different dashes and markers so both stay visible."""
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     n = sweep["parameters"]
-    for name, errors in sweep["errors"].items():
+    styles = [("-", "o", 7), ("--", "s", 6), (":", "^", 4)]
+    for (name, errors), (dash, marker, size) in zip(sweep["errors"].items(), styles * 3):
         held = sum(sweep["bytes"][name].values())
-        ax.plot(sweep["ks"], errors, marker="o", label=f"{name} ({held / n:.0f} bytes/parameter)")
+        ax.plot(
+            sweep["ks"],
+            errors,
+            linestyle=dash,
+            marker=marker,
+            markersize=size,
+            label=f"{name} ({held / n:.0f} bytes/parameter)",
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("micro-batches accumulated k (loss / k each)")
@@ -64,6 +73,7 @@ def plot_bubble(curves: dict, recorded: dict | None = None, *, title: str = "") 
     for s, formula in curves["formula"].items():
         (line,) = ax.plot(ms, formula, label=f"S = {s}: (S−1)/(m+S−1)")
         ax.plot(ms, curves["replayed"][s], "o", color=line.get_color(), markersize=4)
+    ax.plot([], [], "o", color="grey", markersize=4, label="replayed GPipe order")
     if recorded:
         ax.plot(
             list(recorded), list(recorded.values()), "kx", markersize=9, label="recorded, S = 2"
@@ -81,11 +91,22 @@ def plot_step_weights(experiments: dict, names, *, title: str = "") -> Figure:
     fig = Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.add_subplot()
     width = 0.8 / max(len(experiments[n]["weights"]["weights"]) for n in names)
+    labelled = set()
     for i, name in enumerate(names):
-        for j, w in enumerate(experiments[name]["weights"]["weights"]):
-            bar = ax.bar(i + (j - 0.5) * width, w, width, color=f"C{j}")
-            if i == 0:
-                bar.set_label(f"step {j + 1}'s gradient")
+        weights = experiments[name]["weights"]["weights"]
+        for j, w in enumerate(weights):
+            label = None if j in labelled else f"step {j + 1}'s gradient"
+            labelled.add(j)
+            ax.bar(i + (j - (len(weights) - 1) / 2) * width, w, width, color=f"C{j}", label=label)
+            ax.text(
+                i + (j - (len(weights) - 1) / 2) * width,
+                w,
+                f"{w:.3g}",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+    ax.axhline(1, color="grey", linewidth=0.8, linestyle=":")
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("weight in the final .grad")
     ax.set_title(title or "What each pipeline step contributes", fontsize=10)

@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from .._threads import one_thread
 from .._validate import one_of, positive_int
 
 FIXES = {
@@ -70,6 +71,7 @@ def _micro_batches(x, y, sizes, fix):
         yield xb, yb, weight
 
 
+@one_thread()
 def compiled_accumulation(
     sizes=(4, 4, 2),
     *,
@@ -130,6 +132,7 @@ def compiled_accumulation(
     }
 
 
+@one_thread()
 def zero_grad_recompiles(
     *,
     accumulation_steps: int = 2,
