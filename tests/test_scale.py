@@ -237,8 +237,11 @@ def test_zero_grad_set_to_none_and_compilation():
     plain = al.scale.zero_grad_recompiles(set_to_none=(True, False))
     assert (plain["graphs"], plain["backward_captures"]) == (1, 0)
     for setting in ((True,), (False,), (True, False)):
-        ca = al.scale.zero_grad_recompiles(compiled_autograd=True, set_to_none=setting)
+        ca = al.scale.zero_grad_recompiles(
+            compiled_autograd=True, set_to_none=setting, post_accumulate_hook=True
+        )
         assert ca["backward_captures"] == 2  # .grad None (first micro-batch) vs .grad present
+        assert ca["hook_calls"] == 4 * ca["backward_passes"]
     alone = al.scale.zero_grad_recompiles(
         compiled_autograd=True, set_to_none=(True,), accumulation_steps=1
     )

@@ -131,6 +131,7 @@ def plot_recompiles(results: dict, *, title: str = "") -> Figure:
             )
             bottom += 1
     ax.set_xticks(range(len(results)), list(results), fontsize=8)
+    ax.set_yticks(range(max(len(r["dynamic"]) for r in results.values()) + 1))
     ax.set_ylabel("graphs compiled")
     ax.set_title(title or "Graphs compiled (hatched: dynamic batch size)", fontsize=10)
     return fig

@@ -139,13 +139,18 @@ def zero_grad_recompiles(
     windows: int = 4,
     set_to_none=(True, False),
     compiled_autograd: bool = False,
+    post_accumulate_hook: bool = False,
+    backend: str = "eager",
     seed: int = 0,
 ) -> dict:
     """Compiled forward graphs and compiled-autograd backward captures when `zero_grad` alternates
     through `set_to_none` (one value per window, cycling). Lesson 12.
 
-    With `compiled_autograd=True` the backward is compiled too (torch._dynamo's compiled autograd,
-    the setting pytorch issue #118435 is about); captures are read from torch._dynamo's counters.
+    With `compiled_autograd=True` the backward is compiled too (torch._dynamo's compiled autograd);
+    `post_accumulate_hook=True` adds a `register_post_accumulate_grad_hook` on every parameter, as
+    in pytorch issue #118435. Captures are read from torch._dynamo's counters. Whether Dynamo
+    compiles again is decided by its guards before any backend runs, so the cheap "eager" backend
+    counts the same graphs as the others.
     """
     from torch._dynamo.utils import counters
 
@@ -156,7 +161,15 @@ def zero_grad_recompiles(
     if not isinstance(set_to_none, (list, tuple)) or not set_to_none:
         raise ValueError(f"set_to_none must be a non-empty list of booleans, got {set_to_none!r}")
     model = mlp(4, 16, depth=1, seed=seed)
-    counter = CompileCounter("aot_eager")
+    hook_calls = torch.zeros((), dtype=torch.int64)
+
+    def count(param) -> None:
+        hook_calls.add_(1)  # a tensor, not a Python list: traced without a graph break
+
+    if post_accumulate_hook:
+        for p in model.parameters():
+            p.register_post_accumulate_grad_hook(count)
+    counter = CompileCounter(backend)
     torch._dynamo.reset()
     counters.clear()
     gen = torch.Generator().manual_seed(seed)
@@ -179,4 +192,5 @@ def zero_grad_recompiles(
         # every graph the backend compiled (with compiled autograd, backward graphs too)
         "graphs": counter.compiles,
         "backward_captures": captures,
+        "hook_calls": int(hook_calls),
     }
