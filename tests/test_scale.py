@@ -59,6 +59,7 @@ def test_accumulate_memory_per_accumulator():
     assert bytes_per == {
         "bfloat16 .grad": 4,  # bf16 parameters + bf16 .grad
         "float32 main_grad": 6,  # bf16 parameters + float32 buffer, .grad freed
+        "float32 grad_dtype": 6,  # bf16 parameters + float32 .grad
         "float32 params + autocast": 8,  # float32 parameters + float32 .grad
     }
     assert all(p.grad is None for p in model.parameters())  # the caller's model is untouched
@@ -76,6 +77,20 @@ def test_accumulator_errors_bf16_grows_float32_does_not():
     assert e["bfloat16 .grad"][-1] > 10 * e["float32 main_grad"][-1]
     # k = 1: nothing is added, so every accumulator holds the same bfloat16 backward's result
     assert len({round(v[0], 12) for v in e.values()}) == 1
+    # bfloat16 gradients added into float32, three ways: the same numbers
+    assert e["float32 main_grad"] == e["float32 grad_dtype"] == e["float32 params + autocast"]
+
+
+def test_grad_dtype_refused_where_torch_lacks_it(monkeypatch):
+    from accumlab.scale import accumulator
+
+    assert accumulator.grad_dtype_supported()  # torch 2.13 has Tensor.grad_dtype
+    monkeypatch.setattr(accumulator, "grad_dtype_supported", lambda: False)
+    assert "float32 grad_dtype" not in accumulator.available_accumulators()
+    with pytest.raises(ValueError, match="'float32 grad_dtype' needs Tensor.grad_dtype"):
+        accumulator.accumulate(
+            al.mlp(2), al.regression_data(4, 2).micro_batches(2), "float32 grad_dtype"
+        )
 
 
 @pytest.mark.parametrize(
@@ -391,3 +406,9 @@ def test_plots_return_figures():
         al.scale.plot_batch_sweep(bs, f, curve, 89.0),
     ]
     assert all(isinstance(fig, Figure) for fig in figures)
+
+
+def test_every_public_name_resolves():
+    for name in al.scale.__all__:
+        assert getattr(al.scale, name) is not None, name
+    assert "scale" in al.TOPICS

@@ -12,6 +12,8 @@ __getattr__, __dir__, __all__ = lazy_names(
         "accumulate": "accumulator",
         "accumulator_errors": "accumulator",
         "bf16_rounding": "accumulator",
+        "available_accumulators": "accumulator",
+        "grad_dtype_supported": "accumulator",
         # schedule.py, stages.py, pipeline.py: pipeline schedules are accumulation
         "SCHEDULES": "schedule",
         "bubble_curves": "schedule",

@@ -25,9 +25,22 @@ ACCUMULATORS = {
     "bfloat16 .grad": "bfloat16 parameters: autograd adds every micro-batch into a bfloat16 .grad",
     "float32 main_grad": "bfloat16 parameters: a post-accumulate-grad hook adds each .grad into a "
     "float32 buffer and frees .grad",
+    "float32 grad_dtype": "bfloat16 parameters with param.grad_dtype = torch.float32: autograd "
+    "casts each gradient to float32 and adds it into a float32 .grad",
     "float32 params + autocast": "float32 parameters, bfloat16 autocast: .grad is float32",
 }
 MAX_K = 4096
+
+
+def grad_dtype_supported() -> bool:
+    """True when this torch has `Tensor.grad_dtype` (present in torch 2.13). Without it, setting
+    the attribute on a parameter would silently do nothing, so the accumulator is refused."""
+    return hasattr(torch.Tensor, "grad_dtype")
+
+
+def available_accumulators() -> tuple[str, ...]:
+    """The accumulators this torch can run (all of ACCUMULATORS on torch 2.13)."""
+    return tuple(a for a in ACCUMULATORS if a != "float32 grad_dtype" or grad_dtype_supported())
 
 
 def bf16_rounding(limit: int = 1 << 14) -> dict:
@@ -110,12 +123,20 @@ def accumulate(model: nn.Module, micro_batches: list, accumulator: str) -> tuple
     `.grad` and any main-gradient buffer.
     """
     one_of("accumulator", accumulator, ACCUMULATORS)
+    if accumulator not in available_accumulators():
+        raise ValueError(
+            f"accumulator {accumulator!r} needs Tensor.grad_dtype, which torch {torch.__version__} "
+            "does not have"
+        )
     if not micro_batches:
         raise ValueError("micro_batches must hold at least one micro-batch, got []")
     k = len(micro_batches)
     autocast = accumulator == "float32 params + autocast"
     model = copy.deepcopy(model).to(torch.float32 if autocast else torch.bfloat16)
     main = MainGrad(model) if accumulator == "float32 main_grad" else None
+    if accumulator == "float32 grad_dtype":
+        for p in model.parameters():
+            p.grad_dtype = torch.float32  # the engine casts each incoming gradient to float32
     for mb in micro_batches:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             pred = model(mb.x.to(next(model.parameters()).dtype))
@@ -143,7 +164,7 @@ def _relative_error(a: dict, b: dict) -> float:
 @one_thread()
 def accumulator_errors(
     ks,
-    accumulators=tuple(ACCUMULATORS),
+    accumulators=None,
     *,
     micro_batch_size: int = 4,
     features: int = 8,
@@ -167,6 +188,7 @@ def accumulator_errors(
         positive_int("ks[...]", k)
         if k > MAX_K:
             raise ValueError(f"ks[...] must be at most {MAX_K}, got {k}")
+    accumulators = available_accumulators() if accumulators is None else accumulators
     for a in accumulators:
         one_of("accumulators[...]", a, ACCUMULATORS)
     positive_int("micro_batch_size", micro_batch_size)

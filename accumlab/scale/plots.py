@@ -17,8 +17,8 @@ def plot_accumulators(sweep: dict, *, title: str = "") -> Figure:
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     n = sweep["parameters"]
-    styles = [("-", "o", 7), ("--", "s", 6), (":", "^", 4)]
-    for (name, errors), (dash, marker, size) in zip(sweep["errors"].items(), styles * 3):
+    styles = [("-", "o", 7), ("--", "s", 7), ("-.", "D", 5), (":", "^", 4)]
+    for (name, errors), (dash, marker, size) in zip(sweep["errors"].items(), styles * 2):
         held = sum(sweep["bytes"][name].values())
         ax.plot(
             sweep["ks"],
@@ -214,6 +214,9 @@ class ExplorerFigure:
             self.marker = self.precision.axvline(1, color="tab:red", linestyle="--")
             _fixed_log2_ticks(self.precision, errors["ks"])
             self.precision.set_yscale("log")
+            low = min(min(v) for v in errors["errors"].values())
+            high = max(max(v) for v in errors["errors"].values())
+            self.precision.set_ylim(low / 2, high * 10)  # room for the legend above the lines
             self.precision.yaxis.set_minor_locator(NullLocator())
             self.precision.legend(fontsize=6, loc="upper left")
         self.precision.set_xlabel("k = m micro-batches accumulated")
@@ -263,5 +266,7 @@ def _fixed_log2_ticks(ax, values) -> None:
     # fixed ticks: a log locator would recompute them on every redraw of the explorer
     ax.set_xscale("log", base=2)
     ticks = [v for v in values if v & (v - 1) == 0]
+    if len(ticks) > 6:
+        ticks = ticks[::2]  # labels of neighbouring powers of 2 would run into each other
     ax.set_xticks(ticks, [str(v) for v in ticks])
     ax.xaxis.set_minor_locator(NullLocator())
