@@ -212,6 +212,8 @@ def test_pipeline_on_two_processes_matches_one_process():
     assert "must be greater than or equal to the number of stages" in r["errors"]["1f1b_m1"]
     with pytest.raises(ValueError, match="timeout"):
         al.scale.pipeline_experiments(timeout=0)
+    with pytest.raises(ValueError, match="seed.*-1"):
+        al.scale.pipeline_experiments(seed=-1)
 
 
 # --- torch.compile --------------------------------------------------------------------------------
@@ -315,6 +317,10 @@ def test_problem_rejects_bad_values():
         al.scale.Problem().b_simple(0)
     with pytest.raises(ValueError, match="samples.*1"):
         al.scale.measure_b_simple(al.scale.Problem(), 0.1, samples=1)
+    with pytest.raises(ValueError, match="problem must be an al.scale.Problem, got dict"):
+        al.scale.measure_b_simple({"features": 8}, 0.1)
+    with pytest.raises(ValueError, match="problem.*str"):
+        al.scale.batch_size_sweep("linear")
 
 
 def test_fit_recovers_a_known_tradeoff():
@@ -385,6 +391,8 @@ def test_explorer_moves_with_its_controls():
     ex.controls["micro_batches"].value = 2
     assert ex.data["refused"] and ex.error is None  # shown, not raised
     assert al.scale.scale_explorer().data["micro_batches"] == 4  # no precision panel: still works
+    with pytest.raises(ValueError, match="errors must be the dict.*list"):
+        al.scale.scale_explorer([1, 2])
 
 
 def test_plots_return_figures():

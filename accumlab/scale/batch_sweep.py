@@ -17,7 +17,7 @@ import torch
 
 from .._threads import one_thread
 from .._validate import positive_float, positive_int
-from .noise import Problem
+from .noise import Problem, check_problem
 
 BATCH_SIZES = tuple(2**i for i in range(11))  # 1 … 1024
 LEARNING_RATES = tuple(2 ** (-i / 2) for i in range(13))  # 1 … 1/64, half-octave steps
@@ -79,7 +79,7 @@ def batch_size_sweep(
 
     A batch size whose every learning rate needs more than `max_samples` samples gets inf.
     """
-    problem = problem or Problem()
+    problem = Problem() if problem is None else check_problem(problem)
     batch_sizes = _check_list("batch_sizes", batch_sizes, positive_int)
     lrs = _check_list("learning_rates", learning_rates, positive_float)
     positive_float("start_excess", start_excess)

@@ -75,6 +75,13 @@ def scale_explorer(errors: dict | None = None):
     `al.scale.accumulator_errors(...)` result to mark k = m on (computed once, in the lesson)."""
     from .plots import ExplorerFigure
 
+    if errors is not None and not (
+        isinstance(errors, dict) and {"ks", "errors"} <= set(errors) and errors["errors"]
+    ):
+        raise ValueError(
+            "errors must be the dict al.scale.accumulator_errors(...) returns, got "
+            f"{type(errors).__name__}"
+        )
     view = ExplorerFigure(MAX_STAGES, MAX_MICRO_BATCHES, errors)
     controls = {
         "micro_batches": int_slider("micro-batches per step m", 4, 1, MAX_MICRO_BATCHES),

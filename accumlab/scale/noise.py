@@ -54,6 +54,12 @@ class Problem:
         return x, self.noise * torch.randn(n, generator=generator, dtype=torch.float64)
 
 
+def check_problem(problem) -> Problem:
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an al.scale.Problem, got {type(problem).__name__}")
+    return problem
+
+
 def _loss_one(w, x, y):
     return 0.5 * (x @ w - y) ** 2
 
@@ -91,6 +97,7 @@ def measure_b_simple(
 ) -> dict:
     """B_simple estimated from `samples` per-sample gradients at a point of excess loss `excess`,
     next to the closed form."""
+    check_problem(problem)
     positive_int("samples", samples, minimum=2)
     gen = torch.Generator().manual_seed(seed + 1)
     x, y = problem.sample(samples, gen)

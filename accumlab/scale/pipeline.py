@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validate import positive_float
+from .._validate import positive_float, positive_int
 from ..compare import grad_diff
 from ..reference import accumulated_grads, full_batch_grads
 from .schedule import bubble_fraction, in_flight, replay, schedule_order
@@ -55,6 +55,7 @@ def pipeline_experiments(*, seed: int = 0, timeout: float = 120.0) -> dict:
     from ..dist.launcher import launch
 
     positive_float("timeout", timeout)
+    positive_int("seed", seed, minimum=0)  # checked here: inside a rank it would fail as a crash
     per_rank = launch(
         "accumlab.scale.stages:pipeline_task",
         WORLD_SIZE,
