@@ -5,7 +5,7 @@ comparisons, autograd-graph helpers, setup, figures and the explorer base — is
 Each lesson's machinery lives in a topic folder reached as `al.<topic>.<name>`:
 
     accumulation (00, 02)  autograd (01)  scaling (03)  batchnorm (04)  memory (05)
-    precision (06)         dist (07)      audit (08)          scale (12)
+    precision (06)         dist (07)      audit (08)
 
 Nothing runs at import time, and nothing is imported before a lesson touches it: call
 `al.setup()` in a lesson to seed and inspect the machine.
