@@ -163,8 +163,8 @@ def plot_batch_sweep(
         ax.set_xlabel("effective batch B = micro-batch × k")
         ax.set_ylabel(label)
         ax.legend(fontsize=7)
-    a.set_title("steps to the target: fall ∝ 1/B, then flatten", fontsize=10)
-    b.set_title("samples to the target: flat, then ∝ B", fontsize=10)
+    a.set_title("steps to the target: fall ~1/B, then flatten", fontsize=10)
+    b.set_title("samples to the target: flat, then growing with B", fontsize=10)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
