@@ -6,7 +6,7 @@ Each lesson's machinery lives in a topic folder reached as `al.<topic>.<name>`:
 
     accumulation (00, 02)  autograd (01)  scaling (03)  batchnorm (04)  memory (05)
     precision (06)         dist (07)      audit (08)      coupling (09)
-    frameworks (11)
+    frameworks (11)        scale (12)
 
 Nothing runs at import time, and nothing is imported before a lesson touches it: call
 `al.setup()` in a lesson to seed and inspect the machine.
@@ -27,6 +27,7 @@ TOPICS = (
     "audit",
     "coupling",
     "frameworks",
+    "scale",
 )
 
 __getattr__, __dir__, __all__ = lazy_names(

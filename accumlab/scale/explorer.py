@@ -1,0 +1,91 @@
+"""Lesson 12's explorer: micro-batches per step, pipeline stages and schedule → the pipeline's
+timeline and bubble, and the accumulation error at k = m. `explorer_data` is the plain compute
+function tests call directly; the figure is built once and its artists are moved on a change."""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+from .._validate import one_of, positive_int
+from ..explorer import Explorer, int_slider
+from .schedule import SCHEDULES, bubble_fraction, in_flight, replay, schedule_order
+
+MAX_STAGES = 8
+MAX_MICRO_BATCHES = 32
+
+
+def explorer_data(micro_batches: int = 4, stages: int = 2, schedule: str = "GPipe") -> dict:
+    """One pipeline step of `micro_batches` micro-batches through `stages` stages. Lesson 12."""
+    m = positive_int("micro_batches", micro_batches)
+    s = positive_int("stages", stages)
+    one_of("schedule", schedule, SCHEDULES)
+    if m > MAX_MICRO_BATCHES or s > MAX_STAGES:
+        raise ValueError(
+            f"micro_batches must be at most {MAX_MICRO_BATCHES} and stages at most {MAX_STAGES}, "
+            f"got {m} and {s}"
+        )
+    out = {
+        "schedule": schedule,
+        "stages": s,
+        "micro_batches": m,
+        "formula": bubble_fraction(s, m),
+        "formula_curve": [bubble_fraction(s, j) for j in range(1, MAX_MICRO_BATCHES + 1)],
+        "refused": None,
+        "spans": None,
+        "makespan": 1.0,
+        "bubble": None,
+        "in_flight": None,
+    }
+    try:
+        orders = schedule_order(schedule, s, m)
+    except ValueError:
+        out["refused"] = f"torch's Schedule1F1B refuses m = {m} < S = {s}"
+        return out
+    rep = replay(orders)
+    out.update(
+        spans=rep["spans"],
+        makespan=rep["makespan"],
+        bubble=rep["bubble"][0],
+        in_flight=max(in_flight(o) for o in orders),
+    )
+    return out
+
+
+class ImageExplorer(Explorer):
+    """An `accumlab.explorer.Explorer` showing `view`'s figure as an image widget whose bytes are
+    replaced on a change: one draw at a fixed layout, instead of the tight-bounding-box render
+    Jupyter's figure display does (measured about twice as slow for this figure). The Output area
+    below it still shows an error, if a change raises one."""
+
+    def __init__(self, controls, compute, view):
+        self.view = view
+        self.image = W.Image(format="png")  # before __init__: it runs the first refresh
+        super().__init__(controls, compute, view.update)
+        row, output = self.widget.children
+        self.widget.children = (row, self.image, output)
+
+    def refresh(self) -> None:
+        self.data = self.compute(**self.values)
+        self.figure = self.plot(self.data)
+        self.image.value = self.view.png()
+
+
+def scale_explorer(errors: dict | None = None):
+    """Lesson 12: sliders for micro-batches m and stages S, a menu for the schedule. `errors` is an
+    `al.scale.accumulator_errors(...)` result to mark k = m on (computed once, in the lesson)."""
+    from .plots import ExplorerFigure
+
+    if errors is not None and not (
+        isinstance(errors, dict) and {"ks", "errors"} <= set(errors) and errors["errors"]
+    ):
+        raise ValueError(
+            "errors must be the dict al.scale.accumulator_errors(...) returns, got "
+            f"{type(errors).__name__}"
+        )
+    view = ExplorerFigure(MAX_STAGES, MAX_MICRO_BATCHES, errors)
+    controls = {
+        "micro_batches": int_slider("micro-batches per step m", 4, 1, MAX_MICRO_BATCHES),
+        "stages": int_slider("pipeline stages S", 2, 1, MAX_STAGES),
+        "schedule": W.Dropdown(options=list(SCHEDULES), value="GPipe", description="schedule"),
+    }
+    return ImageExplorer(controls, explorer_data, view)

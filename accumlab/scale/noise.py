@@ -1,0 +1,107 @@
+"""The gradient noise scale of McCandlish et al. (2018), "An Empirical Model of Large-Batch
+Training": B_simple = tr(Σ) / |G|², from per-sample gradients computed with `torch.func` (lesson 12).
+
+G is the true (population) gradient and Σ the covariance of one sample's gradient, so a batch of B
+samples has gradient noise tr(Σ) / B. B_simple is the batch size at which that noise equals the
+signal |G|²: below it, doubling the batch halves the noise and roughly halves the steps needed;
+far above it, the gradient is already nearly exact and extra samples buy little.
+
+The lesson's problem is linear regression with isotropic Gaussian inputs, x ~ N(0, I_d),
+y = x·w* + σ ε, loss ½ (x·w − y)². There B_simple has a closed form to check the estimate against:
+with e = w − w*, G = e and tr(Σ) = (d + 1)|e|² + d σ², so at excess loss ℓ = ½|e|²,
+B_simple = d + 1 + d σ² / (2ℓ). It grows as the loss falls, as the paper observed in real models.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .._threads import one_thread
+from .._validate import positive_float, positive_int
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Linear regression y = x·w* + noise · ε with x ~ N(0, I): `features` = d, `noise` = σ."""
+
+    features: int = 8
+    noise: float = 1.0
+
+    def __post_init__(self):
+        positive_int("features", self.features)
+        positive_float("noise", self.noise)
+
+    def b_simple(self, excess: float) -> float:
+        """The exact B_simple at any point whose excess loss is `excess`."""
+        positive_float("excess", excess)
+        d = self.features
+        return d + 1 + d * self.noise**2 / (2 * excess)
+
+    def point(self, excess: float, seed: int = 0) -> torch.Tensor:
+        """A parameter error e = w − w* with ½|e|² = `excess`, in a random direction."""
+        positive_float("excess", excess)
+        e = torch.randn(
+            self.features, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+        )
+        return e * math.sqrt(2 * excess) / e.norm()
+
+    def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """n samples (x, y − x·w*): with w* = 0 the parameters ARE the error e."""
+        x = torch.randn(n, self.features, generator=generator, dtype=torch.float64)
+        return x, self.noise * torch.randn(n, generator=generator, dtype=torch.float64)
+
+
+def check_problem(problem) -> Problem:
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an al.scale.Problem, got {type(problem).__name__}")
+    return problem
+
+
+def _loss_one(w, x, y):
+    return 0.5 * (x @ w - y) ** 2
+
+
+def per_sample_grads(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """One gradient per sample, shape (n, d): `torch.func.vmap` of `torch.func.grad` of the loss."""
+    return torch.func.vmap(torch.func.grad(_loss_one), in_dims=(None, 0, 0))(w, x, y)
+
+
+def noise_scale(grads: torch.Tensor) -> dict:
+    """B_simple = tr(Σ) / |G|² from per-sample gradients `grads` (n, P). Lesson 12.
+
+    tr(Σ) is the sample covariance's trace (divided by n − 1); |G|² is estimated without bias as
+    |mean|² − tr(Σ) / n, because the mean of n noisy gradients is itself noisy by tr(Σ) / n.
+    """
+    if not isinstance(grads, torch.Tensor) or grads.dim() != 2 or len(grads) < 2:
+        shape = tuple(grads.shape) if isinstance(grads, torch.Tensor) else type(grads).__name__
+        raise ValueError(f"grads must be a (samples ≥ 2, parameters) tensor, got {shape}")
+    n = len(grads)
+    g = grads.double()
+    mean = g.mean(dim=0)
+    trace = float(((g - mean) ** 2).sum() / (n - 1))
+    g2 = float(mean @ mean) - trace / n
+    return {
+        "samples": n,
+        "trace_sigma": trace,
+        "g_squared": g2,
+        "b_simple": trace / g2 if g2 > 0 else float("inf"),
+    }
+
+
+@one_thread()
+def measure_b_simple(
+    problem: Problem, excess: float, *, samples: int = 8192, seed: int = 0
+) -> dict:
+    """B_simple estimated from `samples` per-sample gradients at a point of excess loss `excess`,
+    next to the closed form."""
+    check_problem(problem)
+    positive_int("samples", samples, minimum=2)
+    gen = torch.Generator().manual_seed(seed + 1)
+    x, y = problem.sample(samples, gen)
+    out = noise_scale(per_sample_grads(problem.point(excess, seed), x, y))
+    out["exact"] = problem.b_simple(excess)
+    out["excess"] = excess
+    return out

@@ -1,0 +1,272 @@
+"""Lesson 12's pure plots: data in, matplotlib Figure out (no widget code, no pyplot state)."""
+
+from __future__ import annotations
+
+import io
+
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+STAGE_COLORS = {"F": "tab:blue", "B": "tab:orange"}
+
+
+def plot_accumulators(sweep: dict, *, title: str = "") -> Figure:
+    """Relative error against float64 of the accumulated gradient, per accumulator, vs k.
+    Lines that coincide are drawn with different dashes and markers so both stay visible."""
+    fig = Figure(figsize=(7, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    n = sweep["parameters"]
+    styles = [("-", "o", 7), ("--", "s", 7), ("-.", "D", 5), (":", "^", 4)]
+    for (name, errors), (dash, marker, size) in zip(sweep["errors"].items(), styles * 2):
+        held = sum(sweep["bytes"][name].values())
+        ax.plot(
+            sweep["ks"],
+            errors,
+            linestyle=dash,
+            marker=marker,
+            markersize=size,
+            label=f"{name} ({held / n:.0f} bytes/parameter)",
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("micro-batches accumulated k (loss / k each)")
+    ax.set_ylabel("relative L2 error vs float64")
+    ax.set_title(title or "Where the running sum lives decides the error", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _draw_spans(ax, spans, *, labels: bool) -> None:
+    for s, stage in enumerate(spans):
+        for kind, j, start, end in stage:
+            ax.broken_barh(
+                [(start, end - start)],
+                (s - 0.4, 0.8),
+                facecolors=STAGE_COLORS[kind],
+                edgecolor="white",
+            )
+            if labels:
+                ax.text((start + end) / 2, s, str(j), ha="center", va="center", fontsize=7)
+    ax.set_yticks(range(len(spans)), [f"stage {s}" for s in range(len(spans))])
+    ax.invert_yaxis()
+    ax.set_xlabel("time (t_F = 1, t_B = 2)")
+
+
+def plot_schedules(replays: dict, *, title: str = "") -> Figure:
+    """One timeline per schedule: blue forward, orange backward passes, numbered by micro-batch."""
+    fig = Figure(figsize=(9, 1.2 + 1.1 * len(replays)), layout="constrained")
+    axes = fig.subplots(len(replays), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (name, rep) in zip(axes, replays.items()):
+        _draw_spans(ax, rep["spans"], labels=True)
+        ax.set_title(f"{name}: bubble {rep['bubble'][0]:.0%} of the step", fontsize=9, loc="left")
+    fig.suptitle(title or "Recorded pass orders replayed on a clock", fontsize=10)
+    return fig
+
+
+def plot_bubble(curves: dict, recorded: dict | None = None, *, title: str = "") -> Figure:
+    """Bubble vs micro-batches m: the formula (lines), the replayed GPipe order (dots), and the
+    orders recorded from the two-process run (crosses)."""
+    fig = Figure(figsize=(7, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    ms = curves["micro_batches"]
+    for s, formula in curves["formula"].items():
+        (line,) = ax.plot(ms, formula, label=f"S = {s}: (S−1)/(m+S−1)")
+        ax.plot(ms, curves["replayed"][s], "o", color=line.get_color(), markersize=4)
+    ax.plot([], [], "o", color="grey", markersize=4, label="replayed GPipe order")
+    if recorded:
+        ax.plot(
+            list(recorded), list(recorded.values()), "kx", markersize=9, label="recorded, S = 2"
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("micro-batches per step m")
+    ax.set_ylabel("idle share of the step")
+    ax.set_title(title or "The bubble shrinks as micro-batches grow", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_step_weights(experiments: dict, names, *, title: str = "") -> Figure:
+    """Bars: the weight each optimizer step's gradient got in the final .grad, per experiment."""
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    width = 0.8 / max(len(experiments[n]["weights"]["weights"]) for n in names)
+    labelled = set()
+    for i, name in enumerate(names):
+        weights = experiments[name]["weights"]["weights"]
+        for j, w in enumerate(weights):
+            label = None if j in labelled else f"step {j + 1}'s gradient"
+            labelled.add(j)
+            ax.bar(i + (j - (len(weights) - 1) / 2) * width, w, width, color=f"C{j}", label=label)
+            ax.text(
+                i + (j - (len(weights) - 1) / 2) * width,
+                w,
+                f"{w:.3g}",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+    ax.axhline(1, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("weight in the final .grad")
+    ax.set_title(title or "What each pipeline step contributes", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_recompiles(results: dict, *, title: str = "") -> Figure:
+    """Bars: graphs compiled per fix, dynamic ones hatched."""
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    for i, r in enumerate(results.values()):
+        bottom = 0
+        for dynamic in r["dynamic"]:
+            ax.bar(
+                i,
+                1,
+                bottom=bottom,
+                color="tab:purple" if dynamic else "tab:blue",
+                edgecolor="white",
+                hatch="//" if dynamic else None,
+            )
+            bottom += 1
+    ax.set_xticks(range(len(results)), list(results), fontsize=8)
+    ax.set_yticks(range(max(len(r["dynamic"]) for r in results.values()) + 1))
+    ax.set_ylabel("graphs compiled")
+    ax.set_title(title or "Graphs compiled (hatched: dynamic batch size)", fontsize=10)
+    return fig
+
+
+def plot_batch_sweep(
+    sweep: dict, fitted: dict, curve: dict, b_simple: float, *, title=""
+) -> Figure:
+    """Steps and samples to the target loss vs batch size (log-log), the fitted McCandlish curves,
+    and B_simple measured at the target loss."""
+    fig = Figure(figsize=(10, 3.6), layout="constrained")
+    a, b = fig.subplots(1, 2)
+    bs = sweep["batch_sizes"]
+    for ax, key, label in (
+        (a, "steps", "optimizer steps"),
+        (b, "samples", "samples (= time on one device)"),
+    ):
+        ax.plot(bs, sweep[key], "o", label="measured (best learning rate)")
+        ax.plot(curve["batch_sizes"], curve[key], "-", color="grey", label="fit: S_min, E_min")
+        ax.axvline(b_simple, color="tab:red", linestyle="--", label=f"B_simple = {b_simple:.0f}")
+        ax.axvline(
+            fitted["b_crit"],
+            color="black",
+            linestyle=":",
+            label=f"B_crit fit = {fitted['b_crit']:.0f}",
+        )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("effective batch B = micro-batch × k")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7)
+    a.set_title("steps to the target: fall ~1/B, then flatten", fontsize=10)
+    b.set_title("samples to the target: flat, then growing with B", fontsize=10)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+class ExplorerFigure:
+    """Lesson 12's explorer figure, built once: `update(data)` moves its artists and returns it.
+
+    Fixed layout (no constrained layout, fixed limits where possible) so a redraw costs one draw.
+    """
+
+    def __init__(self, max_stages: int, max_micro_batches: int, errors: dict | None):
+        self.figure = Figure(figsize=(11, 3.4))
+        self.figure.subplots_adjust(left=0.07, right=0.99, bottom=0.16, top=0.88, wspace=0.3)
+        self.timeline, self.curve, self.precision = self.figure.subplots(
+            1, 3, gridspec_kw={"width_ratios": [1.6, 1, 1]}
+        )
+        self.polys = {}
+        for kind in ("F", "B"):
+            self.polys[kind] = PolyCollection([], facecolors=STAGE_COLORS[kind], edgecolors="white")
+            self.timeline.add_collection(self.polys[kind])
+        self.timeline.set_xlabel("time (t_F = 1, t_B = 2)")
+        self.message = self.timeline.text(
+            0.5,
+            0.5,
+            "",
+            ha="center",
+            va="center",
+            wrap=True,
+            transform=self.timeline.transAxes,
+            fontsize=9,
+        )
+        ms = list(range(1, max_micro_batches + 1))
+        (self.formula,) = self.curve.plot(
+            ms, [0.0] * len(ms), color="tab:blue", label="(S−1)/(m+S−1)"
+        )
+        (self.point,) = self.curve.plot([1], [0.0], "o", color="tab:red", label="this step")
+        _fixed_log2_ticks(self.curve, ms)
+        self.curve.set_ylim(0, 1)
+        self.curve.set_xlabel("micro-batches m")
+        self.curve.set_ylabel("bubble (idle share)")
+        self.curve.legend(fontsize=7, loc="upper right")
+        self.marker = None
+        if errors:
+            for name, values in errors["errors"].items():
+                self.precision.plot(errors["ks"], values, marker=".", label=name)
+            self.marker = self.precision.axvline(1, color="tab:red", linestyle="--")
+            _fixed_log2_ticks(self.precision, errors["ks"])
+            self.precision.set_yscale("log")
+            low = min(min(v) for v in errors["errors"].values())
+            high = max(max(v) for v in errors["errors"].values())
+            self.precision.set_ylim(low / 2, high * 10)  # room for the legend above the lines
+            self.precision.yaxis.set_minor_locator(NullLocator())
+            self.precision.legend(fontsize=6, loc="upper left")
+        self.precision.set_xlabel("k = m micro-batches accumulated")
+        self.precision.set_ylabel("error vs float64")
+        self.precision.set_title("accumulator precision", fontsize=9)
+
+    def png(self, dpi: int = 80) -> bytes:
+        """The figure as PNG at its fixed layout (no tight bounding box: that would draw twice)."""
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png", dpi=dpi)
+        return buffer.getvalue()
+
+    def update(self, data: dict) -> Figure:
+        s, m = data["stages"], data["micro_batches"]
+        spans = data["spans"] or []
+        for kind in ("F", "B"):
+            self.polys[kind].set_verts(
+                [
+                    [(a, st - 0.4), (e, st - 0.4), (e, st + 0.4), (a, st + 0.4)]
+                    for st, stage in enumerate(spans)
+                    for k, _, a, e in stage
+                    if k == kind
+                ]
+            )
+        self.timeline.set_xlim(0, max(data["makespan"], 1.0))
+        self.timeline.set_ylim(s - 0.5, -0.5)
+        self.timeline.set_yticks(range(s), [f"stage {i}" for i in range(s)])
+        self.message.set_text(data["refused"] or "")
+        self.timeline.set_title(
+            f"{data['schedule']}, S = {s}, m = {m}: "
+            + (
+                "refused"
+                if data["refused"]
+                else f"bubble {data['bubble']:.0%}, ≤ {data['in_flight']} micro-batches' activations held"
+            ),
+            fontsize=9,
+        )
+        self.formula.set_ydata(data["formula_curve"])
+        self.point.set_data([m], [data["formula"]])
+        self.curve.set_title(f"S = {s} stages", fontsize=9)
+        if self.marker is not None:
+            self.marker.set_xdata([m, m])
+        return self.figure
+
+
+def _fixed_log2_ticks(ax, values) -> None:
+    # fixed ticks: a log locator would recompute them on every redraw of the explorer
+    ax.set_xscale("log", base=2)
+    ticks = [v for v in values if v & (v - 1) == 0]
+    if len(ticks) > 6:
+        ticks = ticks[::2]  # labels of neighbouring powers of 2 would run into each other
+    ax.set_xticks(ticks, [str(v) for v in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())

@@ -1,0 +1,422 @@
+"""accumlab.scale (lesson 12): the accumulator's dtype, pipeline schedules (replayed and run on two
+processes), torch.compile recompiles, the gradient noise scale and the batch-size sweep, plots,
+the explorer — and a clear ValueError for every bad argument."""
+
+import copy
+import math
+
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+import accumlab as al
+from accumlab.scale import stages
+
+# --- the accumulator's dtype ----------------------------------------------------------------------
+
+
+def test_bfloat16_loses_plus_one_from_256():
+    r = al.scale.bf16_rounding()
+    assert r["first_lost"] == 256 and r["significant_bits"] == 8
+    assert r["plus_one"] == {255.0: 256.0, 256.0: 256.0, 4096.0: 4096.0}
+    assert r["eps"] == 2.0**-7
+
+
+def test_main_grad_hook_adds_in_float32_and_frees_grad():
+    model = al.mlp(4, 8, depth=1).to(torch.bfloat16)
+    main = al.scale.MainGrad(model)
+    x = torch.randn(3, 4, dtype=torch.bfloat16)
+    for _ in range(2):
+        model(x).sum().backward()
+    assert all(p.grad is None for p in model.parameters())
+    assert all(b.dtype == torch.float32 for b in main.buffers.values())
+    once = copy.deepcopy(model)
+    once(x).sum().backward()
+    for n, p in once.named_parameters():  # two identical backwards: twice one bfloat16 gradient
+        assert torch.equal(main.buffers[n], 2 * p.grad.float())
+    assert main.nbytes == 4 * sum(p.numel() for p in model.parameters())
+    main.remove()
+    model(x).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())  # hooks gone
+    main.zero_()
+    assert all(float(b.abs().max()) == 0 for b in main.buffers.values())
+
+
+def test_main_grad_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="model.*str"):
+        al.scale.MainGrad("model")
+    with pytest.raises(ValueError, match="dtype.*bfloat16"):
+        al.scale.MainGrad(al.mlp(2), dtype=torch.bfloat16)
+
+
+def test_accumulate_memory_per_accumulator():
+    model = al.mlp(4, 8, depth=1)
+    n = sum(p.numel() for p in model.parameters())
+    chunks = al.regression_data(8, 4).micro_batches(2)
+    bytes_per = {
+        a: sum(al.scale.accumulate(model, chunks, a)[1].values()) / n for a in al.scale.ACCUMULATORS
+    }
+    assert bytes_per == {
+        "bfloat16 .grad": 4,  # bf16 parameters + bf16 .grad
+        "float32 main_grad": 6,  # bf16 parameters + float32 buffer, .grad freed
+        "float32 grad_dtype": 6,  # bf16 parameters + float32 .grad
+        "float32 params + autocast": 8,  # float32 parameters + float32 .grad
+    }
+    assert all(p.grad is None for p in model.parameters())  # the caller's model is untouched
+    with pytest.raises(ValueError, match="accumulator.*'fp8'"):
+        al.scale.accumulate(model, chunks, "fp8")
+    with pytest.raises(ValueError, match="micro_batches"):
+        al.scale.accumulate(model, [], "bfloat16 .grad")
+
+
+def test_accumulator_errors_bf16_grows_float32_does_not():
+    sweep = al.scale.accumulator_errors([1, 16, 128])
+    e = sweep["errors"]
+    assert e["bfloat16 .grad"][-1] > 3 * e["bfloat16 .grad"][0]
+    assert e["float32 main_grad"][-1] < e["float32 main_grad"][0]
+    assert e["bfloat16 .grad"][-1] > 10 * e["float32 main_grad"][-1]
+    # k = 1: nothing is added, so every accumulator holds the same bfloat16 backward's result
+    assert len({round(v[0], 12) for v in e.values()}) == 1
+    # bfloat16 gradients added into float32, three ways: the same numbers
+    assert e["float32 main_grad"] == e["float32 grad_dtype"] == e["float32 params + autocast"]
+
+
+def test_grad_dtype_refused_where_torch_lacks_it(monkeypatch):
+    from accumlab.scale import accumulator
+
+    assert accumulator.grad_dtype_supported()  # torch 2.13 has Tensor.grad_dtype
+    monkeypatch.setattr(accumulator, "grad_dtype_supported", lambda: False)
+    assert "float32 grad_dtype" not in accumulator.available_accumulators()
+    with pytest.raises(ValueError, match="'float32 grad_dtype' needs Tensor.grad_dtype"):
+        accumulator.accumulate(
+            al.mlp(2), al.regression_data(4, 2).micro_batches(2), "float32 grad_dtype"
+        )
+
+
+@pytest.mark.parametrize(
+    "ks, match",
+    [
+        ([], "ks"),
+        ([0], r"ks\[...\].*0"),
+        ([2.5], r"ks\[...\].*2.5"),
+        ([5000], "at most"),
+        (3, "ks"),
+    ],
+)
+def test_accumulator_errors_rejects_bad_ks(ks, match):
+    with pytest.raises(ValueError, match=match):
+        al.scale.accumulator_errors(ks)
+
+
+def test_accumulator_errors_rejects_bad_names():
+    with pytest.raises(ValueError, match=r"accumulators\[...\].*'int8'"):
+        al.scale.accumulator_errors([1], ("int8",))
+    with pytest.raises(ValueError, match="micro_batch_size.*0"):
+        al.scale.accumulator_errors([1], micro_batch_size=0)
+
+
+# --- schedules, replayed --------------------------------------------------------------------------
+
+
+def test_schedule_orders_for_two_stages():
+    gpipe = al.scale.schedule_order("GPipe", 2, 3)
+    assert gpipe[0] == [("F", 0), ("F", 1), ("F", 2), ("B", 0), ("B", 1), ("B", 2)]
+    one = al.scale.schedule_order("1F1B", 2, 4)
+    assert one[0] == [
+        ("F", 0),
+        ("F", 1),
+        ("B", 0),
+        ("F", 2),
+        ("B", 1),
+        ("F", 3),
+        ("B", 2),
+        ("B", 3),
+    ]
+    assert one[1] == [
+        ("F", 0),
+        ("B", 0),
+        ("F", 1),
+        ("B", 1),
+        ("F", 2),
+        ("B", 2),
+        ("F", 3),
+        ("B", 3),
+    ]
+    assert [al.scale.in_flight(o) for o in one] == [2, 1]
+    assert [al.scale.in_flight(o) for o in gpipe] == [3, 3]
+
+
+@pytest.mark.parametrize("schedule", ["GPipe", "1F1B"])
+def test_replayed_bubble_is_the_formula(schedule):
+    for s in range(1, 6):
+        for m in range(s if schedule == "1F1B" else 1, 13):
+            rep = al.scale.replay(al.scale.schedule_order(schedule, s, m))
+            assert rep["makespan"] == pytest.approx((m + s - 1) * 3)
+            for bubble in rep["bubble"]:
+                assert bubble == pytest.approx(al.scale.bubble_fraction(s, m), abs=1e-12)
+
+
+def test_replay_unequal_stages_and_deadlock():
+    orders = al.scale.schedule_order("GPipe", 2, 4)
+    slow_last = al.scale.replay(orders, t_forward=[1, 2], t_backward=[2, 4])
+    assert slow_last["bubble"][0] > al.scale.bubble_fraction(2, 4)  # imbalance idles stage 0
+    with pytest.raises(ValueError, match="never finish"):
+        al.scale.replay([[("B", 0), ("F", 0)], [("F", 0), ("B", 0)]])
+    with pytest.raises(ValueError, match="t_forward.*one time per stage"):
+        al.scale.replay(orders, t_forward=[1, 2, 3])
+    with pytest.raises(ValueError, match="t_backward.*0"):
+        al.scale.replay(orders, t_backward=0)
+    with pytest.raises(ValueError, match="orders"):
+        al.scale.replay([])
+
+
+def test_schedule_bad_arguments():
+    with pytest.raises(ValueError, match="micro_batches.*at least stages=4.*got 2"):
+        al.scale.schedule_order("1F1B", 4, 2)
+    with pytest.raises(ValueError, match="schedule.*'Zero'"):
+        al.scale.schedule_order("Zero", 2, 2)
+    with pytest.raises(ValueError, match="stages.*0"):
+        al.scale.bubble_fraction(0, 4)
+    with pytest.raises(ValueError, match="micro_batches.*-1"):
+        al.scale.bubble_fraction(2, -1)
+    curves = al.scale.bubble_curves([2, 4], [1, 2, 8])
+    assert curves["replayed"][4] == pytest.approx(curves["formula"][4])
+
+
+def test_split_stages_keeps_every_parameter_once():
+    model = stages.pipe_model()
+    pieces = stages.split_stages(model, 2)
+    names = []
+    for offset, piece in pieces:
+        names += list(stages._global_names(piece, offset).values())
+    assert sorted(names) == sorted(n for n, _ in model.named_parameters())
+    with pytest.raises(ValueError, match="stages must be at most"):
+        stages.split_stages(model, 9)
+
+
+@pytest.mark.slow
+def test_pipeline_on_two_processes_matches_one_process():
+    r = al.scale.pipeline_experiments()
+    ex = r["experiments"]
+    for name in ("gpipe", "1f1b", "gpipe_m1"):
+        assert ex[name]["diff"].max_abs < 1e-12  # the pipeline's gradient IS the accumulated one
+        assert ex[name]["full_batch_diff"].max_abs < 1e-12
+    for name, e in ex.items():
+        assert e["order_matches_schedule"], name
+        assert e["replayed_bubble"] == pytest.approx([e["formula_bubble"]] * 2, abs=1e-12)
+        assert e["weights"]["residual"] < 1e-12
+    assert ex["no_scale"]["weights"]["weights"] == pytest.approx([4.0])
+    assert ex["two_steps_scaled"]["weights"]["weights"] == pytest.approx([0.25, 1.0])
+    assert ex["two_steps_fixed"]["weights"]["weights"] == pytest.approx([0.5, 0.5])
+    assert ex["1f1b"]["in_flight"] == [2, 1] and ex["gpipe"]["in_flight"] == [4, 4]
+    assert "must be greater than or equal to the number of stages" in r["errors"]["1f1b_m1"]
+    with pytest.raises(ValueError, match="timeout"):
+        al.scale.pipeline_experiments(timeout=0)
+    with pytest.raises(ValueError, match="seed.*-1"):
+        al.scale.pipeline_experiments(seed=-1)
+
+
+# --- torch.compile --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sizes, fix, compiles, dynamic",
+    [
+        ((4, 4, 2), "none", 2, [False, True]),
+        ((4, 4, 2), "static", 2, [False, False]),
+        ((4, 4, 2), "mark_dynamic", 1, [True]),
+        ((4, 4, 2), "pad", 1, [False]),
+        ((4, 4, 1), "mark_dynamic", 2, [True, False]),  # size 1 is specialized
+        ((4, 4, 1), "mark_unbacked", 1, [True]),
+        ((4, 4, 4), "none", 1, [False]),
+    ],
+)
+def test_compiled_accumulation_counts_graphs(sizes, fix, compiles, dynamic):
+    r = al.scale.compiled_accumulation(sizes, fix=fix)
+    assert (r["compiles"], r["dynamic"]) == (compiles, dynamic)
+    assert r["max_grad_diff"] < 1e-12  # float64: compiled accumulation = eager accumulation
+
+
+def test_compiled_accumulation_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="fix.*'bucket'"):
+        al.scale.compiled_accumulation(fix="bucket")
+    with pytest.raises(ValueError, match=r"sizes\[...\].*0"):
+        al.scale.compiled_accumulation((4, 0))
+    with pytest.raises(ValueError, match="sizes"):
+        al.scale.compiled_accumulation(())
+    with pytest.raises(ValueError, match="backend.*'tvm'"):
+        al.scale.compiled_accumulation(backend="tvm")
+    with pytest.raises(ValueError, match="windows.*0"):
+        al.scale.compiled_accumulation(windows=0)
+
+
+def test_zero_grad_set_to_none_and_compilation():
+    plain = al.scale.zero_grad_recompiles(set_to_none=(True, False))
+    assert (plain["graphs"], plain["backward_captures"]) == (1, 0)
+    for setting in ((True,), (False,), (True, False)):
+        ca = al.scale.zero_grad_recompiles(
+            compiled_autograd=True, set_to_none=setting, post_accumulate_hook=True
+        )
+        assert ca["backward_captures"] == 2  # .grad None (first micro-batch) vs .grad present
+        assert ca["hook_calls"] == 4 * ca["backward_passes"]
+    alone = al.scale.zero_grad_recompiles(
+        compiled_autograd=True, set_to_none=(True,), accumulation_steps=1
+    )
+    assert alone["backward_captures"] == 1  # no accumulation, .grad always None
+    with pytest.raises(ValueError, match="set_to_none"):
+        al.scale.zero_grad_recompiles(set_to_none=())
+    with pytest.raises(ValueError, match="accumulation_steps.*0"):
+        al.scale.zero_grad_recompiles(accumulation_steps=0)
+
+
+@pytest.mark.slow
+def test_inductor_accumulated_gradient_equals_eager():
+    r = al.scale.compiled_accumulation((4, 2), backend="inductor", windows=1)
+    assert r["compiles"] == 2 and r["max_grad_diff"] < 1e-12
+
+
+# --- the gradient noise scale and the batch-size sweep --------------------------------------------
+
+
+def test_per_sample_grads_match_autograd_one_by_one():
+    problem = al.scale.Problem(features=3)
+    x, y = problem.sample(5, torch.Generator().manual_seed(0))
+    w = problem.point(0.5)
+    grads = al.scale.per_sample_grads(w, x, y)
+    for i in range(5):
+        wi = w.clone().requires_grad_()
+        (0.5 * (x[i] @ wi - y[i]) ** 2).backward()
+        assert torch.allclose(grads[i], wi.grad, atol=1e-14)
+    batch = al.scale.batch_gradients(w.unsqueeze(0), x.unsqueeze(0), y.unsqueeze(0))
+    assert torch.allclose(batch[0], grads.mean(dim=0), atol=1e-14)
+
+
+@pytest.mark.parametrize("excess", [2.0, 0.5, 0.05])
+def test_measured_b_simple_matches_closed_form(excess):
+    r = al.scale.measure_b_simple(al.scale.Problem(), excess)
+    assert r["b_simple"] == pytest.approx(r["exact"], rel=0.1)
+
+
+def test_noise_scale_on_known_gradients():
+    # two samples ±1 around mean 3 in one coordinate: tr(Σ) = 2, |G|² = 9 − 2/2 = 8
+    r = al.scale.noise_scale(torch.tensor([[2.0], [4.0]]))
+    assert (r["trace_sigma"], r["g_squared"], r["b_simple"]) == (2.0, 8.0, 0.25)
+    assert al.scale.noise_scale(torch.tensor([[1.0], [-1.0]]))["b_simple"] == math.inf
+    with pytest.raises(ValueError, match="grads.*samples ≥ 2"):
+        al.scale.noise_scale(torch.ones(1, 3))
+    with pytest.raises(ValueError, match="grads"):
+        al.scale.noise_scale([[1.0]])
+
+
+def test_problem_rejects_bad_values():
+    with pytest.raises(ValueError, match="features.*0"):
+        al.scale.Problem(features=0)
+    with pytest.raises(ValueError, match="noise.*-1"):
+        al.scale.Problem(noise=-1.0)
+    with pytest.raises(ValueError, match="excess.*0"):
+        al.scale.Problem().b_simple(0)
+    with pytest.raises(ValueError, match="samples.*1"):
+        al.scale.measure_b_simple(al.scale.Problem(), 0.1, samples=1)
+    with pytest.raises(ValueError, match="problem must be an al.scale.Problem, got dict"):
+        al.scale.measure_b_simple({"features": 8}, 0.1)
+    with pytest.raises(ValueError, match="problem.*str"):
+        al.scale.batch_size_sweep("linear")
+
+
+def test_fit_recovers_a_known_tradeoff():
+    bs = [1, 4, 16, 64, 256]
+    curve = al.scale.tradeoff_curve(3.0, 300.0, bs)
+    f = al.scale.fit(bs, curve["steps"])
+    assert (f["s_min"], f["e_min"], f["b_crit"]) == pytest.approx((3.0, 300.0, 100.0))
+    # the model's hyperbola: (S/S_min − 1)(E/E_min − 1) = 1
+    for s, e in zip(curve["steps"], curve["samples"]):
+        assert (s / 3 - 1) * (e / 300 - 1) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="two finite"):
+        al.scale.fit([1, 2], [5.0, math.inf])
+
+
+def test_batch_size_sweep_small():
+    r = al.scale.batch_size_sweep(batch_sizes=[1, 64], seeds=4)
+    assert r["steps"][0] > 10 * r["steps"][1]  # small batches: many more steps ...
+    assert r["samples"][0] < r["samples"][1]  # ... but fewer samples than far past B_simple
+    again = al.scale.batch_size_sweep(batch_sizes=[1, 64], seeds=4)
+    assert again["steps"] == r["steps"]  # deterministic for a seed
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"batch_sizes": []}, "batch_sizes"),
+        ({"batch_sizes": [0]}, r"batch_sizes\[...\].*0"),
+        ({"learning_rates": [-0.1]}, r"learning_rates\[...\].*-0.1"),
+        ({"target_excess": 3.0}, "target_excess must be below start_excess"),
+        ({"seeds": 0}, "seeds.*0"),
+        ({"start_excess": "2"}, "start_excess.*'2'"),
+    ],
+)
+def test_batch_size_sweep_rejects(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        al.scale.batch_size_sweep(**kwargs)
+
+
+# --- plots and the explorer -----------------------------------------------------------------------
+
+
+def test_explorer_data_and_refusal():
+    d = al.scale.explorer_data(8, 4, "GPipe")
+    assert d["bubble"] == pytest.approx(3 / 11) and d["in_flight"] == 8
+    one = al.scale.explorer_data(8, 4, "1F1B")
+    assert one["bubble"] == pytest.approx(3 / 11) and one["in_flight"] == 4
+    refused = al.scale.explorer_data(2, 4, "1F1B")
+    assert refused["refused"] and refused["spans"] is None
+    for args, match in [
+        ((0, 2), "micro_batches.*0"),
+        ((4, 9), "stages at most 8"),
+        ((4, 2, "x"), "schedule"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            al.scale.explorer_data(*args)
+
+
+def test_explorer_moves_with_its_controls():
+    errors = al.scale.accumulator_errors([1, 4, 16])
+    ex = al.scale.scale_explorer(errors)
+    first = ex.image.value
+    assert first[:4] == b"\x89PNG" and ex.data["bubble"] == pytest.approx(0.2)
+    ex.controls["micro_batches"].value = 16
+    assert ex.data["bubble"] == pytest.approx(1 / 17) and ex.image.value != first
+    ex.controls["stages"].value = 8
+    ex.controls["schedule"].value = "1F1B"
+    assert ex.data["in_flight"] == 8 and ex.error is None
+    ex.controls["micro_batches"].value = 2
+    assert ex.data["refused"] and ex.error is None  # shown, not raised
+    assert al.scale.scale_explorer().data["micro_batches"] == 4  # no precision panel: still works
+    with pytest.raises(ValueError, match="errors must be the dict.*list"):
+        al.scale.scale_explorer([1, 2])
+
+
+def test_plots_return_figures():
+    sweep = al.scale.accumulator_errors([1, 2])
+    reps = {s: al.scale.replay(al.scale.schedule_order(s, 2, 4)) for s in al.scale.SCHEDULES}
+    bs = al.scale.batch_size_sweep(batch_sizes=[1, 8, 64], seeds=2)
+    f = al.scale.fit(bs["batch_sizes"], bs["steps"])
+    curve = al.scale.tradeoff_curve(f["s_min"], f["e_min"], bs["batch_sizes"])
+    fake = {
+        "a": {"weights": {"weights": [1.0]}},
+        "b": {"weights": {"weights": [0.25, 1.0]}},
+    }
+    figures = [
+        al.scale.plot_accumulators(sweep),
+        al.scale.plot_schedules(reps),
+        al.scale.plot_bubble(al.scale.bubble_curves([2, 4], [1, 2, 4]), {4: 0.2}),
+        al.scale.plot_step_weights(fake, ["a", "b"]),
+        al.scale.plot_recompiles({"none": {"dynamic": [False, True]}}),
+        al.scale.plot_batch_sweep(bs, f, curve, 89.0),
+    ]
+    assert all(isinstance(fig, Figure) for fig in figures)
+
+
+def test_every_public_name_resolves():
+    for name in al.scale.__all__:
+        assert getattr(al.scale, name) is not None, name
+    assert "scale" in al.TOPICS
