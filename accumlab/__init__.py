@@ -24,6 +24,7 @@ TOPICS = (
     "precision",
     "dist",
     "audit",
+    "bookkeeping",
 )
 
 __getattr__, __dir__, __all__ = lazy_names(
