@@ -12,7 +12,7 @@ from .._validate import one_of, positive_int
 from ..explorer import Explorer, int_slider
 from .counters import COUNTERS
 from .loop import Run, Setup, train
-from .resume import OMISSIONS, final_error, read_counts, resume
+from .checkpoints import OMISSIONS, final_error, read_counts, resume
 
 MAX_K, MAX_EPOCHS = 16, 4
 
