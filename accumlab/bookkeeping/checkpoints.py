@@ -50,7 +50,6 @@ CHECKPOINT_KEYS = (
     "optimizer",
     "scheduler",
     "torch_rng",
-    "sampler",
     "sampler_epoch_start",
     "grads",
     "window",
@@ -135,10 +134,8 @@ def resume(checkpoint: dict, *, omit: str = "none", setup: Setup | None = None) 
         loop.window = dict(checkpoint["window"])
     if omit != "RNG states":
         loop.torch_rng = checkpoint["torch_rng"].clone()
-        epoch_start = loop.micro_step % setup.batches_per_epoch != 0
-        # mid-epoch: draw this epoch's order again from the state it was drawn from
-        loop.sampler.set_state(checkpoint["sampler_epoch_start" if epoch_start else "sampler"])
-        if epoch_start:
+        loop.sampler.set_state(checkpoint["sampler_epoch_start"])
+        if loop.micro_step % setup.batches_per_epoch:  # mid-epoch: draw its order again now
             loop.order = torch.randperm(setup.samples, generator=loop.sampler)
     return loop.run()
 

@@ -10,9 +10,9 @@ import ipywidgets as W
 
 from .._validate import one_of, positive_int
 from ..explorer import Explorer, int_slider
+from .checkpoints import OMISSIONS, final_error, read_counts, resume
 from .counters import COUNTERS
 from .loop import Run, Setup, train
-from .checkpoints import OMISSIONS, final_error, read_counts, resume
 
 MAX_K, MAX_EPOCHS = 16, 4
 

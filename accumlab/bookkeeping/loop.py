@@ -212,8 +212,13 @@ class Loop:
             "step": self.step,
             **state,
             "torch_rng": self.torch_rng.clone(),
-            "sampler": self.sampler.get_state(),
-            "sampler_epoch_start": self.epoch_start.clone(),
+            # the state this epoch's order is drawn from: already drawn mid-epoch, about to be at
+            # an epoch's start; a resumed run draws the same order again and skips what was read
+            "sampler_epoch_start": (
+                self.epoch_start.clone()
+                if self.micro_step % self.setup.batches_per_epoch
+                else self.sampler.get_state()
+            ),
             "grads": grads,  # the partial window: empty at a window boundary
             "window": dict(self.window),  # running sums the window's log line needs
         }

@@ -142,7 +142,7 @@ class LiveFigure:
         # every text costs a layout on each redraw (a legend ~15 ms): short labels here; the
         # numbers and the colours' meaning go in the explorer's summary line (explorer_summary)
         fig = Figure(figsize=(9.5, 5.2))
-        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.97, hspace=0.35, wspace=0.2)
+        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.97, hspace=0.35, wspace=0.3)
         (ax_w, ax_h), (ax_l, ax_e) = fig.subplots(2, 2)
         a = {"fig": fig, "ax_w": ax_w, "ax_h": ax_h, "ax_l": ax_l, "ax_e": ax_e}
         (a["sizes"],) = ax_w.plot([], [], drawstyle="steps-mid", color="tab:blue")
@@ -153,8 +153,9 @@ class LiveFigure:
         a["hist"] = ax_h.vlines([], 0, [], colors="tab:blue", linewidth=8)
         ax_h.set_xlabel("window size")
         ax_h.set_ylabel("optimizer steps")
-        (a["log_window"],) = ax_l.plot([], [], color="tab:green")
-        (a["log_scaled"],) = ax_l.plot([], [], color="tab:orange")
+        # the true mean wide underneath, the logged Σ loss / k thin on top: green shows where they part
+        (a["log_window"],) = ax_l.plot([], [], color="tab:green", linewidth=3)
+        (a["log_scaled"],) = ax_l.plot([], [], color="tab:orange", linewidth=1)
         a["epochs_l"] = ax_l.vlines([], 0, 1, colors="black", linestyles="dotted", linewidth=1)
         ax_l.set_xlabel("optimizer step")
         ax_l.set_ylabel("logged loss")
@@ -218,6 +219,8 @@ def explorer_summary(d: dict) -> str:
         f"Interrupted after micro-step {d['stop_at']} (optimizer step {d['stop_step']}); the "
         f"checkpoint forgets <b>{d['omission']}</b> → resumed run: {d['steps']} steps, "
         f"{d['extra_reads']} extra / {d['missed_reads']} missed sample reads, <b>{verdict}</b>."
+        "<br>Top left: red dots, windows spanning two epochs; dotted, epoch ends; purple, the "
+        "interruption. Bottom left: green, the true window mean; orange, Σ loss / k."
     )
 
 
