@@ -211,11 +211,12 @@ class Loop:
             "micro_step": self.micro_step,  # data position, in micro-batches of this setup
             "step": self.step,
             **state,
-            "torch_rng": self.torch_rng.clone(),
+            # RNG states come from get_state() (new tensors) and are never changed in place
+            "torch_rng": self.torch_rng,
             # the state this epoch's order is drawn from: already drawn mid-epoch, about to be at
             # an epoch's start; a resumed run draws the same order again and skips what was read
             "sampler_epoch_start": (
-                self.epoch_start.clone()
+                self.epoch_start
                 if self.micro_step % self.setup.batches_per_epoch
                 else self.sampler.get_state()
             ),
