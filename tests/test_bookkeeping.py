@@ -315,10 +315,11 @@ def test_live_figure_updates_in_place():
 
 
 def test_bookkeeping_data():
-    d = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 153, "none")
+    d = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 153, "none", batches_per_epoch=103)
     assert d["bit_exact"] and d["stop_step"] == 38 and d["steps"] == 78
     assert all(e == 0.0 for e in d["errors"]) and d["error_steps"][0] == 39
-    lost = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 153, "partial window's .grad")
+    lost = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 33, "partial window's .grad")
+    assert lost["schedule"].batches_per_epoch == 23 and lost["stop_step"] == 8
     assert not lost["bit_exact"] and lost["errors"][0] > 0
     assert "bit for bit" in bk.explorer_summary(d) and "off by" in bk.explorer_summary(lost)
 
@@ -330,7 +331,9 @@ def test_bookkeeping_data():
         ({"k": 0}, "k must be an integer >= 1, got 0"),
         ({"epochs": 5}, "epochs must be at most 4, got 5"),
         ({"counter": "x"}, "counter must be one of.*got 'x'"),
-        ({"stop_at": 309}, r"stop_at must be a micro-step in \[1, 308\], got 309"),
+        ({"stop_at": 69}, r"stop_at must be a micro-step in \[1, 68\], got 69"),
+        ({"batches_per_epoch": 104}, "batches_per_epoch must be at most 103, got 104"),
+        ({"batches_per_epoch": 1}, "batches_per_epoch must be an integer >= 2, got 1"),
         ({"stop_at": True}, "stop_at.*True"),
         ({"omission": "all"}, "omission must be one of.*got 'all'"),
     ],
@@ -345,9 +348,11 @@ def test_explorer_controls():
     assert ex.data["bit_exact"] and "bit for bit" in ex.summary.value
     ex.controls["omission"].value = "optimizer state"
     assert not ex.data["bit_exact"] and "optimizer state" in ex.summary.value
-    ex.controls["epochs"].value = 1  # the interruption slider follows: 153 is past the end
-    assert ex.controls["stop_at"].max == 102 and ex.controls["stop_at"].value <= 102
+    ex.controls["epochs"].value = 1  # the interruption slider follows: 33 is past the end
+    assert ex.controls["stop_at"].max == 22 and ex.controls["stop_at"].value <= 22
     assert ex.error is None and ex.data["schedule"].epochs == 1
+    ex.controls["batches_per_epoch"].value = 103
+    assert ex.controls["stop_at"].max == 102 and ex.data["schedule"].batches_per_epoch == 103
     ex.controls["k"].value = 16
     ex.controls["counter"].value = "per_epoch"
     assert ex.data["schedule"].leftover and ex.error is None

@@ -15,6 +15,9 @@ from .counters import COUNTERS
 from .loop import Run, Setup, train
 
 MAX_K, MAX_EPOCHS = 16, 4
+# 23 = 5 × 4 + 3 micro-batches per epoch: the same remainder as the lesson's 103 at k = 4, and a
+# run short enough (69 micro-steps over 3 epochs) to recompute on every move; up to 103 on demand
+BATCHES, MIN_BATCHES, MAX_BATCHES = 23, 2, 103
 
 
 @lru_cache(maxsize=8)
@@ -24,9 +27,10 @@ def _uninterrupted(setup: Setup) -> Run:
     return train(setup, keep_checkpoints=True)
 
 
-def explorer_setup(k: int, epochs: int, counter: str) -> Setup:
-    """The explorer's run: lesson 10's default data and model, `loss / k` in every window (a
-    plain loop's scaling, so the logged loss shows the epoch boundaries)."""
+def explorer_setup(k: int, epochs: int, counter: str, batches_per_epoch: int = BATCHES) -> Setup:
+    """The explorer's run: lesson 10's model and data (`batches_per_epoch` micro-batches of 4
+    samples per epoch), `loss / k` in every window (a plain loop's scaling, so the logged loss
+    shows the epoch boundaries)."""
     positive_int("k", k)
     if k > MAX_K:
         raise ValueError(f"k must be at most {MAX_K}, got {k}")
@@ -34,15 +38,27 @@ def explorer_setup(k: int, epochs: int, counter: str) -> Setup:
     if epochs > MAX_EPOCHS:
         raise ValueError(f"epochs must be at most {MAX_EPOCHS}, got {epochs}")
     one_of("counter", counter, COUNTERS)
-    return Setup(accumulation_steps=k, epochs=epochs, counter=counter, last_window="divide_by_k")
+    positive_int("batches_per_epoch", batches_per_epoch, minimum=MIN_BATCHES)
+    if batches_per_epoch > MAX_BATCHES:
+        raise ValueError(
+            f"batches_per_epoch must be at most {MAX_BATCHES}, got {batches_per_epoch}"
+        )
+    return Setup(
+        accumulation_steps=k,
+        epochs=epochs,
+        counter=counter,
+        last_window="divide_by_k",
+        batches_per_epoch=batches_per_epoch,
+    )
 
 
 def bookkeeping_data(
     k: int = 4,
     epochs: int = 3,
     counter: str = "sync_at_epoch_end",
-    stop_at: int = 153,
+    stop_at: int = 33,
     omission: str = "none",
+    batches_per_epoch: int = BATCHES,
 ) -> dict:
     """Plain compute behind the explorer (tests call it directly). Lesson 10.
 
@@ -51,7 +67,7 @@ def bookkeeping_data(
     "error_steps"/"errors" (relative distance from the uninterrupted weights after each step of
     the resumed run), "steps" (of the resumed run), "extra_reads", "missed_reads"}.
     """
-    setup = explorer_setup(k, epochs, counter)
+    setup = explorer_setup(k, epochs, counter, batches_per_epoch)
     one_of("omission", omission, OMISSIONS)
     total = setup.batches_per_epoch * epochs
     if isinstance(stop_at, bool) or not isinstance(stop_at, int) or not 0 < stop_at < total:
@@ -102,24 +118,33 @@ class BookkeepingExplorer(Explorer):
 
 
 def bookkeeping_explorer() -> BookkeepingExplorer:
-    """Build the lesson 10 explorer. The interruption slider's range follows the epochs slider,
-    so every reachable setting is valid."""
+    """Build the lesson 10 explorer. The interruption slider's range follows the epochs and
+    batches sliders, so every reachable setting is valid."""
     from .plots import LiveFigure
 
     k = int_slider("accumulation steps k", 4, 1, MAX_K)
     epochs = int_slider("epochs", 3, 1, MAX_EPOCHS)
-    batches = Setup().batches_per_epoch
-    stop = int_slider("interrupt after micro-step", 153, 1, batches * 3 - 1)
+    batches = int_slider("micro-batches per epoch", BATCHES, MIN_BATCHES, MAX_BATCHES)
+    stop = int_slider("interrupt after micro-step", 33, 1, BATCHES * 3 - 1)
     counter = W.Dropdown(options=list(COUNTERS), value="sync_at_epoch_end", description="counter")
     omission = W.Dropdown(options=list(OMISSIONS), value="none", description="checkpoint forgets")
 
-    def clamp_stop(change):
-        stop.max = batches * change["new"] - 1  # ipywidgets clamps the value too
+    def clamp_stop(_change):
+        stop.max = batches.value * epochs.value - 1  # ipywidgets clamps the value too
 
+    # registered before the Explorer's own observers: the range is right when it recomputes
     epochs.observe(clamp_stop, names="value")
+    batches.observe(clamp_stop, names="value")
 
-    def compute(k: int, epochs: int, counter: str, stop_at: int, omission: str):
-        return bookkeeping_data(k, epochs, counter, stop_at, omission)
+    def compute(k, epochs, batches_per_epoch, counter, stop_at, omission):
+        return bookkeeping_data(k, epochs, counter, stop_at, omission, batches_per_epoch)
 
-    controls = {"k": k, "epochs": epochs, "counter": counter, "stop_at": stop, "omission": omission}
+    controls = {
+        "k": k,
+        "epochs": epochs,
+        "batches_per_epoch": batches,
+        "counter": counter,
+        "stop_at": stop,
+        "omission": omission,
+    }
     return BookkeepingExplorer(controls, compute, LiveFigure())
