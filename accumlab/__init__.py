@@ -4,8 +4,8 @@ The core — data, models, losses, the engine (`Recipe`, `run`, `Trace`), refere
 comparisons, autograd-graph helpers, setup, figures and the explorer base — is reached as `al.<name>`.
 Each lesson's machinery lives in a topic folder reached as `al.<topic>.<name>`:
 
-    accumulation (00, 02)  autograd (01)  scaling (03)  batchnorm (04)  memory (05)
-    precision (06)         dist (07)      audit (08)      coupling (09)
+    accumulation (00, 02)  autograd (01)     scaling (03)     batchnorm (04)  memory (05)
+    precision (06)         dist (07)         audit (08)       coupling (09)   bookkeeping (10)
     frameworks (11)        scale (12)
 
 Nothing runs at import time, and nothing is imported before a lesson touches it: call
@@ -26,6 +26,7 @@ TOPICS = (
     "dist",
     "audit",
     "coupling",
+    "bookkeeping",
     "frameworks",
     "scale",
 )

@@ -1,0 +1,217 @@
+"""Exact resume, and what each missing piece of a checkpoint costs: checkpoint files, resuming with
+an omission, and the measured damage against the uninterrupted run. Introduced in lesson 10.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .._validate import one_of
+from .counters import position_from_step
+from .loop import Loop, Run, Setup, train
+
+# What a resumed run gets wrong (lesson 10):
+#   none                  — everything restored: the run continues bit for bit
+#   rewind to the window  — the position is derived from the step counter (the Transformers
+#                           Trainer's rule) and the partial window is read again: also exact
+#   data position = step  — skips `step` micro-batches of the epoch instead of step × k
+#   data position = step × k — ignores the short window that ends every epoch
+#   partial window's .grad — interrupted inside a window, the accumulated .grad is not saved
+#   RNG states            — the data order and dropout masks restart from the seed
+#   optimizer state       — AdamW's moments and step count start again from zero
+#   scheduler state       — the warm-up starts again
+#   a different k         — resumed with twice the accumulation steps
+OMISSIONS = (
+    "none",
+    "rewind to the window",
+    "data position = step",
+    "data position = step × k",
+    "partial window's .grad",
+    "RNG states",
+    "optimizer state",
+    "scheduler state",
+    "a different k",
+)
+_POSITION_RULE = {
+    "rewind to the window": "per_epoch",
+    "data position = step": "step",
+    "data position = step × k": "step_times_k",
+}
+CHECKPOINT_KEYS = (
+    "setup",
+    "micro_step",
+    "step",
+    "model",
+    "optimizer",
+    "scheduler",
+    "torch_rng",
+    "sampler_epoch_start",
+    "grads",
+    "window",
+)
+
+
+def _check_checkpoint(checkpoint) -> None:
+    if not isinstance(checkpoint, dict):
+        raise ValueError(f"checkpoint must be a dict, got {type(checkpoint).__name__}")
+    missing = [k for k in CHECKPOINT_KEYS if k not in checkpoint]
+    if missing:
+        raise ValueError(
+            f"checkpoint is missing {', '.join(missing)}; got keys {sorted(checkpoint)}"
+        )
+
+
+def save_checkpoint(checkpoint: dict, path) -> Path:
+    """Write a checkpoint (the dict `train(..., stop_at=...)` returns in `run.checkpoint`) to
+    `path` with torch.save. Lesson 10."""
+    _check_checkpoint(checkpoint)
+    path = Path(path)
+    torch.save(checkpoint, path)
+    return path
+
+
+def load_checkpoint(path) -> dict:
+    """Read a checkpoint written by `save_checkpoint` (tensors and plain values only, so
+    `weights_only=True` suffices). Lesson 10."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path must be an existing checkpoint file, got {str(path)!r}")
+    checkpoint = torch.load(path, weights_only=True)
+    _check_checkpoint(checkpoint)
+    return checkpoint
+
+
+def resume(checkpoint: dict, *, omit: str = "none", setup: Setup | None = None) -> Run:
+    """Continue a run from `checkpoint` to its end, restoring everything except `omit` (one of
+    OMISSIONS). `setup` overrides the checkpoint's own (a different k, for example). Lesson 10."""
+    _check_checkpoint(checkpoint)
+    one_of("omit", omit, OMISSIONS)
+    # load_state_dict keeps the tensors it is given and the optimizer then updates them in place
+    # (see `load_aliasing`): work on a copy so the caller's checkpoint stays what it was
+    checkpoint = copy.deepcopy(checkpoint)
+    saved = Setup(**checkpoint["setup"])
+    if setup is None:
+        setup = saved
+        if omit == "a different k":
+            setup = dataclasses.replace(saved, accumulation_steps=2 * saved.accumulation_steps)
+    elif not isinstance(setup, Setup):
+        raise ValueError(f"setup must be an al.bookkeeping.Setup, got {type(setup).__name__}")
+    loop = Loop(setup)
+    loop.model.load_state_dict(checkpoint["model"])
+    if omit != "optimizer state":
+        loop.optimizer.load_state_dict(checkpoint["optimizer"])
+    if omit != "scheduler state":
+        loop.scheduler.load_state_dict(checkpoint["scheduler"])
+    loop.step = checkpoint["step"]  # the step counter itself is never lost (it names the file)
+    # data position, counted in samples so that a different micro-batch size still lands right
+    samples = checkpoint["micro_step"] * saved.micro_batch_size
+    if omit in _POSITION_RULE:
+        samples = saved.micro_batch_size * position_from_step(
+            checkpoint["step"],
+            saved.batches_per_epoch,
+            saved.accumulation_steps,
+            _POSITION_RULE[omit],
+        )
+    if samples % setup.micro_batch_size:
+        raise ValueError(
+            f"the checkpoint stopped after {samples} samples, not a whole number of "
+            f"micro-batches of {setup.micro_batch_size}"
+        )
+    loop.micro_step = samples // setup.micro_batch_size
+    moved = loop.micro_step * setup.micro_batch_size != (
+        checkpoint["micro_step"] * saved.micro_batch_size
+    )
+    if not moved and omit != "partial window's .grad":
+        # the window in progress: its accumulated gradient and its log line's running sums
+        for name, p in loop.model.named_parameters():
+            if name in checkpoint["grads"]:
+                p.grad = checkpoint["grads"][name].clone()
+        loop.window = dict(checkpoint["window"])
+    if omit != "RNG states":
+        loop.torch_rng = checkpoint["torch_rng"].clone()
+        loop.sampler.set_state(checkpoint["sampler_epoch_start"])
+        if loop.micro_step % setup.batches_per_epoch:  # mid-epoch: draw its order again now
+            loop.order = torch.randperm(setup.samples, generator=loop.sampler)
+    return loop.run()
+
+
+def load_aliasing() -> dict:
+    """Does `Optimizer.load_state_dict` copy the state it is given? One AdamW step, its state dict
+    loaded into a second AdamW, one step of that: returns whether the loaded optimizer holds the
+    dict's own tensors, and the dict's `step` before and after the second optimizer stepped.
+    Lesson 10."""
+    first = torch.nn.Parameter(torch.ones(2, dtype=torch.float64))
+    opt = torch.optim.AdamW([first], lr=0.1)
+    first.grad = torch.ones_like(first)
+    opt.step()
+    state = opt.state_dict()
+    before = float(state["state"][0]["step"])
+    second = torch.nn.Parameter(torch.ones(2, dtype=torch.float64))
+    loaded = torch.optim.AdamW([second], lr=0.1)
+    loaded.load_state_dict(state)
+    shared = loaded.state[second]["exp_avg"] is state["state"][0]["exp_avg"]
+    second.grad = torch.ones_like(second)
+    loaded.step()
+    return {
+        "shares_tensors": shared,
+        "step_before": before,
+        "step_after": float(state["state"][0]["step"]),
+    }
+
+
+@dataclass(frozen=True)
+class ResumeCheck:
+    """An interrupted-and-resumed run against the uninterrupted one (lesson 10)."""
+
+    omission: str
+    bit_exact: bool  # every final weight equal (torch.equal)
+    rel_error: float  # ‖w − w_ref‖ / ‖w_ref‖ over the final weights
+    steps: int  # optimizer steps of the whole run (the reference's differ only if the run did)
+    extra_reads: int  # sample reads beyond one per sample per epoch
+    missed_reads: int  # sample reads short of one per sample per epoch
+
+
+def final_error(run: Run, reference: Run) -> tuple[bool, float]:
+    """(bit-exact?, relative L2 distance) between two runs' final weights."""
+    from ..compare import grad_diff  # any dict of tensors: here, weights
+
+    exact = all(torch.equal(run.params[n], reference.params[n]) for n in reference.params)
+    return exact, grad_diff(run.params, reference.params).rel_l2
+
+
+def read_counts(parts: list[Run], samples: int, epochs: int) -> tuple[int, int]:
+    """(extra, missed) sample reads over the whole run made of `parts`, against one read per
+    sample per epoch."""
+    reads = torch.zeros(samples, dtype=torch.long)
+    for part in parts:
+        if part.consumed:
+            reads += torch.bincount(torch.cat(part.consumed), minlength=samples)
+    diff = reads - epochs
+    return int(diff.clamp(min=0).sum()), int((-diff).clamp(min=0).sum())
+
+
+def resume_damage(
+    setup: Setup | None = None,
+    stop_at: int = 153,
+    omissions=OMISSIONS,
+    *,
+    reference: Run | None = None,
+) -> list[ResumeCheck]:
+    """Interrupt `setup` at micro-step `stop_at`, resume once per omission, and compare each
+    result with the uninterrupted run (in memory; lesson 10's table and explorer). The default
+    stop, micro-step 153, is inside a window of the second epoch."""
+    setup = Setup() if setup is None else setup
+    reference = train(setup) if reference is None else reference
+    first = train(setup, stop_at=stop_at)
+    checks = []
+    for omit in omissions:
+        rest = resume(first.checkpoint, omit=omit)
+        exact, err = final_error(rest, reference)
+        extra, missed = read_counts([first, rest], setup.samples, setup.epochs)
+        checks.append(ResumeCheck(omit, exact, err, rest.steps, extra, missed))
+    return checks

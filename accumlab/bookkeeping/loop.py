@@ -1,0 +1,264 @@
+"""A training loop that can be interrupted anywhere and resumed: shuffled epochs, dropout, AdamW,
+a warm-up schedule, and every piece of state a checkpoint must hold to continue bit for bit.
+Introduced in lesson 10.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from .._threads import one_thread
+from .._validate import one_of, positive_float, positive_int
+from ..data import Data, regression_data
+from ..engine import Recipe
+from ..losses import get_loss
+from ..models import mlp
+from ..optim import OPTIMIZERS, make_optimizer
+from .counters import COUNTERS, Schedule, linear_warmup, step_schedule
+
+FEATURES, HIDDEN = 4, 8
+# the window's scaling: `loss / k` always, or ÷ the micro-batches the window really holds (lesson 03)
+SCALINGS = ("divide_by_k", "divide_by_actual")
+LOG_KEYS = ("window", "sum_of_scaled", "last_scaled", "sum_of_unscaled")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One run of lesson 10's loop: `epochs` shuffled epochs of `batches_per_epoch` micro-batches
+    of `micro_batch_size` samples, an optimizer step per window as `counter` forms them."""
+
+    accumulation_steps: int = 4
+    micro_batch_size: int = 4
+    batches_per_epoch: int = 103
+    epochs: int = 3
+    counter: str = "sync_at_epoch_end"
+    last_window: str = "divide_by_actual"
+    optimizer: str = "adamw"
+    lr: float = 0.01
+    warmup_ratio: float = 0.1
+    dropout: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self):
+        positive_int("accumulation_steps", self.accumulation_steps)
+        positive_int("micro_batch_size", self.micro_batch_size)
+        positive_int("batches_per_epoch", self.batches_per_epoch)
+        positive_int("epochs", self.epochs)
+        one_of("counter", self.counter, COUNTERS)
+        one_of("last_window", self.last_window, SCALINGS)
+        one_of("optimizer", self.optimizer, OPTIMIZERS)
+        positive_float("lr", self.lr)
+        ratio = self.warmup_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
+            raise ValueError(f"warmup_ratio must be a number in [0, 1), got {ratio!r}")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)):
+            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+        positive_int("seed", self.seed, minimum=0)
+
+    @property
+    def samples(self) -> int:
+        return self.micro_batch_size * self.batches_per_epoch
+
+    def schedule(self) -> Schedule:
+        return step_schedule(
+            self.batches_per_epoch, self.accumulation_steps, self.epochs, self.counter
+        )
+
+    def warmup_steps(self, total_steps: int) -> int:
+        return math.ceil(self.warmup_ratio * total_steps)
+
+    def data(self) -> Data:
+        return regression_data(n=self.samples, features=FEATURES, seed=self.seed)
+
+    def model(self) -> torch.nn.Module:
+        return mlp(FEATURES, HIDDEN, depth=1, dropout=self.dropout, seed=self.seed)
+
+
+@dataclass
+class Run:
+    """What a run (or the resumed part of one) did. Lists run over its optimizer steps, except
+    `consumed` (sample indices read at each micro-step)."""
+
+    setup: Setup
+    first_micro_step: int  # where this part started reading (0 for a fresh run)
+    first_step: int  # optimizer steps taken before this part
+    params: dict[str, torch.Tensor] = field(default_factory=dict)  # at the end of this part
+    logs: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in LOG_KEYS})
+    lrs: list[float] = field(default_factory=list)
+    trajectory: list[torch.Tensor] = field(default_factory=list)  # flat parameters after each step
+    consumed: list[torch.Tensor] = field(default_factory=list)
+    checkpoint: dict | None = None  # everything needed to continue, when the run was stopped
+    checkpoints: dict[int, dict] = field(default_factory=dict)  # micro-step -> checkpoint there
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps of the whole run up to the end of this part."""
+        return self.first_step + len(self.lrs)
+
+
+class Loop:
+    """The state of one training run and the loop that advances it, one micro-step at a time."""
+
+    def __init__(self, setup: Setup):
+        self.setup = setup
+        self.schedule = setup.schedule()
+        self.lengths = self.schedule.window_lengths()
+        self.ends = self.schedule.ends_window()
+        self.data = setup.data()
+        self.recipe = Recipe(
+            setup.micro_batch_size, setup.accumulation_steps, "mean", setup.last_window
+        )
+        self.loss = get_loss("mse")
+        self.model = setup.model()
+        self.optimizer = make_optimizer(setup.optimizer, self.model.parameters(), setup.lr)
+        total = max(self.schedule.steps, 1)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, linear_warmup(total, min(setup.warmup_steps(total), total - 1))
+        )
+        self.sampler = torch.Generator().manual_seed(setup.seed + 1)  # the data order's own RNG
+        self.epoch_start = self.sampler.get_state()  # before this epoch's permutation was drawn
+        self.order: torch.Tensor | None = None
+        self.micro_step = 0
+        self.step = 0
+        self.torch_rng = _seeded_rng(setup.seed)  # dropout's RNG, kept out of the global one
+        self.window = _empty_window()
+        self._step_state: dict | None = None
+        self._named = list(self.model.named_parameters())  # looked up once, not per checkpoint
+        self._setup_dict = asdict(setup)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def run(self, stop_at: int | None = None, *, keep_checkpoints: bool = False) -> Run:
+        """Advance to micro-step `stop_at` (or to the end); return what happened on the way.
+        `keep_checkpoints`: also keep the checkpoint an interruption before every micro-step
+        would have written (the explorer resumes from them instead of re-running the start)."""
+        end = self.schedule.micro_steps if stop_at is None else stop_at
+        out = Run(self.setup, self.micro_step, self.step)
+        b, mb = self.setup.batches_per_epoch, self.setup.micro_batch_size
+        k = self.setup.accumulation_steps
+        with torch.random.fork_rng(devices=[]), one_thread():
+            torch.set_rng_state(self.torch_rng)
+            while self.micro_step < end:
+                g = self.micro_step
+                if keep_checkpoints and g > out.first_micro_step:
+                    self.torch_rng = torch.get_rng_state()
+                    out.checkpoints[g] = self.checkpoint(share_step_state=True)
+                i = g % b
+                if i == 0 or self.order is None:
+                    self.epoch_start = self.sampler.get_state()
+                    self.order = torch.randperm(self.setup.samples, generator=self.sampler)
+                idx = self.order[i * mb : (i + 1) * mb]
+                x, y = self.data.x[idx], self.data.y[idx]
+                loss_sum, count = self.loss(self.model(x), y)
+                n_window = self.lengths[g] or k  # a leftover micro-batch is divided by k
+                scaled = self.recipe.scale(loss_sum, count, n_window, n_window * count)
+                scaled.backward()  # adds into .grad, also on top of a restored partial window
+                out.consumed.append(idx)
+                w, value, scaled_value = self.window, loss_sum.item(), scaled.item()
+                w["loss_sum"] += value
+                w["count"] += count
+                w["scaled"] += scaled_value
+                w["last_scaled"] = scaled_value
+                w["unscaled"] += value / count
+                self.micro_step += 1
+                if self.ends[g]:
+                    self._optimizer_step(out)
+            self.torch_rng = torch.get_rng_state()
+        out.params = {n: p.detach().clone() for n, p in self.model.named_parameters()}
+        if self.micro_step < self.schedule.micro_steps:
+            out.checkpoint = self.checkpoint()
+        return out
+
+    def _optimizer_step(self, out: Run) -> None:
+        out.lrs.append(self.optimizer.param_groups[0]["lr"])
+        self.optimizer.step()
+        self.scheduler.step()  # once per optimizer step, after it
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        self._step_state = None  # model, optimizer and scheduler have moved
+        w = self.window
+        out.logs["window"].append(w["loss_sum"] / w["count"])  # every item weighs the same
+        out.logs["sum_of_scaled"].append(w["scaled"])
+        out.logs["last_scaled"].append(w["last_scaled"])
+        out.logs["sum_of_unscaled"].append(w["unscaled"])
+        out.trajectory.append(torch.cat([p.detach().reshape(-1) for _, p in self._named]))
+        self.window = _empty_window()
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    def checkpoint(self, *, share_step_state: bool = False) -> dict:
+        """Everything the run needs to continue exactly, as plain tensors and numbers (a copy:
+        the run may go on changing its own state). `share_step_state`: checkpoints taken between
+        the same two optimizer steps share one copy of the model, optimizer and scheduler state
+        (which only change at a step); `resume` never modifies a checkpoint."""
+        grads = {n: p.grad.clone() for n, p in self._named if p.grad is not None}
+        state = self._step_state if share_step_state else None
+        if state is None:
+            state = {
+                "model": {n: t.clone() for n, t in self.model.state_dict().items()},
+                "optimizer": _copied(self.optimizer.state_dict()),
+                "scheduler": _copied(self.scheduler.state_dict()),
+            }
+            if share_step_state:
+                self._step_state = state
+        return {
+            "setup": dict(self._setup_dict),
+            "micro_step": self.micro_step,  # data position, in micro-batches of this setup
+            "step": self.step,
+            **state,
+            # RNG states come from get_state() (new tensors) and are never changed in place
+            "torch_rng": self.torch_rng,
+            # the state this epoch's order is drawn from: already drawn mid-epoch, about to be at
+            # an epoch's start; a resumed run draws the same order again and skips what was read
+            "sampler_epoch_start": (
+                self.epoch_start
+                if self.micro_step % self.setup.batches_per_epoch
+                else self.sampler.get_state()
+            ),
+            "grads": grads,  # the partial window: empty at a window boundary
+            "window": dict(self.window),  # running sums the window's log line needs
+        }
+
+
+def _copied(value):
+    """A copy of a state dict: new containers and cloned tensors (copy.deepcopy costs several
+    times more, and the explorer keeps one checkpoint per micro-step)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value  # numbers, strings, None, tuples of those: immutable
+
+
+def _empty_window() -> dict:
+    return {"loss_sum": 0.0, "count": 0, "scaled": 0.0, "last_scaled": 0.0, "unscaled": 0.0}
+
+
+def _seeded_rng(seed: int) -> torch.Tensor:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return torch.get_rng_state()
+
+
+def train(
+    setup: Setup | None = None, *, stop_at: int | None = None, keep_checkpoints: bool = False
+) -> Run:
+    """Run `setup` from scratch, to the end or until micro-step `stop_at` (then
+    `run.checkpoint` holds everything needed to continue). `keep_checkpoints=True` also keeps, in
+    `run.checkpoints`, the checkpoint an interruption before each micro-step would write. Lesson 10."""
+    setup = Setup() if setup is None else setup
+    if not isinstance(setup, Setup):
+        raise ValueError(f"setup must be an al.bookkeeping.Setup, got {type(setup).__name__}")
+    loop = Loop(setup)
+    if stop_at is not None:
+        total = loop.schedule.micro_steps
+        if isinstance(stop_at, bool) or not isinstance(stop_at, int) or not 0 < stop_at < total:
+            raise ValueError(f"stop_at must be a micro-step in [1, {total - 1}], got {stop_at!r}")
+    return loop.run(stop_at, keep_checkpoints=keep_checkpoints)

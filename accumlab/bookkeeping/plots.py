@@ -1,0 +1,232 @@
+"""Pure plots for lesson 10 (bookkeeping under accumulation): data in, matplotlib Figure out."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from .logs import micro_step_axis
+
+FLOOR = 1e-17  # an exact 0 cannot sit on a log axis: it is drawn here and the axis says so
+TITLES = {
+    "window": "item-weighted mean over the window",
+    "sum_of_scaled": "Σ of the ÷k-scaled micro-losses",
+    "last_scaled": "last micro-batch's loss ÷ k",
+    "sum_of_unscaled": "Σ of the micro-losses, not divided",
+}
+
+
+def plot_logged_losses(curves: dict, keys=("last_scaled", "sum_of_unscaled", "window")) -> Figure:
+    """{k: logged_curves(...)}: one column per logging rule, against optimizer steps (top) and
+    against micro-steps (bottom), one line per k."""
+    fig = Figure(figsize=(11, 5.6), layout="constrained")
+    axes = fig.subplots(2, len(keys), sharey="col", squeeze=False)
+    for col, key in enumerate(keys):
+        for k, logs in curves.items():
+            ys = logs[key]
+            axes[0][col].plot(range(1, len(ys) + 1), ys, marker=".", label=f"k = {k}")
+            axes[1][col].plot(micro_step_axis(len(ys), k), ys, marker=".", label=f"k = {k}")
+        axes[0][col].set_title(TITLES[key], fontsize=9)
+        axes[0][col].set_xlabel("optimizer step")
+        axes[1][col].set_xlabel("micro-step")
+    axes[0][0].set_ylabel("logged loss")
+    axes[1][0].set_ylabel("logged loss")
+    axes[0][0].legend(fontsize=8)
+    return fig
+
+
+def plot_schedules(schedules: dict) -> Figure:
+    """{label: Schedule}: micro-batches per optimizer step for each counter; red dots mark windows
+    holding micro-batches of two epochs, dotted lines the epoch boundaries."""
+    fig = Figure(figsize=(10, 1.9 * len(schedules) + 0.6), layout="constrained")
+    axes = fig.subplots(len(schedules), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (label, s) in zip(axes, schedules.items()):
+        steps = list(range(1, s.steps + 1))
+        ax.bar(steps, s.sizes, width=1.0, color="tab:blue", alpha=0.6)
+        straddle = s.straddling()
+        ax.plot([t + 1 for t in straddle], [s.sizes[t] for t in straddle], "o", color="tab:red")
+        done = 0
+        for n in s.steps_per_epoch()[:-1]:
+            done += n
+            ax.axvline(done + 0.5, color="black", linestyle=":", linewidth=1)
+        ax.set_ylabel("micro-batches")
+        ax.set_ylim(0, max(s.sizes) + 1.5)
+        left = f", {len(s.leftover)} never stepped" if s.leftover else ""
+        ax.set_title(
+            f"{label}: {s.steps} steps, sizes {s.histogram()}, {len(straddle)} straddling{left}",
+            fontsize=9,
+        )
+    axes[-1].set_xlabel("optimizer step")
+    return fig
+
+
+def plot_log_ratio(runs: dict) -> Figure:
+    """{label: Run}: the logged Σ of scaled micro-losses divided by the true window mean, per
+    optimizer step (1 where the log is right)."""
+    fig = Figure(figsize=(9, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    for label, r in runs.items():
+        ratio = [a / b for a, b in zip(r.logs["sum_of_scaled"], r.logs["window"], strict=True)]
+        ax.plot(range(1, len(ratio) + 1), ratio, marker=".", label=label)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("logged ÷ true window loss")
+    ax.set_title("what `Σ loss / k` logs at the epoch boundaries", fontsize=9)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_lr_schedules(curves: dict, *, peak_lr: float = 1.0) -> Figure:
+    """{label: learning-rate factor per optimizer step taken}."""
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    for label, lrs in curves.items():
+        ax.plot(range(1, len(lrs) + 1), [peak_lr * v for v in lrs], label=label)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("learning rate ÷ peak" if peak_lr == 1.0 else "learning rate")
+    ax.set_title("the same warm-up ratio, sized in two units", fontsize=9)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_resume_damage(checks) -> Figure:
+    """ResumeCheck list: relative distance of the final weights from the uninterrupted run."""
+    fig = Figure(figsize=(7.5, 0.42 * len(checks) + 1.2), layout="constrained")
+    ax = fig.add_subplot()
+    labels = [c.omission for c in checks][::-1]
+    values = [max(c.rel_error, FLOOR) for c in checks][::-1]
+    colors = ["tab:green" if c.bit_exact else "tab:red" for c in checks][::-1]
+    ax.barh(labels, values, color=colors)
+    ax.set_xscale("log")
+    ax.set_xlim(FLOOR / 10, 1)
+    ax.set_xlabel(f"‖w − w_uninterrupted‖ / ‖w_uninterrupted‖ (bit-exact drawn at {FLOOR:g})")
+    ax.set_title("what the resumed run lost (green: bit for bit)", fontsize=9)
+    return fig
+
+
+def plot_tokens_per_step(budget) -> Figure:
+    """TokenBudget: sequences, real tokens and padded tokens per optimizer step."""
+    fig = Figure(figsize=(9, 3.2), layout="constrained")
+    ax_s, ax_t = fig.subplots(1, 2)
+    steps = list(range(1, budget.steps + 1))
+    ax_s.bar(steps, budget.samples, color="tab:blue")
+    ax_s.set_ylabel("sequences per step")
+    ax_t.bar(steps, budget.padded, color="tab:gray", label="processed (with padding)")
+    ax_t.bar(steps, budget.real, color="tab:orange", label="real tokens")
+    ax_t.set_ylabel("tokens per step")
+    ax_t.legend(fontsize=8)
+    for ax in (ax_s, ax_t):
+        ax.set_xlabel("optimizer step")
+    return fig
+
+
+_ERROR_TICKS = [1e-16, 1e-8, 1.0]
+
+
+class LiveFigure:
+    """The explorer's figure: built once with a fixed layout, then updated in place (new data on
+    the same artists), so a slider move costs a redraw, not a re-layout. Calling it with explorer
+    data returns the same Figure every time."""
+
+    def __init__(self):
+        self.figure: Figure | None = None
+
+    def __call__(self, data: dict) -> Figure:
+        if self.figure is None:
+            self._build()
+        self._update(data)
+        return self.figure
+
+    def _build(self) -> None:
+        from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLocator
+
+        # every text costs a layout on each redraw (a legend ~15 ms): short labels here; the
+        # numbers and the colours' meaning go in the explorer's summary line (explorer_summary)
+        fig = Figure(figsize=(9.5, 5.2))
+        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.97, hspace=0.35, wspace=0.3)
+        (ax_w, ax_h), (ax_l, ax_e) = fig.subplots(2, 2)
+        a = {"fig": fig, "ax_w": ax_w, "ax_h": ax_h, "ax_l": ax_l, "ax_e": ax_e}
+        (a["sizes"],) = ax_w.plot([], [], drawstyle="steps-mid", color="tab:blue")
+        (a["straddle"],) = ax_w.plot([], [], "o", color="tab:red")
+        a["epochs_w"] = ax_w.vlines([], 0, 1, colors="black", linestyles="dotted", linewidth=1)
+        a["stop_w"] = ax_w.axvline(0, color="tab:purple", linewidth=1.5)
+        ax_w.set_ylabel("window size")
+        a["hist"] = ax_h.vlines([], 0, [], colors="tab:blue", linewidth=8)
+        ax_h.set_xlabel("window size")
+        ax_h.set_ylabel("optimizer steps")
+        # the true mean wide underneath, the logged Σ loss / k thin on top: green shows where they part
+        (a["log_window"],) = ax_l.plot([], [], color="tab:green", linewidth=3)
+        (a["log_scaled"],) = ax_l.plot([], [], color="tab:orange", linewidth=1)
+        a["epochs_l"] = ax_l.vlines([], 0, 1, colors="black", linestyles="dotted", linewidth=1)
+        ax_l.set_xlabel("optimizer step")
+        ax_l.set_ylabel("logged loss")
+        (a["errors"],) = ax_e.plot([], [], color="tab:red", marker=".")
+        a["stop_e"] = ax_e.axvline(0, color="tab:purple", linewidth=1.5)
+        ax_e.set_yscale("log")
+        ax_e.set_ylim(FLOOR / 10, 10)
+        # fixed ticks and labels: no tick search or mathtext layout on a slider move
+        ax_e.yaxis.set_major_locator(FixedLocator(_ERROR_TICKS))
+        ax_e.yaxis.set_major_formatter(FixedFormatter([f"{t:.0e}" for t in _ERROR_TICKS]))
+        ax_e.yaxis.set_minor_locator(NullLocator())
+        ax_e.set_xlabel("optimizer step")
+        ax_e.set_ylabel("resumed weights' error")
+        # three labelled ticks per axis: tick labels are most of a redraw's cost
+        for ax in (ax_w, ax_h, ax_l, ax_e):
+            ax.xaxis.set_major_locator(MaxNLocator(3, integer=True))
+        for ax in (ax_w, ax_h, ax_l):
+            ax.yaxis.set_major_locator(MaxNLocator(3))
+        self.figure, self.artists = fig, a
+
+    def _update(self, d: dict) -> None:
+        a, s = self.artists, d["schedule"]
+        steps = list(range(1, s.steps + 1))
+        boundaries, done = [], 0
+        for n in s.steps_per_epoch()[:-1]:
+            done += n
+            boundaries.append(done + 0.5)
+        top = max(s.sizes) + 1
+        a["sizes"].set_data(steps, s.sizes)
+        straddle = s.straddling()
+        a["straddle"].set_data([t + 1 for t in straddle], [s.sizes[t] for t in straddle])
+        a["epochs_w"].set_segments([[(x, 0), (x, top)] for x in boundaries])
+        a["stop_w"].set_xdata([d["stop_step"] + 0.5] * 2)
+        a["ax_w"].set_xlim(0, s.steps + 1)
+        a["ax_w"].set_ylim(0, top)
+        hist = s.histogram()
+        a["hist"].set_segments([[(size, 0), (size, count)] for size, count in hist.items()])
+        a["ax_h"].set_xlim(0, 2 * s.accumulation_steps + 1)
+        a["ax_h"].set_ylim(0, max(hist.values()) * 1.15)
+        logs = d["logs"]
+        a["log_window"].set_data(steps, logs["window"])
+        a["log_scaled"].set_data(steps, logs["sum_of_scaled"])
+        values = logs["window"] + logs["sum_of_scaled"]
+        lo, hi = min(values), max(values)
+        a["epochs_l"].set_segments([[(x, lo), (x, hi * 1.05)] for x in boundaries])
+        a["ax_l"].set_xlim(0, s.steps + 1)
+        a["ax_l"].set_ylim(lo * 0.95 if lo > 0 else lo, hi * 1.05)
+        a["errors"].set_data(d["error_steps"], [max(e, FLOOR) for e in d["errors"]])
+        a["stop_e"].set_xdata([d["stop_step"] + 0.5] * 2)
+        a["ax_e"].set_xlim(0, max(s.steps, d["steps"]) + 1)
+
+
+def explorer_summary(d: dict) -> str:
+    """The explorer's numbers, in words (shown beside the figure, not drawn in it)."""
+    s = d["schedule"]
+    left = f", {len(s.leftover)} micro-batch(es) never stepped" if s.leftover else ""
+    verdict = "bit for bit" if d["bit_exact"] else f"final weights off by {d['rel_error']:.2e}"
+    return (
+        f"{s.counter}, k = {s.accumulation_steps}, {s.epochs} epoch(s) of "
+        f"{s.batches_per_epoch} micro-batches: {s.steps} optimizer steps, window sizes "
+        f"{s.histogram()}, {len(s.straddling())} spanning two epochs{left}. "
+        f"Interrupted after micro-step {d['stop_at']} (optimizer step {d['stop_step']}); the "
+        f"checkpoint forgets <b>{d['omission']}</b> → resumed run: {d['steps']} steps, "
+        f"{d['extra_reads']} extra / {d['missed_reads']} missed sample reads, <b>{verdict}</b>."
+        "<br>Top left: red dots, windows spanning two epochs; dotted, epoch ends; purple, the "
+        "interruption. Bottom left: green, the true window mean; orange, Σ loss / k."
+    )
+
+
+def plot_bookkeeping_explorer(data: dict) -> Figure:
+    """The explorer's four panels for `bookkeeping_data(...)` output, as a new Figure: window
+    size per optimizer step (top left), how many steps had each size (top right), the logged
+    loss (bottom left), and the resumed weights' error after each step (bottom right)."""
+    return LiveFigure()(data)

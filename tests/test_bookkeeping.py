@@ -1,0 +1,490 @@
+"""Lesson 10: step counters, the interruptible loop, exact resume and each omission's damage,
+logging rules, the token budget, plots and the explorer — and the real frameworks' step counts."""
+
+import dataclasses
+import math
+import re
+
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+import accumlab as al
+
+bk = al.bookkeeping
+SMALL = bk.Setup(
+    batches_per_epoch=11, epochs=2, accumulation_steps=3
+)  # 4 windows per epoch: 3,3,3,2
+
+
+def _same(a, b) -> bool:
+    """Structural, bit-for-bit equality of two checkpoints."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    return a == b
+
+
+# --- counters.py -----------------------------------------------------------------------------
+
+
+def test_schedules_by_hand():
+    # 5 micro-batches per epoch, k = 2, 2 epochs (micro-steps 0-4 and 5-9)
+    per_epoch = bk.step_schedule(5, 2, 2, "per_epoch")
+    assert per_epoch.windows == ((0, 1), (2, 3), (4, 5, 6), (7, 8))
+    assert per_epoch.leftover == (9,) and per_epoch.straddling() == [2]
+    at_end = bk.step_schedule(5, 2, 2, "sync_at_epoch_end")
+    assert at_end.windows == ((0, 1), (2, 3), (4,), (5, 6), (7, 8), (9,))
+    assert at_end.leftover == () and at_end.straddling() == []
+    assert at_end.steps_per_epoch() == [3, 3] and at_end.histogram() == {1: 2, 2: 4}
+    glob = bk.step_schedule(5, 2, 2, "global")
+    assert glob.windows == ((0, 1), (2, 3), (4, 5), (6, 7), (8, 9)) and glob.straddling() == [2]
+    assert at_end.window_lengths() == [2, 2, 2, 2, 1, 2, 2, 2, 2, 1]
+    assert per_epoch.window_lengths()[9] == 0  # leftover: never in a window
+    assert at_end.ends_window() == [False, True, False, True, True] * 2
+    assert [at_end.position_after(s) for s in range(7)] == [0, 2, 4, 5, 7, 9, 10]
+
+
+@pytest.mark.parametrize("b, k, epochs", [(103, 4, 3), (100, 4, 3), (3, 5, 4), (7, 1, 2)])
+def test_schedule_counts_follow_the_formulas(b, k, epochs):
+    s = {c: bk.step_schedule(b, k, epochs, c) for c in bk.COUNTERS}
+    assert s["sync_at_epoch_end"].steps == math.ceil(b / k) * epochs
+    assert s["sync_at_epoch_end"].steps == bk.scheduler_total_steps(b, k, epochs)
+    assert s["global"].steps == b * epochs // k
+    for sched in s.values():  # every micro-step is in exactly one window or left over
+        seen = sorted([g for w in sched.windows for g in w] + list(sched.leftover))
+        assert seen == list(range(b * epochs))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"batches_per_epoch": 0}, "batches_per_epoch.*0"),
+        ({"accumulation_steps": -1}, "accumulation_steps.*-1"),
+        ({"epochs": 1.5}, "epochs.*1.5"),
+        ({"counter": "epoch"}, "counter.*'epoch'"),
+    ],
+)
+def test_step_schedule_rejects(kwargs, match):
+    args = {"batches_per_epoch": 10, "accumulation_steps": 2, "epochs": 1, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        bk.step_schedule(**args)
+
+
+def test_schedule_position_rejects():
+    s = bk.step_schedule(5, 2, 1)
+    with pytest.raises(ValueError, match=r"steps_done must be in \[0, 3\], got 4"):
+        s.position_after(4)
+    with pytest.raises(ValueError, match="steps_done must be an integer, got '1'"):
+        s.position_after("1")
+
+
+def test_scheduler_total_steps_rejects():
+    with pytest.raises(ValueError, match="epochs.*0"):
+        bk.scheduler_total_steps(10, 2, 0)
+
+
+def test_position_rules():
+    s = bk.step_schedule(103, 4, 3)
+    for step in range(s.steps + 1):
+        assert bk.position_from_step(step, 103, 4, "per_epoch") == s.position_after(step)
+    assert bk.position_from_step(38, 103, 4, "step_times_k") == 152
+    assert bk.position_from_step(38, 103, 4, "step") == 103 + 12
+    with pytest.raises(ValueError, match="rule.*'steps'"):
+        bk.position_from_step(1, 10, 2, "steps")
+    with pytest.raises(ValueError, match="step must be a non-negative integer, got -1"):
+        bk.position_from_step(-1, 10, 2)
+
+
+def test_warmup_lrs():
+    lrs = bk.warmup_lrs(10, 4, 10)
+    assert lrs[:4] == [0.25, 0.5, 0.75, 1.0] and lrs[4] == 1.0 and abs(lrs[-1] - 1 / 6) < 1e-15
+    assert bk.linear_warmup(10, 4)(12) == 0.0  # past the end: 0, never negative
+    assert bk.warmup_lrs(10, 0, 3) == [1.0, 0.9, 0.8]
+    with pytest.raises(ValueError, match=r"warmup_steps must be in \[0, 10\), got 10"):
+        bk.warmup_lrs(10, 10, 3)
+    with pytest.raises(ValueError, match="warmup_steps must be an integer, got 2.5"):
+        bk.warmup_lrs(10, 2.5, 3)
+    with pytest.raises(ValueError, match="steps_taken.*0"):
+        bk.warmup_lrs(10, 2, 0)
+
+
+# --- loop.py and checkpoints.py ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("accumulation_steps", 0),
+        ("micro_batch_size", 1.0),
+        ("counter", "epochs"),
+        ("last_window", "drop"),
+        ("optimizer", "lion"),
+        ("lr", -0.1),
+        ("warmup_ratio", 1.0),
+        ("dropout", 1.0),
+        ("dropout", "0.1"),
+        ("seed", -1),
+    ],
+)
+def test_setup_rejects(field, value):
+    with pytest.raises(ValueError, match=f"{field}.*{re.escape(repr(value))}"):
+        bk.Setup(**{field: value})
+
+
+@pytest.mark.parametrize("counter", bk.COUNTERS)
+def test_resume_is_bit_exact_anywhere(counter):
+    setup = dataclasses.replace(SMALL, counter=counter)
+    ref = bk.train(setup)
+    assert ref.steps == setup.schedule().steps and len(ref.trajectory) == ref.steps
+    for stop in (1, 4, 11, 13, 21):  # inside windows, at window ends, at the epoch boundary
+        first = bk.train(setup, stop_at=stop)
+        rest = bk.resume(first.checkpoint)
+        assert bk.final_error(rest, ref) == (True, 0.0), (counter, stop)
+        assert first.logs["window"] + rest.logs["window"] == ref.logs["window"]
+        assert bk.read_counts([first, rest], setup.samples, setup.epochs) == (0, 0)
+
+
+def test_kept_checkpoints_equal_interrupted_ones():
+    ref = bk.train(SMALL, keep_checkpoints=True)
+    assert sorted(ref.checkpoints) == list(range(1, SMALL.schedule().micro_steps))
+    for stop in (1, 5, 11, 21):
+        assert _same(ref.checkpoints[stop], bk.train(SMALL, stop_at=stop).checkpoint)
+
+
+def test_resume_leaves_the_checkpoint_untouched():
+    ckpt = bk.train(SMALL, stop_at=5).checkpoint
+    saved = bk.train(SMALL, stop_at=5).checkpoint
+    first, second = bk.resume(ckpt), bk.resume(ckpt)  # AdamW would otherwise step ckpt's tensors
+    assert _same(ckpt, saved) and bk.final_error(first, second) == (True, 0.0)
+    assert bk.load_aliasing() == {"shares_tensors": True, "step_before": 1.0, "step_after": 2.0}
+
+
+def test_checkpoint_files(tmp_path):
+    first = bk.train(SMALL, stop_at=7)
+    path = bk.save_checkpoint(first.checkpoint, tmp_path / "c.pt")
+    loaded = bk.load_checkpoint(path)
+    assert _same(loaded, first.checkpoint)
+    assert bk.final_error(bk.resume(loaded), bk.train(SMALL))[0]
+    with pytest.raises(
+        ValueError, match="path must be an existing checkpoint file, got '.*nope.pt'"
+    ):
+        bk.load_checkpoint(tmp_path / "nope.pt")
+    with pytest.raises(ValueError, match="checkpoint is missing grads"):
+        bk.save_checkpoint({k: v for k, v in first.checkpoint.items() if k != "grads"}, path)
+    with pytest.raises(ValueError, match="checkpoint must be a dict, got list"):
+        bk.resume([])
+
+
+def test_train_and_resume_reject_bad_input():
+    with pytest.raises(ValueError, match=r"stop_at must be a micro-step in \[1, 21\], got 22"):
+        bk.train(SMALL, stop_at=22)
+    with pytest.raises(ValueError, match="stop_at.*got 0"):
+        bk.train(SMALL, stop_at=0)
+    with pytest.raises(ValueError, match="setup must be an al.bookkeeping.Setup, got dict"):
+        bk.train({})
+    ckpt = bk.train(SMALL, stop_at=5).checkpoint
+    with pytest.raises(ValueError, match="omit must be one of.*got 'grads'"):
+        bk.resume(ckpt, omit="grads")
+    with pytest.raises(ValueError, match="setup must be an al.bookkeeping.Setup, got int"):
+        bk.resume(ckpt, setup=3)
+    odd = dataclasses.replace(SMALL, micro_batch_size=3, batches_per_epoch=15)
+    with pytest.raises(ValueError, match="20 samples, not a whole number of micro-batches of 3"):
+        bk.resume(ckpt, setup=odd)
+
+
+def test_every_omission_is_measured():
+    setup = dataclasses.replace(SMALL, batches_per_epoch=23)  # windows of 3, last of 2
+    checks = bk.resume_damage(setup, stop_at=28)  # epoch 2, 2 micro-batches into a window
+    damage = {c.omission: c for c in checks}
+    assert [c.omission for c in checks] == list(bk.OMISSIONS)
+    assert damage["none"].bit_exact and damage["none"].rel_error == 0.0
+    assert all(not c.bit_exact and c.rel_error > 1e-6 for c in checks[1:])
+    assert damage["data position = step"].extra_reads > 0
+    assert damage["RNG states"].extra_reads == damage["RNG states"].missed_reads > 0
+    assert damage["a different k"].steps < damage["none"].steps
+
+
+def test_rewind_is_exact_without_dropout_and_at_boundaries():
+    quiet = dataclasses.replace(SMALL, dropout=0.0)
+    ref = bk.train(quiet)
+    rest = bk.resume(bk.train(quiet, stop_at=13).checkpoint, omit="rewind to the window")
+    assert bk.final_error(rest, ref)[0]
+    noisy = bk.train(SMALL)
+    boundary = bk.train(SMALL, stop_at=14).checkpoint  # right after the first window of epoch 2
+    assert boundary["grads"] == {}
+    assert bk.final_error(bk.resume(boundary, omit="partial window's .grad"), noisy)[0]
+
+
+def test_read_counts_by_hand():
+    run = bk.Run(SMALL, 0, 0, consumed=[torch.tensor([0, 1]), torch.tensor([1, 3])])
+    assert bk.read_counts([run], 4, 1) == (1, 1)  # 1 read twice, 2 never
+
+
+# --- logs.py --------------------------------------------------------------------------------
+
+
+def test_logging_runs_and_curves():
+    traces = bk.logging_runs(ks=(1, 2, 8), window_samples=16, steps=3)
+    curves = {k: bk.logged_curves(t) for k, t in traces.items()}
+    assert set(curves[2]) == set(bk.LOGGED)
+    for k, c in curves.items():
+        assert al.grad_diff(traces[k].params[-1], traces[1].params[-1]).max_rel <= 1e-12
+        for a, b in zip(c["sum_of_unscaled"], c["window"]):
+            assert abs(a - k * b) <= 1e-12 * k * b
+        for a, b in zip(c["window"], curves[1]["window"]):
+            assert abs(a - b) <= 1e-12 * b
+    assert bk.micro_step_axis(3, 8) == [8, 16, 24]
+
+
+def test_logging_bad_input():
+    with pytest.raises(ValueError, match="k must divide window_samples=16, got 3"):
+        bk.logging_runs(ks=(3,), window_samples=16)
+    with pytest.raises(ValueError, match="ks must hold at least one"):
+        bk.logging_runs(ks=())
+    with pytest.raises(ValueError, match="k must be an integer >= 1, got 0"):
+        bk.micro_step_axis(3, 0)
+    with pytest.raises(ValueError, match="trace must be an accumlab.Trace, got dict"):
+        bk.logged_curves({})
+    with pytest.raises(ValueError, match="lr must be a number > 0, got 0"):
+        bk.logging_runs(lr=0)
+
+
+def test_mixed_axis_log():
+    s = bk.step_schedule(5, 2, 1)  # micro-steps 0-4, steps after 1, 3, 4
+    assert bk.mixed_axis_log(s) == {"loss": (5, 0), "lr": (0, 3)}
+    assert bk.mixed_axis_log(bk.step_schedule(5, 1, 1)) == {"loss": (5, 0), "lr": (5, 0)}
+    assert bk.mixed_axis_log(s, "optimizer_step") == {"loss": (3, 0), "lr": (3, 0)}
+    with pytest.raises(ValueError, match="loss_axis must be one of.*got 'epoch'"):
+        bk.mixed_axis_log(s, "epoch")
+    with pytest.raises(ValueError, match="schedule must be a Schedule, got list"):
+        bk.mixed_axis_log([])
+
+
+# --- tokens.py ------------------------------------------------------------------------------
+
+
+def test_tokens_per_step_by_hand():
+    budget = bk.tokens_per_step([3, 1, 2, 4, 5], 2, 1, ranks=2)  # steps of 4 sequences
+    assert budget.samples == [4, 1] and budget.real == [10, 5]
+    assert budget.padded == [2 * 3 + 2 * 4, 5] and budget.steps == 2
+    assert bk.tokens_per_step(torch.tensor([2, 2]), 1, 2).real == [4]
+    for bad, match in [
+        ([], "lengths must be a non-empty list"),
+        ([1, -2], r"lengths\[1\] must be a non-negative integer, got -2"),
+        ("12", "lengths must be a non-empty list"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            bk.tokens_per_step(bad, 1, 1)
+    with pytest.raises(ValueError, match="ranks.*0"):
+        bk.tokens_per_step([1, 2], 1, 1, ranks=0)
+
+
+# --- plots.py and explorer.py ---------------------------------------------------------------
+
+
+def test_plots_return_figures():
+    traces = bk.logging_runs(ks=(1, 2), window_samples=4, steps=2)
+    curves = {k: bk.logged_curves(t) for k, t in traces.items()}
+    schedules = {c: bk.step_schedule(7, 2, 2, c) for c in bk.COUNTERS}
+    runs = {"small": bk.train(SMALL)}
+    checks = [bk.ResumeCheck("none", True, 0.0, 8, 0, 0), bk.ResumeCheck("x", False, 0.1, 8, 1, 1)]
+    figures = [
+        bk.plot_logged_losses(curves),
+        bk.plot_schedules(schedules),
+        bk.plot_log_ratio(runs),
+        bk.plot_lr_schedules({"a": [0.5, 1.0]}),
+        bk.plot_resume_damage(checks),
+        bk.plot_tokens_per_step(bk.tokens_per_step([1, 2, 3], 1, 2)),
+        bk.plot_bookkeeping_explorer(bk.bookkeeping_data()),
+    ]
+    assert all(isinstance(f, Figure) for f in figures)
+    assert len(figures[0].axes) == 6 and len(figures[1].axes) == 3
+
+
+def test_live_figure_updates_in_place():
+    live = bk.LiveFigure()
+    fig = live(bk.bookkeeping_data(k=4))
+    sizes = live.artists["sizes"].get_ydata()
+    again = live(bk.bookkeeping_data(k=2, counter="global", stop_at=40))
+    assert again is fig  # same figure, same artists, new data
+    assert max(sizes) == 4 and set(live.artists["sizes"].get_ydata()) == {2}
+
+
+def test_bookkeeping_data():
+    d = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 153, "none", batches_per_epoch=103)
+    assert d["bit_exact"] and d["stop_step"] == 38 and d["steps"] == 78
+    assert all(e == 0.0 for e in d["errors"]) and d["error_steps"][0] == 39
+    lost = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 33, "partial window's .grad")
+    assert lost["schedule"].batches_per_epoch == 23 and lost["stop_step"] == 8
+    assert not lost["bit_exact"] and lost["errors"][0] > 0
+    assert "bit for bit" in bk.explorer_summary(d) and "off by" in bk.explorer_summary(lost)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"k": 17}, "k must be at most 16, got 17"),
+        ({"k": 0}, "k must be an integer >= 1, got 0"),
+        ({"epochs": 5}, "epochs must be at most 4, got 5"),
+        ({"counter": "x"}, "counter must be one of.*got 'x'"),
+        ({"stop_at": 69}, r"stop_at must be a micro-step in \[1, 68\], got 69"),
+        ({"batches_per_epoch": 104}, "batches_per_epoch must be at most 103, got 104"),
+        ({"batches_per_epoch": 1}, "batches_per_epoch must be an integer >= 2, got 1"),
+        ({"stop_at": True}, "stop_at.*True"),
+        ({"omission": "all"}, "omission must be one of.*got 'all'"),
+    ],
+)
+def test_bookkeeping_data_rejects(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        bk.bookkeeping_data(**kwargs)
+
+
+def test_explorer_controls():
+    ex = bk.bookkeeping_explorer()
+    assert ex.data["bit_exact"] and "bit for bit" in ex.summary.value
+    ex.controls["omission"].value = "optimizer state"
+    assert not ex.data["bit_exact"] and "optimizer state" in ex.summary.value
+    ex.controls["epochs"].value = 1  # the interruption slider follows: 33 is past the end
+    assert ex.controls["stop_at"].max == 22 and ex.controls["stop_at"].value <= 22
+    assert ex.error is None and ex.data["schedule"].epochs == 1
+    ex.controls["batches_per_epoch"].value = 103
+    assert ex.controls["stop_at"].max == 102 and ex.data["schedule"].batches_per_epoch == 103
+    ex.controls["k"].value = 16
+    ex.controls["counter"].value = "per_epoch"
+    assert ex.data["schedule"].leftover and ex.error is None
+
+
+# --- the real frameworks count the same steps -------------------------------------------------
+
+B, K, EPOCHS = 103, 4, 3
+
+
+def _ends(counter: str) -> list[int]:
+    return [w[-1] for w in bk.step_schedule(B, K, EPOCHS, counter).windows]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sync, counter", [(True, "sync_at_epoch_end"), (False, "global")])
+def test_accelerate_sync_with_dataloader(sync, counter):
+    accelerate = pytest.importorskip("accelerate")
+    from accelerate.utils import GradientAccumulationPlugin
+
+    plugin = GradientAccumulationPlugin(num_steps=K, sync_with_dataloader=sync)
+    acc = accelerate.Accelerator(cpu=True, gradient_accumulation_plugin=plugin)
+    model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = torch.utils.data.TensorDataset(torch.ones(B, 1))
+    model, opt, loader = acc.prepare(model, opt, torch.utils.data.DataLoader(data, batch_size=1))
+    stepped, g = [], 0
+    opt.optimizer.register_step_post_hook(lambda *_: stepped.append(g))
+    for _ in range(EPOCHS):
+        for (x,) in loader:
+            with acc.accumulate(model):
+                acc.backward(model(x).sum())
+                opt.step()
+                opt.zero_grad()
+            g += 1
+    acc.free_memory()
+    assert stepped == _ends(counter)
+
+
+@pytest.mark.slow
+def test_lightning_accumulate_grad_batches():
+    L = pytest.importorskip("lightning")
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(1, 1)
+            self.seen, self.stepped = 0, []
+
+        def training_step(self, batch, batch_idx):
+            self.current = self.seen
+            self.seen += 1
+            return self.lin(batch[0]).sum()
+
+        def on_before_optimizer_step(self, optimizer):
+            self.stepped.append(self.current)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+        def train_dataloader(self):
+            data = torch.utils.data.TensorDataset(torch.ones(B, 1))
+            return torch.utils.data.DataLoader(data, batch_size=1)
+
+    module = Module()
+    trainer = L.Trainer(
+        max_epochs=EPOCHS,
+        accumulate_grad_batches=K,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module)
+    assert module.stepped == _ends("sync_at_epoch_end")
+    assert (
+        trainer.global_step
+        == trainer.estimated_stepping_batches
+        == bk.scheduler_total_steps(B, K, EPOCHS)
+    )
+
+
+@pytest.mark.slow
+def test_transformers_trainer_steps_and_resumes_where_the_lesson_says(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    transformers.utils.logging.set_verbosity_error()
+
+    class Indexed(torch.utils.data.Dataset):
+        def __len__(self):
+            return B
+
+        def __getitem__(self, i):
+            return {"x": torch.tensor([float(i)]), "idx": torch.tensor(i)}
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(1, 1)
+            self.seen = []
+
+        def forward(self, x, idx):
+            self.seen.append(int(idx))  # which sample each micro-step reads
+            return {"loss": (self.lin(x / 100.0) ** 2).mean()}
+
+    def train(out, resume=None):
+        torch.manual_seed(0)
+        net = Net()
+        args = transformers.TrainingArguments(
+            str(out),
+            per_device_train_batch_size=1,
+            gradient_accumulation_steps=K,
+            num_train_epochs=EPOCHS,
+            save_strategy="steps",
+            save_steps=38,
+            logging_strategy="no",
+            report_to=[],
+            use_cpu=True,
+            remove_unused_columns=False,
+            seed=0,
+            disable_tqdm=True,
+        )
+        trainer = transformers.Trainer(model=net, args=args, train_dataset=Indexed())
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer, net
+
+    trainer, full = train(tmp_path / "full")
+    assert (
+        trainer.state.global_step
+        == trainer.state.max_steps
+        == bk.scheduler_total_steps(B, K, EPOCHS)
+    )
+    _, resumed = train(tmp_path / "again", resume=str(tmp_path / "full" / "checkpoint-38"))
+    start = bk.position_from_step(38, B, K, "per_epoch")
+    assert start == 151 and resumed.seen == full.seen[start:]
