@@ -13,10 +13,19 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._validate import one_of, positive_float, positive_int
+from . import _validate
+from ._validate import (
+    MAX_STEPS,
+    fits_in_memory,
+    flag,
+    function,
+    one_of,
+    positive_float,
+    positive_int,
+)
 from .data import Data
 from .losses import Loss, get_loss
-from .optim import make_optimizer
+from .optim import OPTIMIZERS, make_optimizer
 
 # How each micro-batch's loss is scaled before backward:
 #   mean   — micro-batch mean ÷ number of micro-batches in the window (the usual `loss / k`)
@@ -70,11 +79,20 @@ class Recipe:
 
     def windows(self, data: Data) -> list[list[Data]]:
         """Split `data` into windows of up to k micro-batches, applying the last-window policy."""
+        _validate.instance("data", data, Data, "an accumlab Data(x, y)")
         micro = data.micro_batches(self.micro_batch_size)
         k = self.accumulation_steps
         windows = [micro[i : i + k] for i in range(0, len(micro), k)]
         if self.last_window == "drop" and len(windows[-1]) < k:
             windows = windows[:-1]
+        if not windows:
+            # a loop that never steps would "train" without changing anything: say so
+            raise ValueError(
+                f"last_window='drop' drops every window: {len(data)} samples make {len(micro)} "
+                f"micro-batch(es) of {self.micro_batch_size}, fewer than accumulation_steps={k}, "
+                "so no optimizer step would ever run; lower accumulation_steps or use "
+                "last_window='divide_by_actual'"
+            )
         return windows
 
     def scale(self, loss_sum: torch.Tensor, count: int, window_len: int, window_count: int):
@@ -134,11 +152,13 @@ def snapshot(tensors: dict[str, torch.Tensor | None], like: dict[str, torch.Tens
 
 
 def grads_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    _validate.instance("model", model, nn.Module, "a torch.nn.Module")
     params = dict(model.named_parameters())
     return snapshot({n: p.grad for n, p in params.items()}, params)
 
 
 def params_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    _validate.instance("model", model, nn.Module, "a torch.nn.Module")
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
@@ -168,18 +188,29 @@ def run(
     `scheduler` (lesson 06): a callable optimizer -> LR scheduler, stepped as `recipe.scheduler_step`
     says.
     """
-    if not isinstance(recipe, Recipe):
-        raise ValueError(f"recipe must be an accumlab.Recipe, got {type(recipe).__name__}")
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
-    positive_int("epochs", epochs)
-    loss_fn = get_loss(loss)
-    windows = recipe.windows(data)  # validates micro_batch_size against len(data)
+    windows, loss_fn = check_run(
+        recipe,
+        model,
+        data,
+        loss,
+        optimizer,
+        lr,
+        epochs,
+        scheduler,
+        record_grads=record_grads,
+        record_windows=record_windows,
+        in_place=in_place,
+    )
     model = model if in_place else copy.deepcopy(model)
     opt = make_optimizer(optimizer, model.parameters(), lr)
     if scheduler is not None and opt is None:
         raise ValueError("scheduler needs an optimizer to schedule, got optimizer=None")
     sched = scheduler(opt) if scheduler is not None else None
+    if scheduler is not None and not callable(getattr(sched, "step", None)):
+        raise ValueError(
+            "scheduler must return an LR scheduler (an object with .step()) for the optimizer it "
+            f"is given, got {type(sched).__name__} {sched!r:.60}"
+        )
     trace = Trace(recipe=recipe, model=model, initial_params=params_of(model), optimizer=opt)
     params = dict(model.named_parameters())
     micro_step = 0
@@ -251,8 +282,59 @@ def run(
     return trace
 
 
+def check_run(
+    recipe, model, data, loss, optimizer, lr, epochs, scheduler, **flags
+) -> tuple[list[list[Data]], Loss]:
+    """`run`'s arguments, checked before any work (the first micro-batch's forward then checks
+    the shapes against the loss). Returns the windows and the loss."""
+    _validate.instance("recipe", recipe, Recipe, "an accumlab Recipe(micro_batch_size, ...)")
+    _validate.model("model", model)
+    _validate.data("data", data)
+    loss_fn = get_loss(loss)
+    if optimizer is not None and not callable(optimizer):
+        one_of("optimizer", optimizer, OPTIMIZERS)
+    positive_float("lr", lr, allow_zero=True)
+    if scheduler is not None:
+        function("scheduler", scheduler)
+    for name, value in flags.items():
+        flag(name, value)
+    positive_int("epochs", epochs)
+    windows = recipe.windows(data)  # validates micro_batch_size against len(data)
+    per_epoch = sum(len(w) for w in windows)
+    if epochs * per_epoch > MAX_STEPS:
+        raise ValueError(
+            f"epochs={epochs} × {per_epoch} micro-batches per epoch = {epochs * per_epoch:,} "
+            f"micro-steps; accumlab runs at most {MAX_STEPS:,} in one call (about a millisecond "
+            "each for a lesson model on a laptop CPU: more is a typo, not a lesson)"
+        )
+    _check_dtypes(model, data)
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    if flags.get("record_windows"):
+        steps = epochs * len(windows)
+        fits_in_memory(
+            f"record_windows=True over {steps:,} optimizer steps", 2 * steps * param_bytes
+        )
+    if flags.get("record_grads"):
+        fits_in_memory(
+            f"record_grads=True over {epochs * per_epoch:,} micro-steps",
+            epochs * per_epoch * param_bytes,
+        )
+    return windows, loss_fn
+
+
+def _check_dtypes(model: nn.Module, data: Data) -> None:
+    p = next(p for p in model.parameters())
+    x = data.x
+    if x.is_floating_point() and p.is_floating_point() and x.dtype != p.dtype:
+        raise ValueError(
+            f"data.x is {x.dtype} but the model's parameters are {p.dtype}: the first layer "
+            f"would refuse to multiply them. Convert one: data.to({p.dtype}) or model.to({x.dtype})"
+        )
+
+
 # PyTorch's words when a BatchNorm layer in training mode sees one value per channel
 _ONE_VALUE = "Expected more than 1 value per channel when training"
+_OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
 def forward(model: nn.Module, mb: Data, where: str) -> torch.Tensor:
@@ -262,6 +344,16 @@ def forward(model: nn.Module, mb: Data, where: str) -> torch.Tensor:
     does not, so no rule about micro-batch sizes is written down here."""
     try:
         return model(mb.x)
+    except (RuntimeError, IndexError) as err:
+        if isinstance(err, _OUT_OF_MEMORY):
+            raise  # not a mistake in the input: the machine ran out
+        # shapes, dtypes or devices that do not fit: say which ones, keep PyTorch's words too
+        p = next(model.parameters(), None)
+        params = f"; the model's parameters are {p.dtype} on {p.device}" if p is not None else ""
+        raise ValueError(
+            f"the model cannot take {where}: x has shape {tuple(mb.x.shape)} and dtype "
+            f"{mb.x.dtype} on {mb.x.device}{params}. PyTorch said: {str(err).splitlines()[0]}"
+        ) from err
     except ValueError as err:
         if _ONE_VALUE not in str(err):
             raise
