@@ -2,8 +2,8 @@
 
 Every function a lesson, an exercise or a learner calls checks its arguments here, at the
 boundary, so a mistake is said in accumlab's words instead of surfacing from deep inside torch.
-Nothing here imports torch at module level: the launcher's clean-up process imports this module
-and must start in milliseconds.
+Nothing here imports torch at module level, so `import accumlab` and `python -m accumlab.dist
+--help` stay cheap.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import difflib
 import math
 import operator
-import os
 from collections.abc import Callable, Iterable, Mapping
+
+from ._machine import human_bytes, memory_limit
 
 # --- numbers -------------------------------------------------------------------------------------
 
@@ -79,21 +80,17 @@ def fraction(name: str, value) -> float:
 
 
 def _real(value) -> float | None:
-    if isinstance(value, bool) or isinstance(value, (str, bytes)):
-        return None
-    try:
-        return float(value) if _is_number(value) else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _is_number(value) -> bool:
+    """float(value) for a real number (also a 0-d tensor or numpy scalar); None otherwise."""
     import numbers
 
-    if isinstance(value, numbers.Real):
-        return True
-    # a one-element tensor or numpy scalar is a number too; a tensor of several is not
-    return getattr(value, "shape", None) == () and hasattr(value, "item")
+    if isinstance(value, bool) or not (
+        isinstance(value, numbers.Real) or getattr(value, "shape", None) == ()
+    ):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):  # a complex or string 0-d array
+        return None
 
 
 def flag(name: str, value) -> bool:
@@ -180,34 +177,7 @@ def instance(name: str, value, kind: type | tuple[type, ...], description: str):
     return value
 
 
-# --- memory: the one limit tied to this machine --------------------------------------------------
-
-
-def memory_limit() -> int:
-    """Bytes this process can use at most: physical memory, or less when a container (cgroup) or
-    an address-space limit (ulimit -v) says so."""
-    limits = []
-    try:
-        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):  # not POSIX: assume a small laptop
-        limits.append(8 << 30)
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path) as f:
-                text = f.read().strip()
-        except OSError:
-            continue
-        if text.isdigit() and int(text) < 1 << 60:  # "max" or a huge number: no limit
-            limits.append(int(text))
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft not in (resource.RLIM_INFINITY, -1):
-            limits.append(soft)
-    except (ImportError, ValueError, OSError):
-        pass
-    return min(limits)
+# --- memory: the one limit tied to this machine (see _machine.memory_limit) ----------------------
 
 
 def memory_budget() -> int:
@@ -215,14 +185,6 @@ def memory_budget() -> int:
     `memory_limit()`. The other half is for everything that goes with it: the engine's copy of
     the model, gradients, optimizer state, Python and torch themselves."""
     return memory_limit() // 2
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
-            return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.3g} PiB"  # pragma: no cover
 
 
 def fits_in_memory(what: str, nbytes: int) -> None:
@@ -292,12 +254,6 @@ def device(name: str, value):
     if dev.type == "mps" and torch.backends.mps.is_available():
         return dev
     raise ValueError(f"{name}={value!r}: not a device on this machine; use 'cpu' or 'cuda'")
-
-
-def tensor(name: str, value):
-    import torch
-
-    return instance(name, value, torch.Tensor, "a torch.Tensor")
 
 
 def first_non_finite(t) -> tuple[tuple[int, ...], float] | None:

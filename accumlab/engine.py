@@ -14,18 +14,11 @@ import torch
 from torch import nn
 
 from . import _validate
-from ._validate import (
-    MAX_STEPS,
-    fits_in_memory,
-    flag,
-    function,
-    one_of,
-    positive_float,
-    positive_int,
-)
+from ._validate import one_of, positive_float, positive_int
 from .data import Data
-from .losses import Loss, get_loss
-from .optim import OPTIMIZERS, make_optimizer
+from .losses import Loss
+from .optim import make_optimizer
+from .run_inputs import check_run, check_scheduler, forward
 
 # How each micro-batch's loss is scaled before backward:
 #   mean   — micro-batch mean ÷ number of micro-batches in the window (the usual `loss / k`)
@@ -188,29 +181,13 @@ def run(
     `scheduler` (lesson 06): a callable optimizer -> LR scheduler, stepped as `recipe.scheduler_step`
     says.
     """
-    windows, loss_fn = check_run(
-        recipe,
-        model,
-        data,
-        loss,
-        optimizer,
-        lr,
-        epochs,
-        scheduler,
-        record_grads=record_grads,
-        record_windows=record_windows,
-        in_place=in_place,
-    )
+    flags = {"record_grads": record_grads, "record_windows": record_windows, "in_place": in_place}
+    windows, loss_fn = check_run(recipe, model, data, loss, optimizer, lr, epochs, scheduler, flags)
     model = model if in_place else copy.deepcopy(model)
     opt = make_optimizer(optimizer, model.parameters(), lr)
     if scheduler is not None and opt is None:
         raise ValueError("scheduler needs an optimizer to schedule, got optimizer=None")
-    sched = scheduler(opt) if scheduler is not None else None
-    if scheduler is not None and not callable(getattr(sched, "step", None)):
-        raise ValueError(
-            "scheduler must return an LR scheduler (an object with .step()) for the optimizer it "
-            f"is given, got {type(sched).__name__} {sched!r:.60}"
-        )
+    sched = check_scheduler(scheduler(opt)) if scheduler is not None else None
     trace = Trace(recipe=recipe, model=model, initial_params=params_of(model), optimizer=opt)
     params = dict(model.named_parameters())
     micro_step = 0
@@ -280,89 +257,6 @@ def run(
                 trace.params.append(params_of(model))
             w_index += 1
     return trace
-
-
-def check_run(
-    recipe, model, data, loss, optimizer, lr, epochs, scheduler, **flags
-) -> tuple[list[list[Data]], Loss]:
-    """`run`'s arguments, checked before any work (the first micro-batch's forward then checks
-    the shapes against the loss). Returns the windows and the loss."""
-    _validate.instance("recipe", recipe, Recipe, "an accumlab Recipe(micro_batch_size, ...)")
-    _validate.model("model", model)
-    _validate.data("data", data)
-    loss_fn = get_loss(loss)
-    if optimizer is not None and not callable(optimizer):
-        one_of("optimizer", optimizer, OPTIMIZERS)
-    positive_float("lr", lr, allow_zero=True)
-    if scheduler is not None:
-        function("scheduler", scheduler)
-    for name, value in flags.items():
-        flag(name, value)
-    positive_int("epochs", epochs)
-    windows = recipe.windows(data)  # validates micro_batch_size against len(data)
-    per_epoch = sum(len(w) for w in windows)
-    if epochs * per_epoch > MAX_STEPS:
-        raise ValueError(
-            f"epochs={epochs} × {per_epoch} micro-batches per epoch = {epochs * per_epoch:,} "
-            f"micro-steps; accumlab runs at most {MAX_STEPS:,} in one call (about a millisecond "
-            "each for a lesson model on a laptop CPU: more is a typo, not a lesson)"
-        )
-    _check_dtypes(model, data)
-    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    if flags.get("record_windows"):
-        steps = epochs * len(windows)
-        fits_in_memory(
-            f"record_windows=True over {steps:,} optimizer steps", 2 * steps * param_bytes
-        )
-    if flags.get("record_grads"):
-        fits_in_memory(
-            f"record_grads=True over {epochs * per_epoch:,} micro-steps",
-            epochs * per_epoch * param_bytes,
-        )
-    return windows, loss_fn
-
-
-def _check_dtypes(model: nn.Module, data: Data) -> None:
-    p = next(p for p in model.parameters())
-    x = data.x
-    if x.is_floating_point() and p.is_floating_point() and x.dtype != p.dtype:
-        raise ValueError(
-            f"data.x is {x.dtype} but the model's parameters are {p.dtype}: the first layer "
-            f"would refuse to multiply them. Convert one: data.to({p.dtype}) or model.to({x.dtype})"
-        )
-
-
-# PyTorch's words when a BatchNorm layer in training mode sees one value per channel
-_ONE_VALUE = "Expected more than 1 value per channel when training"
-_OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
-
-
-def forward(model: nn.Module, mb: Data, where: str) -> torch.Tensor:
-    """`model(mb.x)`, with PyTorch's single-value BatchNorm error said in the lesson's terms.
-
-    PyTorch itself decides: BatchNorm1d on (1, C) fails, BatchNorm2d on (1, C, H, W) with H·W > 1
-    does not, so no rule about micro-batch sizes is written down here."""
-    try:
-        return model(mb.x)
-    except (RuntimeError, IndexError) as err:
-        if isinstance(err, _OUT_OF_MEMORY):
-            raise  # not a mistake in the input: the machine ran out
-        # shapes, dtypes or devices that do not fit: say which ones, keep PyTorch's words too
-        p = next(model.parameters(), None)
-        params = f"; the model's parameters are {p.dtype} on {p.device}" if p is not None else ""
-        raise ValueError(
-            f"the model cannot take {where}: x has shape {tuple(mb.x.shape)} and dtype "
-            f"{mb.x.dtype} on {mb.x.device}{params}. PyTorch said: {str(err).splitlines()[0]}"
-        ) from err
-    except ValueError as err:
-        if _ONE_VALUE not in str(err):
-            raise
-        raise ValueError(
-            f"{where} holds {len(mb)} sample(s), but BatchNorm in training mode needs at least 2 "
-            "values per channel to compute a variance; use micro_batch_size >= 2 (and a data size "
-            "that leaves no single-sample micro-batch), put BatchNorm in eval mode, or use "
-            "GroupNorm / LayerNorm"
-        ) from None
 
 
 def _backward_clipped(

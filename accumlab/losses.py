@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._validate import one_of, tensor
+from ._validate import instance, one_of
 from .data import IGNORE_INDEX
 
 NAMES = ("mse", "cross_entropy")
@@ -47,8 +47,8 @@ class Loss:
 
     def check(self, pred: torch.Tensor, target: torch.Tensor) -> None:
         """The model's output and the targets fit this loss; said in the lesson's terms."""
-        tensor("pred (the model's output)", pred)
-        tensor("target (data.y)", target)
+        instance("pred (the model's output)", pred, torch.Tensor, "a tensor")
+        instance("target (data.y)", target, torch.Tensor, "a tensor")
         shapes = f"the model's output has shape {_shape(pred)} and y has shape {_shape(target)}"
         if self.name == "mse":
             if pred.shape != target.shape:

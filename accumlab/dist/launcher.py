@@ -2,7 +2,10 @@
 
 `launch("accumlab.dist.lesson:lesson_task", world_size=2, kwargs={...}, timeout=60)` returns each
 rank's result. A rank that raises, crashes or hangs becomes one clear `WorkerFailed` /
-`WorkerTimeout` within the timeout, and every worker process is stopped before it is raised.
+`WorkerTimeout` within the timeout, naming the rank that failed first (a rank that died, not the
+peer it left waiting), and every process of the launch is stopped before it is raised, its own
+grandchildren included; if the launcher itself is killed, a watcher process cleans up instead
+(accumlab/_processes.py).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import uuid
 from pathlib import Path
 
 from .. import _processes
-from .._validate import human_bytes, instance, mapping, memory_limit, positive_float, positive_int
+from .._machine import human_bytes, memory_limit
+from .._validate import instance, mapping, positive_float, positive_int
 from .backend import Plan, choose_plan
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding `accumlab/`
