@@ -4,8 +4,10 @@ the launcher size their limits from it."""
 from __future__ import annotations
 
 import os
+from functools import cache
 
 
+@cache  # fixed for the life of the process; read once (it is asked on every al.run)
 def memory_limit() -> int:
     """Bytes this process can use at most: physical memory, or less when a container (cgroup) or
     an address-space limit (ulimit -v) says so."""

@@ -262,15 +262,16 @@ def first_non_finite(t) -> tuple[tuple[int, ...], float] | None:
 
     if not t.is_floating_point() and not t.is_complex():
         return None
-    bad = ~torch.isfinite(t.detach())
-    if not bool(bad.any()):
+    if bool(torch.isfinite(t.detach()).all()):  # the usual case: one pass, no index search
         return None
+    bad = ~torch.isfinite(t.detach())
     index = tuple(int(i) for i in bad.nonzero()[0])
     return index, float(t.detach()[index])
 
 
 def model(name: str, value):
     """A torch.nn.Module with at least one trainable parameter, all of them finite."""
+    import torch
     from torch import nn
 
     if not isinstance(value, nn.Module):
@@ -289,7 +290,9 @@ def model(name: str, value):
             f"every parameter of {name} is frozen (requires_grad=False): backward would leave no "
             "gradient; unfreeze some with p.requires_grad_(True)"
         )
-    for pname, p in params:
+    # one sum per parameter (in float64, so no float16 overflow): NaN or inf anywhere survives it
+    sums = torch.stack([p.detach().sum(dtype=torch.float64) for _, p in params])
+    for pname, p in params if not bool(sums.isfinite().all()) else ():
         bad = first_non_finite(p)
         if bad is not None:
             raise ValueError(

@@ -567,11 +567,8 @@ def test_an_infinite_timeout_is_refused_before_anything_starts():
 
 @pytest.mark.slow
 def test_the_command_line_says_usage_for_a_bad_timeout_and_a_missing_json_folder(tmp_path):
-    for argv in (
-        ["--timeout", "inf"],
-        ["--timeout", "-5"],
-        ["--json", str(tmp_path / "no" / "x.json")],
-    ):
+    # the other bad values are fuzz cases above (the parser, in this process): here the real exit
+    for argv in (["--timeout", "inf"], ["--json", str(tmp_path / "no" / "x.json")]):
         proc = subprocess.run(
             [sys.executable, "-m", "accumlab.dist", *argv],
             capture_output=True,
