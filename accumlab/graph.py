@@ -4,9 +4,7 @@ built from `grad_fn.next_functions` with the same nodes (lesson 01)."""
 from __future__ import annotations
 
 import html
-import os
 import shutil
-import signal
 import subprocess
 import warnings
 from dataclasses import dataclass, field
@@ -55,17 +53,15 @@ class GraphView:
 
 def render_svg(source: str, seconds: float | None = None) -> str:
     """Run Graphviz `dot -Tsvg` on `source` with a time limit; the process is killed and reaped
-    whatever happens (time limit, an error, Ctrl-C), so no `dot` is left running."""
+    whatever happens (time limit, an error, Ctrl-C), so no `dot` is left running. It stays in
+    the caller's process group: Jupyter interrupts and restarts a kernel by signalling its whole
+    group, and that then reaches `dot` too."""
     seconds = RENDER_SECONDS if seconds is None else seconds
     exe = shutil.which("dot")
     if exe is None:
         raise RuntimeError("Graphviz `dot` is not on PATH")
     proc = subprocess.Popen(
-        [exe, "-Tsvg"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group: killed with anything it starts
+        [exe, "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         out, err = proc.communicate(source.encode(), timeout=seconds)
@@ -73,10 +69,7 @@ def render_svg(source: str, seconds: float | None = None) -> str:
         raise RuntimeError(f"dot did not finish within {seconds:g} s and was stopped") from None
     finally:
         if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
+            proc.kill()  # dot starts no children of its own
             proc.communicate()  # reap it and close the pipes
     if proc.returncode != 0:
         raise RuntimeError(f"dot exited with status {proc.returncode}: {err.decode()[:200]}")
