@@ -1,29 +1,324 @@
-"""Argument checks shared by every module: one clear ValueError naming the parameter and value."""
+"""Argument checks shared by every module: one clear ValueError naming the parameter and value.
+
+Every function a lesson, an exercise or a learner calls checks its arguments here, at the
+boundary, so a mistake is said in accumlab's words instead of surfacing from deep inside torch.
+Nothing here imports torch at module level, so `import accumlab` and `python -m accumlab.dist
+--help` stay cheap.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import difflib
+import math
+import operator
+from collections.abc import Callable, Iterable, Mapping
+
+from ._machine import human_bytes, memory_limit
+
+# --- numbers -------------------------------------------------------------------------------------
 
 
-def positive_int(name: str, value, *, minimum: int = 1) -> int:
-    # bool is an int subclass; True as a batch size is always a mistake
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+def _is_int(value) -> bool:
+    if isinstance(value, bool):  # True as a batch size is always a mistake
+        return False
+    try:
+        operator.index(value)  # int, numpy integers; not floats, not strings
+    except TypeError:
+        return False
+    return True
+
+
+def positive_int(
+    name: str, value, *, minimum: int = 1, maximum: int | None = None, why: str = ""
+) -> int:
+    """An integer in [minimum, maximum]; `why` says where the maximum comes from."""
+    if not _is_int(value) or operator.index(value) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    value = operator.index(value)
+    if maximum is not None and value > maximum:
+        raise ValueError(
+            f"{name} must be at most {maximum}, got {value}" + (f": {why}" if why else "")
+        )
     return value
+
+
+def positive_float(
+    name: str, value, *, allow_zero: bool = False, maximum: float | None = None, why: str = ""
+) -> float:
+    """A finite number > 0 (>= 0 with allow_zero). NaN and inf are refused: a NaN learning rate
+    or timeout never raises by itself, it silently makes every later number NaN or infinite."""
+    bound = ">= 0" if allow_zero else "> 0"
+    number = _real(value)
+    if (
+        number is None
+        or not math.isfinite(number)
+        or not (number >= 0 if allow_zero else number > 0)
+    ):
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    if maximum is not None and number > maximum:
+        raise ValueError(
+            f"{name} must be at most {maximum:g}, got {value!r}" + (f": {why}" if why else "")
+        )
+    return number
+
+
+def finite_float(name: str, value, *, minimum: float | None = None) -> float:
+    """Any finite number (at least `minimum` when given)."""
+    number = _real(value)
+    if number is None or not math.isfinite(number) or (minimum is not None and number < minimum):
+        bound = f" >= {minimum:g}" if minimum is not None else ""
+        raise ValueError(f"{name} must be a finite number{bound}, got {value!r}")
+    return number
+
+
+def fraction(name: str, value) -> float:
+    """A number in [0, 1): a probability such as a dropout rate."""
+    number = _real(value)
+    if number is None or not 0.0 <= number < 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return number
+
+
+def _real(value) -> float | None:
+    """float(value) for a real number (also a 0-d tensor or numpy scalar); None otherwise."""
+    import numbers
+
+    if isinstance(value, bool) or not (
+        isinstance(value, numbers.Real) or getattr(value, "shape", None) == ()
+    ):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):  # a complex or string 0-d array
+        return None
+
+
+def flag(name: str, value) -> bool:
+    """True or False; a string such as 'False' is truthy and would silently mean the opposite."""
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+# Seeds: numpy's generator takes 0 <= seed < 2**32, torch's up to 2**64 - 1; al.setup seeds both
+SEED_LIMIT = 2**32
+
+
+def seed(name: str, value) -> int:
+    if not _is_int(value) or not 0 <= operator.index(value) < SEED_LIMIT:
+        raise ValueError(
+            f"{name} must be an integer in [0, 2**32) (numpy's seed range; al.setup seeds numpy "
+            f"and torch alike), got {value!r}"
+        )
+    return operator.index(value)
+
+
+# --- names and collections -----------------------------------------------------------------------
 
 
 def one_of(name: str, value, choices: Iterable[str]) -> str:
     choices = tuple(choices)
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    try:
+        known = value in choices
+    except TypeError:  # an unhashable or incomparable value
+        known = False
+    if not known or not isinstance(value, str):
+        raise ValueError(
+            f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}"
+            + _did_you_mean(value, choices)
+        )
     return value
 
 
-def positive_float(name: str, value, *, allow_zero: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ok:
-        ok = value >= 0 if allow_zero else value > 0
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a number {bound}, got {value!r}")
-    return float(value)
+def _did_you_mean(value, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str):
+        return ""
+    by_case = [c for c in choices if c.lower() == value.lower().replace("-", "_")]
+    close = by_case or difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def sequence(name: str, value, *, allow_empty: bool = False) -> list:
+    """The items of a list, tuple, array or other ordered collection. A string is refused:
+    iterating it character by character would turn 'abc' into three items; a set or a dict has
+    no order to rely on."""
+    from collections.abc import Set
+
+    if isinstance(value, (str, bytes, Mapping, Set)) or not isinstance(value, Iterable):
+        raise ValueError(
+            f"{name} must be a list or tuple, got {type(value).__name__} {value!r:.60}"
+        )
+    items = list(value)
+    if not allow_empty and not items:
+        raise ValueError(f"{name} must not be empty")
+    return items
+
+
+def mapping(name: str, value, *, keys: type = str) -> dict:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name} must be a dict, got {type(value).__name__} {value!r:.60}")
+    for key in value:
+        if not isinstance(key, keys):
+            raise ValueError(f"{name} keys must be {keys.__name__}, got {key!r}")
+    return dict(value)
+
+
+def function(name: str, value) -> Callable:
+    if not callable(value):
+        raise ValueError(
+            f"{name} must be callable (a function), got {type(value).__name__} {value!r:.60}"
+        )
+    return value
+
+
+def instance(name: str, value, kind: type | tuple[type, ...], description: str):
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} must be {description}, got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+# --- memory: the one limit tied to this machine (see _machine.memory_limit) ----------------------
+
+
+def memory_budget() -> int:
+    """The most one request (a data set, a model's parameters, recorded copies) may take: half of
+    `memory_limit()`. The other half is for everything that goes with it: the engine's copy of
+    the model, gradients, optimizer state, Python and torch themselves."""
+    return memory_limit() // 2
+
+
+def fits_in_memory(what: str, nbytes: int) -> None:
+    """Refuse a request whose size alone is past `memory_budget()`: it would swap or be killed by
+    the out-of-memory killer (freezing a notebook kernel) instead of failing with a message."""
+    budget = memory_budget()
+    if nbytes > budget:
+        raise ValueError(
+            f"{what} would need {human_bytes(nbytes)}; accumlab refuses any single request above "
+            f"{human_bytes(budget)}, half of the {human_bytes(memory_limit())} this process may use "
+            "(more would swap or be killed by the out-of-memory killer instead of failing)"
+        )
+
+
+# Work done one Python step at a time (layers built, micro-steps run): the lessons stay in the
+# hundreds; a micro-step of a lesson model takes about a millisecond on a 2-core CPU, so 10**6
+# of them is a quarter of an hour of waiting. A larger number is a typo, said before any work.
+MAX_STEPS = 1_000_000
+
+
+# --- torch things --------------------------------------------------------------------------------
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def float_dtype(name: str, value):
+    import torch
+
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        hint = f" (write torch.{value})" if isinstance(value, str) and value in FLOAT_DTYPES else ""
+        raise ValueError(
+            f"{name} must be a floating torch dtype such as torch.float64 or torch.float32, "
+            f"got {value!r}{hint}"
+        )
+    return value
+
+
+def device(name: str, value):
+    """A torch.device that exists on this machine ('cpu', 'cuda', 'cuda:1', ...)."""
+    import torch
+
+    if isinstance(value, torch.device):
+        dev = value
+    elif isinstance(value, str):
+        try:
+            dev = torch.device(value)
+        except RuntimeError:
+            hint = f" (a dtype? write torch.{value})" if value in FLOAT_DTYPES else ""
+            raise ValueError(
+                f"{name} must be a device such as 'cpu' or 'cuda', got {value!r}{hint}"
+            ) from None
+    else:
+        raise ValueError(f"{name} must be a device such as 'cpu' or 'cuda', got {value!r}")
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            build = " (this torch is a CPU-only build)" if torch.version.cuda is None else ""
+            raise ValueError(
+                f"{name}={value!r}: no CUDA device on this machine{build}; use 'cpu' (al.setup() "
+                "reports the device it found as env.device)"
+            )
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise ValueError(f"{name}={value!r}: this machine has {count} CUDA device(s)")
+        return dev
+    if dev.type == "mps" and torch.backends.mps.is_available():
+        return dev
+    raise ValueError(f"{name}={value!r}: not a device on this machine; use 'cpu' or 'cuda'")
+
+
+def first_non_finite(t) -> tuple[tuple[int, ...], float] | None:
+    """Index and value of the first NaN/inf in a floating tensor, or None."""
+    import torch
+
+    if not t.is_floating_point() and not t.is_complex():
+        return None
+    if bool(torch.isfinite(t.detach()).all()):  # the usual case: one pass, no index search
+        return None
+    bad = ~torch.isfinite(t.detach())
+    index = tuple(int(i) for i in bad.nonzero()[0])
+    return index, float(t.detach()[index])
+
+
+def model(name: str, value):
+    """A torch.nn.Module with at least one trainable parameter, all of them finite."""
+    import torch
+    from torch import nn
+
+    if not isinstance(value, nn.Module):
+        raise ValueError(
+            f"{name} must be a torch.nn.Module such as al.mlp(), got "
+            f"{type(value).__name__} {value!r:.60}"
+        )
+    params = list(value.named_parameters())
+    if not params:
+        raise ValueError(
+            f"{name} ({type(value).__name__}) has no parameters: backward would have nothing to "
+            "fill and the optimizer nothing to update"
+        )
+    if not any(p.requires_grad for _, p in params):
+        raise ValueError(
+            f"every parameter of {name} is frozen (requires_grad=False): backward would leave no "
+            "gradient; unfreeze some with p.requires_grad_(True)"
+        )
+    # one sum per parameter (in float64, so no float16 overflow): NaN or inf anywhere survives it
+    sums = torch.stack([p.detach().sum(dtype=torch.float64) for _, p in params])
+    for pname, p in params if not bool(sums.isfinite().all()) else ():
+        bad = first_non_finite(p)
+        if bad is not None:
+            raise ValueError(
+                f"{name} parameter {pname!r} holds {bad[1]} at index {bad[0]}: every gradient and "
+                "loss computed from it would be NaN; rebuild or re-initialise the model"
+            )
+    return value
+
+
+def data(name: str, value, *, finite: bool = True):
+    """An accumlab Data with at least one sample and (by default) no NaN/inf in x or y."""
+    from .data import Data
+
+    if not isinstance(value, Data):
+        raise ValueError(
+            f"{name} must be an accumlab Data(x, y) such as al.regression_data(), got "
+            f"{type(value).__name__} {value!r:.60}"
+        )
+    if len(value) == 0:
+        raise ValueError(f"{name} holds no samples (len(x) == 0)")
+    if finite:
+        for part in ("x", "y"):
+            bad = first_non_finite(getattr(value, part))
+            if bad is not None:
+                raise ValueError(
+                    f"{name}.{part} holds {bad[1]} at index {bad[0]} (sample {bad[0][0]}): NaN or "
+                    "inf in the data makes the loss and every gradient NaN; clean or drop it"
+                )
+    return value

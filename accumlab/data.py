@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import torch
 
-from ._validate import positive_int
+from ._validate import (
+    MAX_STEPS,
+    _is_int,
+    device,
+    finite_float,
+    fits_in_memory,
+    float_dtype,
+    positive_int,
+    seed,
+    sequence,
+)
 
 IGNORE_INDEX = -100  # the label PyTorch's cross-entropy skips: padding in token data
 
@@ -34,15 +45,33 @@ class Data:
         return len(self.x)
 
     def __getitem__(self, index) -> Data:
-        if isinstance(index, int):
-            index = slice(index, index + 1)
+        if _is_int(index):
+            index = operator.index(index)
+            index = slice(index, index + 1 if index != -1 else None)
+        elif isinstance(index, bool) or not isinstance(index, (slice, list, torch.Tensor)):
+            raise ValueError(
+                f"index must be an integer, a slice, a list or a tensor of indices, got {index!r}"
+            )
         return Data(self.x[index], self.y[index])
 
-    def to(self, *args, **kwargs) -> Data:
-        x = self.x.to(*args, **kwargs)
-        # integer labels keep their dtype when the data is cast to a float dtype
-        y = self.y.to(*args, **kwargs) if self.y.is_floating_point() else self.y.to(x.device)
-        return Data(x, y)
+    def to(self, *args, device=None, dtype=None) -> Data:
+        """`data.to("cuda")`, `data.to(torch.float32)`, `data.to(device, dtype)`: the dtype applies
+        to floating tensors only, so token ids and class labels stay integers."""
+        for arg in args:
+            if isinstance(arg, torch.dtype) and dtype is None:
+                dtype = arg
+            elif device is None and not isinstance(arg, torch.dtype):
+                device = arg
+            else:
+                raise ValueError(f"to() takes one device and one dtype, got {args!r}")
+        dev = _device("device", device) if device is not None else self.x.device
+        if dtype is not None:
+            float_dtype("dtype", dtype)
+
+        def move(t: torch.Tensor) -> torch.Tensor:
+            return t.to(dev, dtype) if dtype is not None and t.is_floating_point() else t.to(dev)
+
+        return Data(move(self.x), move(self.y))
 
     def micro_batches(self, micro_batch_size: int) -> list[Data]:
         """Consecutive chunks of `micro_batch_size` samples; the last one may be shorter."""
@@ -70,14 +99,20 @@ class Data:
         return (self.y != IGNORE_INDEX).sum(dim=-1)
 
 
-def _generator(seed: int) -> torch.Generator:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return torch.Generator().manual_seed(seed)
+_device = device  # the parameter of Data.to is called `device` too
+
+
+def _generator(value: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed("seed", value))
+
+
+def _fits(call: str, elements: int, dtype: torch.dtype, what: str) -> None:
+    fits_in_memory(f"{call} ({elements:,} values for {what})", elements * dtype.itemsize)
 
 
 def classic_data(dtype: torch.dtype = torch.float64) -> Data:
     """The two-sample example of lesson 02: x = [4, 2], y = 2x."""
+    float_dtype("dtype", dtype)
     x = torch.tensor([[4.0], [2.0]], dtype=dtype)
     return Data(x, 2 * x)
 
@@ -95,6 +130,10 @@ def regression_data(
     n, features, outputs = (
         positive_int(k, v) for k, v in (("n", n), ("features", features), ("outputs", outputs))
     )
+    noise = finite_float("noise", noise, minimum=0.0)  # a standard deviation
+    float_dtype("dtype", dtype)
+    call = f"regression_data(n={n}, features={features}, outputs={outputs})"
+    _fits(call, n * (features + outputs) + features * outputs, dtype, "x, y and W")
     g = _generator(seed)
     x = torch.randn(n, features, generator=g, dtype=dtype)
     w = torch.randn(features, outputs, generator=g, dtype=dtype)
@@ -116,6 +155,11 @@ def classification_data(
     positive_int("n", n)
     positive_int("features", features)
     positive_int("classes", classes, minimum=2)
+    spread = finite_float("spread", spread, minimum=0.0)  # a standard deviation
+    shift = finite_float("shift", shift)
+    float_dtype("dtype", dtype)
+    call = f"classification_data(n={n}, features={features}, classes={classes})"
+    _fits(call, (n + classes) * features + n, dtype, "x, y and the class centres")
     g = _generator(seed)
     centres = 2.0 * torch.randn(classes, features, generator=g, dtype=dtype)
     y = torch.randint(0, classes, (n,), generator=g)
@@ -138,21 +182,31 @@ def token_data(
     from [min_len, max_len]. Lesson 03.
     """
     g = _generator(seed)
+    # one Python step per sequence: bounded like every other loop (see _validate.MAX_STEPS)
+    why = "token_data builds one sequence at a time in Python"
     if lengths is None:
-        positive_int("n", n)
+        positive_int("n", n, maximum=MAX_STEPS, why=why)
         positive_int("min_len", min_len)
         positive_int("max_len", max_len)
         if min_len > max_len:
             raise ValueError(
                 f"min_len must be <= max_len, got min_len={min_len}, max_len={max_len}"
             )
+        _fits(f"token_data(n={n}, max_len={max_len})", 2 * n * (max_len + 1), torch.long, "x, y")
         lengths = torch.randint(min_len, max_len + 1, (n,), generator=g).tolist()
     else:
+        lengths = sequence("lengths", lengths)
+        positive_int("len(lengths)", len(lengths), maximum=MAX_STEPS, why=why)
         for i, n_i in enumerate(lengths):
             if isinstance(n_i, bool) or not isinstance(n_i, int) or n_i < 0:
                 raise ValueError(f"lengths[{i}] must be a non-negative integer, got {n_i!r}")
-        if not lengths:
-            raise ValueError("lengths must not be empty")
+        longest = max(lengths) + 1
+        _fits(
+            f"token_data(lengths with max {longest - 1})",
+            2 * len(lengths) * longest,
+            torch.long,
+            "x, y",
+        )
     positive_int("vocab", vocab, minimum=2)
     width = max(max(lengths), 1)
     x = torch.zeros(len(lengths), width, dtype=torch.long)

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from . import _validate
 from ._validate import one_of, positive_float, positive_int
 from .data import Data
-from .losses import Loss, get_loss
+from .losses import Loss
 from .optim import make_optimizer
+from .run_inputs import check_run, check_scheduler, forward
 
 # How each micro-batch's loss is scaled before backward:
 #   mean   — micro-batch mean ÷ number of micro-batches in the window (the usual `loss / k`)
@@ -70,11 +72,20 @@ class Recipe:
 
     def windows(self, data: Data) -> list[list[Data]]:
         """Split `data` into windows of up to k micro-batches, applying the last-window policy."""
+        _validate.instance("data", data, Data, "an accumlab Data(x, y)")
         micro = data.micro_batches(self.micro_batch_size)
         k = self.accumulation_steps
         windows = [micro[i : i + k] for i in range(0, len(micro), k)]
         if self.last_window == "drop" and len(windows[-1]) < k:
             windows = windows[:-1]
+        if not windows:
+            # a loop that never steps would "train" without changing anything: say so
+            raise ValueError(
+                f"last_window='drop' drops every window: {len(data)} samples make {len(micro)} "
+                f"micro-batch(es) of {self.micro_batch_size}, fewer than accumulation_steps={k}, "
+                "so no optimizer step would ever run; lower accumulation_steps or use "
+                "last_window='divide_by_actual'"
+            )
         return windows
 
     def scale(self, loss_sum: torch.Tensor, count: int, window_len: int, window_count: int):
@@ -134,11 +145,13 @@ def snapshot(tensors: dict[str, torch.Tensor | None], like: dict[str, torch.Tens
 
 
 def grads_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    _validate.instance("model", model, nn.Module, "a torch.nn.Module")
     params = dict(model.named_parameters())
     return snapshot({n: p.grad for n, p in params.items()}, params)
 
 
 def params_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    _validate.instance("model", model, nn.Module, "a torch.nn.Module")
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
@@ -168,18 +181,13 @@ def run(
     `scheduler` (lesson 06): a callable optimizer -> LR scheduler, stepped as `recipe.scheduler_step`
     says.
     """
-    if not isinstance(recipe, Recipe):
-        raise ValueError(f"recipe must be an accumlab.Recipe, got {type(recipe).__name__}")
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
-    positive_int("epochs", epochs)
-    loss_fn = get_loss(loss)
-    windows = recipe.windows(data)  # validates micro_batch_size against len(data)
+    flags = {"record_grads": record_grads, "record_windows": record_windows, "in_place": in_place}
+    windows, loss_fn = check_run(recipe, model, data, loss, optimizer, lr, epochs, scheduler, flags)
     model = model if in_place else copy.deepcopy(model)
     opt = make_optimizer(optimizer, model.parameters(), lr)
     if scheduler is not None and opt is None:
         raise ValueError("scheduler needs an optimizer to schedule, got optimizer=None")
-    sched = scheduler(opt) if scheduler is not None else None
+    sched = check_scheduler(scheduler(opt)) if scheduler is not None else None
     trace = Trace(recipe=recipe, model=model, initial_params=params_of(model), optimizer=opt)
     params = dict(model.named_parameters())
     micro_step = 0
@@ -249,28 +257,6 @@ def run(
                 trace.params.append(params_of(model))
             w_index += 1
     return trace
-
-
-# PyTorch's words when a BatchNorm layer in training mode sees one value per channel
-_ONE_VALUE = "Expected more than 1 value per channel when training"
-
-
-def forward(model: nn.Module, mb: Data, where: str) -> torch.Tensor:
-    """`model(mb.x)`, with PyTorch's single-value BatchNorm error said in the lesson's terms.
-
-    PyTorch itself decides: BatchNorm1d on (1, C) fails, BatchNorm2d on (1, C, H, W) with H·W > 1
-    does not, so no rule about micro-batch sizes is written down here."""
-    try:
-        return model(mb.x)
-    except ValueError as err:
-        if _ONE_VALUE not in str(err):
-            raise
-        raise ValueError(
-            f"{where} holds {len(mb)} sample(s), but BatchNorm in training mode needs at least 2 "
-            "values per channel to compute a variance; use micro_batch_size >= 2 (and a data size "
-            "that leaves no single-sample micro-batch), put BatchNorm in eval mode, or use "
-            "GroupNorm / LayerNorm"
-        ) from None
 
 
 def _backward_clipped(

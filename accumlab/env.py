@@ -55,8 +55,12 @@ def setup(seed: int = 0, *, fast: bool | None = None) -> Env:
     `fast` (default: the ACCUMLAB_FAST environment variable) asks lessons for smaller sweeps; the
     relations they assert are the same, only the number of points drawn changes.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    from ._validate import flag
+    from ._validate import seed as check_seed
+
+    seed = check_seed("seed", seed)  # numpy takes seeds below 2**32 only
+    if fast is not None:
+        flag("fast", fast)
     seed_everything(seed)
     from .figures import show_figures_inline
 

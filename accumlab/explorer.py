@@ -21,6 +21,17 @@ class Explorer:
     """
 
     def __init__(self, controls: dict[str, W.ValueWidget], compute: Callable, plot: Callable):
+        from ._validate import function, mapping
+
+        controls = mapping("controls", controls)
+        for name, control in controls.items():
+            if not isinstance(control, W.ValueWidget):
+                raise ValueError(
+                    f"controls[{name!r}] must be an ipywidgets control with a .value (e.g. "
+                    f"al.explorer.int_slider), got {type(control).__name__} {control!r:.60}"
+                )
+        function("compute", compute)
+        function("plot", plot)
         self.controls = controls
         self.compute = compute
         self.plot = plot

@@ -43,6 +43,16 @@ def plot_bars(
     labels: list[str], values: list[float], *, ylabel: str, title: str = "", log: bool = False
 ):
     """A labelled bar chart (any lesson)."""
+    from ._validate import finite_float, flag, sequence
+
+    labels, values = sequence("labels", labels), sequence("values", values)
+    if len(labels) != len(values):
+        raise ValueError(
+            f"labels and values must have the same length, got {len(labels)} and {len(values)}"
+        )
+    values = [finite_float(f"values[{i}]", v) for i, v in enumerate(values)]
+    if flag("log", log) and min(values) <= 0:
+        raise ValueError(f"values must all be > 0 on a log axis (log=True), got {min(values)}")
     fig = _figure(figsize=(6, 3.2), layout="constrained")
     ax = fig.add_subplot()
     ax.bar(labels, values, color="tab:blue")

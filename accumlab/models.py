@@ -8,15 +8,22 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from ._validate import one_of, positive_int
+from ._validate import finite_float, fits_in_memory, float_dtype, fraction, one_of, positive_int
+from ._validate import seed as _seed
 
 NORMS = ("none", "batch", "layer", "group")
+# The lessons' models have at most 8 hidden layers (lesson 05's deepest). Each layer is a Python
+# call in every forward and took about 0.25 ms to build on a 2-core CPU, so 10**6 layers would
+# take minutes before anything is learned: a typo, said before any work.
+MAX_DEPTH = 1000
+DEPTH_WHY = "each layer is one more Python call per forward; the lessons use at most 8"
 
 
 @contextmanager
 def seeded(seed: int) -> Iterator[None]:
     """Run the block on the CPU generator seeded with `seed`, then put the caller's generator state
     back: building a model must not change what the learner's next `torch.randn` returns."""
+    _seed("seed", seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
@@ -27,7 +34,8 @@ class ScalarModel(nn.Module):
 
     def __init__(self, w: float = 1.0, dtype: torch.dtype = torch.float64):
         super().__init__()
-        self.w = nn.Parameter(torch.tensor(float(w), dtype=dtype))
+        w = finite_float("w", w)
+        self.w = nn.Parameter(torch.tensor(w, dtype=float_dtype("dtype", dtype)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w * x
@@ -39,8 +47,6 @@ def _norm_layer(norm: str, width: int, groups: int) -> nn.Module:
     if norm == "layer":
         return nn.LayerNorm(width)
     if norm == "group":
-        if width % groups:
-            raise ValueError(f"groups must divide hidden={width}, got groups={groups}")
         return nn.GroupNorm(groups, width)
     return nn.Identity()
 
@@ -58,16 +64,22 @@ def mlp(
     dtype: torch.dtype = torch.float64,
 ) -> nn.Sequential:
     """`depth` hidden layers of Linear → norm → Tanh (→ Dropout), then a Linear head."""
-    for name, value in (
-        ("features", features),
-        ("hidden", hidden),
-        ("outputs", outputs),
-        ("depth", depth),
-    ):
+    for name, value in (("features", features), ("hidden", hidden), ("outputs", outputs)):
         positive_int(name, value)
+    positive_int("depth", depth, maximum=MAX_DEPTH, why=DEPTH_WHY)
     one_of("norm", norm, NORMS)
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+    positive_int("groups", groups)
+    if norm == "group" and hidden % groups:
+        raise ValueError(f"groups must divide hidden={hidden}, got groups={groups}")
+    dropout = fraction("dropout", dropout)
+    float_dtype("dtype", dtype)
+    count = features * hidden + (depth - 1) * hidden * hidden + hidden * outputs
+    count += depth * 3 * hidden + outputs  # biases and norm weights: an upper bound
+    fits_in_memory(
+        f"mlp(features={features}, hidden={hidden}, outputs={outputs}, depth={depth}) "
+        f"({count:,} parameters)",
+        count * dtype.itemsize,
+    )
     with seeded(seed):
         layers: list[nn.Module] = []
         width = features
@@ -87,6 +99,11 @@ class TinyLM(nn.Module):
         super().__init__()
         positive_int("vocab", vocab, minimum=2)
         positive_int("dim", dim)
+        float_dtype("dtype", dtype)
+        count = 2 * vocab * dim + vocab
+        fits_in_memory(
+            f"TinyLM(vocab={vocab}, dim={dim}) ({count:,} parameters)", count * dtype.itemsize
+        )
         with seeded(seed):
             self.embed = nn.Embedding(vocab, dim).to(dtype)
             self.head = nn.Linear(dim, vocab).to(dtype)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from ._validate import one_of
+from ._validate import one_of, positive_float
 
 # name -> (params, lr) -> Optimizer; the state each keeps per parameter is what lesson 05 measures
 OPTIMIZERS: dict[str, Callable] = {
@@ -24,7 +24,28 @@ def make_optimizer(
     update)."""
     if optimizer is None:
         return None
+    if isinstance(params, (str, bytes, torch.nn.Module, torch.Tensor)) or not isinstance(
+        params, Iterable
+    ):
+        raise ValueError(
+            f"params must be an iterable of tensors such as model.parameters(), got "
+            f"{type(params).__name__}"
+        )
+    params = list(params)
+    if not params:
+        raise ValueError("params is empty: the model has no parameters for an optimizer to update")
+    for p in params:
+        if not isinstance(p, torch.Tensor):  # param groups (dicts) are for hand-built optimizers
+            raise ValueError(f"params must hold tensors, got a {type(p).__name__}: {p!r:.60}")
     if callable(optimizer):
-        return optimizer(params)
+        opt = optimizer(params)
+        if not isinstance(opt, torch.optim.Optimizer):
+            raise ValueError(
+                "optimizer, when a function, must return a torch.optim.Optimizer built on the "
+                f"parameters it is given, got {type(opt).__name__} {opt!r:.60}"
+            )
+        return opt
     one_of("optimizer", optimizer, OPTIMIZERS)
+    # NaN or inf would be accepted by torch and make every parameter NaN after the first step
+    lr = positive_float("lr", lr, allow_zero=True)
     return OPTIMIZERS[optimizer](params, lr)

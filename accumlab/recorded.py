@@ -42,6 +42,11 @@ def save(name: str, results: dict, command: str, directory: Path | None = None) 
 
 def load(name: str) -> dict | None:
     """The recorded file for `name`, or None when no GPU run has been recorded yet."""
+    if not isinstance(name, str) or not name.isidentifier():
+        # a name, not a path: "../x" must not read files outside accumlab/results
+        raise ValueError(
+            f"name must be a result name such as 'amp' or 'dist', got {type(name).__name__} {name!r}"
+        )
     path = RESULTS_DIR / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -50,7 +55,15 @@ def describe(record: dict | None) -> str:
     """One line a lesson prints above recorded figures, naming their device and date."""
     if record is None:
         return "No GPU results have been recorded for this section yet."
-    m = record["meta"]
+    meta = record.get("meta") if isinstance(record, dict) else None
+    missing = [k for k in ("device", "torch", "cuda", "date", "command") if k not in (meta or {})]
+    if not isinstance(meta, dict) or missing:
+        raise ValueError(
+            "record must be what al.load_recorded returns: a dict whose 'meta' holds device, "
+            f"torch, cuda, date and command; got {type(record).__name__}"
+            + (f" missing {missing}" if isinstance(meta, dict) else "")
+        )
+    m = meta
     return (
         f"Recorded on {m['device']} (torch {m['torch']}, CUDA {m['cuda']}) on {m['date']} "
         f"with `{m['command']}` — not measured on this machine."

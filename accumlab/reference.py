@@ -8,8 +8,9 @@ import math
 import torch
 from torch import nn
 
+from . import _validate
 from .data import Data
-from .engine import Recipe, grads_of, run
+from .engine import Recipe, forward, grads_of, run
 from .losses import Loss, get_loss
 
 
@@ -18,11 +19,12 @@ def full_batch_grads(model: nn.Module, data: Data, *, loss: str | Loss = "mse"):
 
     Works on a copy: the caller's model and its .grad stay untouched. Introduced in lesson 02.
     """
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
+    _validate.model("model", model)
+    _validate.data("data", data)
+    loss_fn = get_loss(loss)
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
-    loss_sum, count = get_loss(loss)(model(data.x), data.y)
+    loss_sum, count = loss_fn(forward(model, data, "the whole data"), data.y)
     if count == 0:
         raise ValueError("data holds zero real items (all labels are padding)")
     (loss_sum / count).backward()
@@ -45,13 +47,10 @@ def accumulated_grads(
     `accumulation_steps` defaults to the number of micro-batches `data` splits into; a larger value
     makes a short window (lesson 03). A smaller one would need a second optimizer step: an error.
     """
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
-    needed = (
-        math.ceil(len(data) / micro_batch_size)
-        if isinstance(micro_batch_size, int) and micro_batch_size > 0
-        else 1
-    )
+    _validate.model("model", model)
+    _validate.data("data", data)
+    micro_batch_size = _validate.positive_int("micro_batch_size", micro_batch_size)
+    needed = math.ceil(len(data) / micro_batch_size)
     if accumulation_steps is None:
         accumulation_steps = needed
     recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window, zero_grad)
@@ -60,9 +59,8 @@ def accumulated_grads(
             f"accumulation_steps={accumulation_steps} covers {recipe.window_size} samples but data "
             f"holds {len(data)}: accumulated_grads describes one optimizer step; use al.run for more"
         )
+    # last_window="drop" dropping the only window is an error in run: no step, no gradient
     trace = run(recipe, model, data, loss=loss, optimizer=None, record_grads=False)
-    if not trace.window_grads:  # last_window="drop" dropped the only window
-        return {n: torch.zeros_like(p) for n, p in model.named_parameters()}
     return trace.window_grads[0]
 
 
@@ -74,6 +72,8 @@ def accumulation_progress(
 
     Returns {"names", "accumulated": tensor (k, n_values), "full": tensor (n_values,), "samples"}.
     """
+    _validate.model("model", model)
+    _validate.data("data", data)
     recipe = Recipe(micro_batch_size, accumulation_steps)
     window = data.first_window(micro_batch_size, accumulation_steps)
     trace = run(recipe, model, window, loss=loss, optimizer=None, record_grads=True)

@@ -12,13 +12,28 @@ def _storage_key(t: torch.Tensor):
     return (t.device, t.untyped_storage().data_ptr())
 
 
+def _excluded(exclude: Iterable[torch.Tensor]) -> set:
+    """Storage keys of `exclude`: tensors, e.g. model.parameters() (a generator is fine)."""
+    if isinstance(exclude, (str, bytes, torch.Tensor)) or not isinstance(exclude, Iterable):
+        raise ValueError(
+            "exclude must be an iterable of tensors such as model.parameters(), got "
+            f"{type(exclude).__name__}"
+        )
+    keys = set()
+    for t in exclude:
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"exclude must hold tensors only, got a {type(t).__name__}: {t!r:.60}")
+        keys.add(_storage_key(t))
+    return keys
+
+
 def saved_storages(fn: Callable[[], object], exclude: Iterable[torch.Tensor] = ()) -> dict:
     """Run `fn()` and return {storage key: bytes} for every distinct storage autograd saved for
     backward, minus the storages of `exclude`. The building block of `saved_tensor_bytes` (lesson 05
     unions it with what gradient checkpointing holds)."""
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
-    skip = {_storage_key(t) for t in exclude}
+    skip = _excluded(exclude)
     seen: dict[tuple, int] = {}
 
     def pack(t: torch.Tensor):
@@ -59,7 +74,7 @@ class LiveSavedTensors:
     """
 
     def __init__(self, exclude: Iterable[torch.Tensor] = ()):
-        self._skip = {_storage_key(t) for t in exclude}
+        self._skip = _excluded(exclude)
         self._refs: dict[tuple, int] = {}  # storage key -> holders alive that point into it
         self._sizes: dict[tuple, int] = {}
         self.bytes = 0

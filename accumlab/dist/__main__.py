@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
 
 def parse(argv=None):
     from .._validate import positive_int
+    from .launcher import check_timeout, check_world_size
     from .lesson import PARTS, check_parts
+    from .worker import under_torchrun
 
     p = argparse.ArgumentParser(prog="python -m accumlab.dist", description=__doc__.splitlines()[0])
     p.add_argument(
@@ -38,8 +42,20 @@ def parse(argv=None):
     args = p.parse_args(argv)
     try:
         args.parts = check_parts(x for x in args.parts.split(",") if x)
-        for name in ("world_size", "k", "micro_batch"):
+        for name in ("k", "micro_batch"):
             positive_int(name, getattr(args, name))
+        if not under_torchrun():  # under torchrun, torchrun decides the world size
+            check_world_size(args.world_size)
+        check_timeout(args.timeout)
+        if args.json is not None:
+            # checked now, not after minutes of experiments
+            folder = args.json.parent
+            if not folder.is_dir():
+                raise ValueError(f"--json {args.json}: the folder {folder} does not exist")
+            if args.json.is_dir():
+                raise ValueError(f"--json {args.json} is a folder; give a file name")
+            if not os.access(folder, os.W_OK):
+                raise ValueError(f"--json {args.json}: the folder {folder} is not writable")
     except ValueError as err:
         p.error(str(err))  # a usage message and exit status 2, not a traceback
     return args
@@ -47,6 +63,9 @@ def parse(argv=None):
 
 def main(argv=None) -> int:
     args = parse(argv)
+    # SIGTERM (kill, a job scheduler) normally ends Python without running `finally` blocks;
+    # as SystemExit it lets the launcher stop its workers and remove its folder first
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from .backend import choose_plan
     from .lesson import summarise, sync_experiments
     from .report import checks, format_summary

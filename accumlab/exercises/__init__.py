@@ -11,8 +11,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._limit import AnswerTimeout, call_within, is_stub
+
 _REGISTRY: dict[str, Exercise] = {}
 _ID = re.compile(r"^(\d\d)\.(\d+)$")
+# Seconds an answer (with its checker) may run. The slowest checker takes about 2 s on a busy
+# 2-core CPU, its first imports included; 30 s leaves room for a slow laptop or Binder while an
+# answer that loops forever still gets its hint within half a minute.
+TIME_LIMIT = 30.0
 
 
 @dataclass(frozen=True)
@@ -84,15 +90,25 @@ def all_exercises(lessons: list[str] | None = None) -> list[Exercise]:
     return [e for i, e in sorted(_REGISTRY.items()) if lessons is None or i[:2] in lessons]
 
 
-def check(id: str, answer) -> CheckResult:
-    """Check `answer` for exercise `id`. An answer that raises gets the error as its hint."""
+def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
+    """Check `answer` for exercise `id`. An answer that raises gets the error as its hint; one
+    still running after `time_limit` seconds (default TIME_LIMIT) is stopped and gets a hint."""
+    from .._validate import positive_float
+
     ex = get(id)
-    if answer is None or answer is Ellipsis:
-        return CheckResult(id, False, f"{'★' * ex.stars} {ex.title} — not answered yet.")
+    seconds = positive_float("time_limit", TIME_LIMIT if time_limit is None else time_limit)
+    stars = "★" * ex.stars
+    if answer is None or answer is Ellipsis or is_stub(answer):
+        return CheckResult(id, False, f"{stars} {ex.title} — not answered yet.")
     try:
-        hint = ex.checker(answer)
+        hint = call_within(seconds, ex.checker, answer)
+    except AnswerTimeout:
+        hint = (
+            f"your answer was still running after {seconds:g} s and was stopped — a loop that "
+            "never ends? (al.check(..., time_limit=...) allows longer)"
+        )
     except Exception as err:  # the learner's code raised: say so instead of a deep traceback
         hint = f"your answer raised {type(err).__name__}: {err}"
     if hint is None:
-        return CheckResult(id, True, f"{'★' * ex.stars} {ex.title} — correct!")
-    return CheckResult(id, False, f"{'★' * ex.stars} {ex.title} — not yet. Hint: {hint}")
+        return CheckResult(id, True, f"{stars} {ex.title} — correct!")
+    return CheckResult(id, False, f"{stars} {ex.title} — not yet. Hint: {hint}")
