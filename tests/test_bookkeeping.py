@@ -249,7 +249,7 @@ def test_logging_bad_input():
         bk.micro_step_axis(3, 0)
     with pytest.raises(ValueError, match="trace must be an accumlab.Trace, got dict"):
         bk.logged_curves({})
-    with pytest.raises(ValueError, match="lr must be a number > 0, got 0"):
+    with pytest.raises(ValueError, match="lr must be a finite number > 0, got 0"):
         bk.logging_runs(lr=0)
 
 
