@@ -110,3 +110,16 @@ def test_building_models_leaves_the_global_generator_alone():
     al.mlp(4, norm="batch", seed=7)
     al.TinyLM(seed=7)
     assert torch.equal(torch.rand(3), expected)
+
+
+# "about 300 lines": a little room, so a docstring or a table row does not force a split
+MAX_LINES = 320
+
+
+def test_no_module_is_longer_than_about_300_lines():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"split these by concern: {long}"
