@@ -37,8 +37,8 @@ def explore_memory(
         "global_batch": global_batch,
         "optimizer": optimizer,
         "checkpointing": checkpointing,
-        "footprint": chosen.parts(),
-        "full_batch": full.parts(),
+        "footprint": chosen.as_dict(),
+        "full_batch": full.as_dict(),
         "seconds": time_step(model, data, micro_batch_size, **timing),
         "full_seconds": time_step(model, data, global_batch, **timing),
     }
