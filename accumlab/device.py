@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
-from torch.utils._pytree import tree_leaves
 
 
 def as_device(device) -> torch.device:
@@ -76,13 +75,21 @@ def device_name(device) -> str:
     return f"CPU ({platform.processor() or platform.machine()})"
 
 
-def _plain(t) -> bool:
-    # tensor subclasses without storage of their own (DTensor, ...) are seen through their parts
-    return (
-        isinstance(t, torch.Tensor)
-        and not is_traceable_wrapper_subclass(t)
-        and t.device.type == "cpu"
-    )
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+def _tensors(items):
+    """The plain CPU tensors among an operation's arguments or results (lists and tuples opened)."""
+    for t in items:
+        if type(t) in _PLAIN_TYPES:
+            if t.device.type == "cpu":
+                yield t
+        elif isinstance(t, (list, tuple)):
+            yield from _tensors(t)
+        elif isinstance(t, torch.Tensor) and not is_traceable_wrapper_subclass(t):
+            # other subclasses with storage of their own; DTensor & co. are seen through their parts
+            if t.device.type == "cpu":
+                yield t
 
 
 class _CpuStorages(TorchDispatchMode):
@@ -112,13 +119,13 @@ class _CpuStorages(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        for a in tree_leaves((args, kwargs)):
-            if _plain(a):
-                self._see(a, created=False)  # existing storages: freeing them lowers the count
+        for a in _tensors(args):
+            self._see(a, created=False)  # existing storages: freeing them lowers the count
+        for a in _tensors(kwargs.values()):
+            self._see(a, created=False)
         out = func(*args, **kwargs)
-        for o in tree_leaves(out):
-            if _plain(o):
-                self._see(o, created=True)
+        for o in _tensors(out if isinstance(out, (list, tuple)) else (out,)):
+            self._see(o, created=True)
         return out
 
 

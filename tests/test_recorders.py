@@ -112,3 +112,51 @@ def test_package_results_hold_only_gpu_files(tmp_path, monkeypatch):
     (fake / "amp.json").write_text(json.dumps({"meta": meta, "results": {}}))
     with pytest.raises(ValueError):
         al.load_recorded("amp")
+
+
+# --- the lessons' GPU branches, executed on the CPU stand-in --------------------------------------
+
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _execute(name: str, env: dict) -> list:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits this process's environment
+    try:
+        NotebookClient(
+            nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+        ).execute()
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    # every error surfaces as an exception above, except the cells that raise on purpose
+    return [
+        "".join(o.get("text", "") for o in c.outputs if o.get("output_type") == "stream")
+        for c in nb.cells
+        if c.cell_type == "code"
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "05_memory_and_throughput.ipynb",
+            ["measured now on CPU stand-in", "probe on CPU stand-in"],
+        ),
+        ("06_amp_clipping_schedules.ipynb", ["measured now on CPU stand-in", "autocast float16"]),
+        ("07_ddp_fsdp_sync.ipynb", ["CPU STAND-IN run"]),
+    ],
+)
+def test_gpu_branches_run_on_the_cpu_stand_in(records, name, expected):
+    env = {"ACCUMLAB_GPU_STANDIN": "cpu", recorded.RESULTS_ENV: str(records)}
+    text = "\n".join(_execute(name, env))
+    assert "STAND-IN" in text  # al.setup() announced it
+    assert "CPU STAND-IN run" in text  # the recorded-result cells rendered the stand-in file
+    for phrase in expected:
+        assert phrase in text, phrase

@@ -111,10 +111,12 @@ def _choice(c) -> dict:
     }
 
 
-def record(device="cuda", size: str = "full") -> dict:
-    """Every lesson-05 measurement on `device` at `size` ("full" or "small"), as plain data."""
-    one_of("size", size, SIZES)
+def record(device="cuda", size: str | None = None) -> dict:
+    """Every lesson-05 measurement on `device` at `size` ("full" or "small"; default: full on a
+    GPU, small on the CPU), as plain data. Lesson 05 runs it live in its GPU section."""
     device = as_device(device)
+    size = size or ("full" if device.type == "cuda" else "small")
+    one_of("size", size, SIZES)
     cfg = SIZES[size]
     model, data = memory_setup(cfg["width"], cfg["depth"], cfg["global_batch"], device=device)
     memory = memory_sweep(model, data, cfg["micro_sizes"], optimizer=OPTIMIZER, progress=True)

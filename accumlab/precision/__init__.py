@@ -23,6 +23,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "ACCUMULATIONS": "dtypes",
         "accumulate": "dtypes",
         "accumulation_errors": "dtypes",
+        "grad_dtypes": "dtypes",
         "micro_batch_grads": "dtypes",
         # clipping.py, schedules.py, adam.py
         "clip_weights": "clipping",

@@ -84,3 +84,30 @@ def accumulation_errors(
             approx = accumulate(grads[:k], a, device)
             errors[a].append(float((approx - exact).norm() / exact.norm()))
     return {"ks": list(ks), "errors": errors}
+
+
+def grad_dtypes(low: str = "bfloat16", *, seed: int = 0) -> dict:
+    """The dtype of each `.grad` after one backward, two ways (lesson 06): float32 parameters under
+    `torch.autocast(low)`, and a model converted with `.to(low)` (pure 16-bit training). Also the
+    dtype autocast gave the forward's output. Only the second accumulates in 16 bits."""
+    from ..data import regression_data
+    from ..models import mlp
+
+    one_of("low", low, ("bfloat16", "float16"))
+    dtype = getattr(torch, low)
+    data = regression_data(n=8, features=4, seed=seed, dtype=torch.float32)
+    autocast_model = mlp(features=4, hidden=8, depth=1, seed=seed, dtype=torch.float32)
+    with torch.autocast("cpu", dtype=dtype):
+        out = autocast_model(data.x)
+    torch.nn.functional.mse_loss(out.float(), data.y).backward()
+    low_model = mlp(features=4, hidden=8, depth=1, seed=seed, dtype=torch.float32).to(dtype)
+    torch.nn.functional.mse_loss(low_model(data.x.to(dtype)).float(), data.y).backward()
+
+    def names(model):
+        return sorted({str(p.grad.dtype).removeprefix("torch.") for p in model.parameters()})
+
+    return {
+        "autocast output": str(out.dtype).removeprefix("torch."),
+        "autocast, float32 parameters": names(autocast_model),
+        f"model.to({low})": names(low_model),
+    }

@@ -38,10 +38,12 @@ SCHEMA = {
 }
 
 
-def record(device="cuda", size: str = "full") -> dict:
-    """Every lesson-06 GPU measurement on `device`, with float16 autocast, as plain data."""
-    one_of("size", size, SIZES)
+def record(device="cuda", size: str | None = None) -> dict:
+    """Every lesson-06 GPU measurement on `device`, with float16 autocast, as plain data (size:
+    default full on a GPU, small on the CPU). Lesson 06 runs it live in its GPU section."""
     device = as_device(device)
+    size = size or ("full" if device.type == "cuda" else "small")
+    one_of("size", size, SIZES)
     cfg = SIZES[size]
     demo = amp_demo(
         ("correct", "unscale_update_every_micro_step"), device=device, dtype=DTYPE, n=cfg["n"]
