@@ -184,7 +184,23 @@ def _time_one(ctx, group, micro, mode, repeats, features, hidden, seed) -> dict:
         "allreduce_calls": calls,
         "allreduce_bytes": nbytes,
         "step_time_s": statistics.median(times),
+        "allreduce_alone_s": _allreduce_alone(ddp, group, repeats),
     }
+
+
+def _allreduce_alone(ddp, group, repeats: int) -> float:
+    """Median seconds of one all-reduce of every gradient, on its own (nothing to overlap with)."""
+    import torch.distributed as dist
+
+    flat = torch.cat([p.detach().reshape(-1) for p in ddp.parameters()])
+    times = []
+    for _ in range(repeats + 1):
+        synchronize(flat.device)
+        t0 = time.perf_counter()
+        dist.all_reduce(flat, group=group)
+        synchronize(flat.device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])
 
 
 class BranchNet(nn.Module):

@@ -106,6 +106,34 @@ def _mesh(ctx, device: str):
     return init_device_mesh(kind, (ctx.world_size,))
 
 
+def accumulation_dtypes(ctx, *, features: int = 16, hidden: int = 64, seed: int = 0) -> dict:
+    """The dtype FSDP2 keeps unsharded gradients in between micro-steps without sync, with
+    `MixedPrecisionPolicy(param_dtype=bfloat16)` and reduce_dtype None or float32 (internals:
+    None, with the reason, when they cannot be read). Lesson 06 cites it."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    device = ctx.fsdp_device
+    mesh = _mesh(ctx, device)
+    x = regression_data(n=4, features=features, seed=seed).x.to(device)
+    out = {}
+    for name, reduce in (("None", None), ("float32", torch.float32)):
+        model = mlp(features, hidden, depth=1, seed=seed, dtype=torch.float32).to(device)
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce)
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        model.set_requires_gradient_sync(False)  # a micro-step before the last
+        model(x).float().sum().backward()
+        try:
+            grads = unsharded_tensors(model)["grads"]
+            out[name] = sorted({str(g.dtype).removeprefix("torch.") for g in grads})
+        except FsdpInternalsChanged as err:
+            out[name] = None
+            out["error"] = str(err)
+    return out
+
+
 def fsdp_accumulation(
     ctx,
     *,
@@ -160,4 +188,7 @@ def fsdp_accumulation(
             "param_bytes_full": full_bytes,
         }
         ctx.step(f"FSDP {variant}")
+    out["accumulation_dtypes"] = accumulation_dtypes(
+        ctx, features=features, hidden=hidden, seed=seed
+    )
     return out

@@ -208,6 +208,7 @@ def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
     }
     errors = {h["error"] for r in raw for v in FSDP_VARIANTS for h in r["fsdp"][v]["grad_bytes"]}
     out["internals_error"] = next((e for e in errors if e), None)
+    out["accumulation_dtypes"] = first["accumulation_dtypes"]
 
     def worst(v, i, key):  # the largest over ranks, after micro-step i; None if any is unknown
         values = [r["fsdp"][v]["grad_bytes"][i][key] for r in raw]

@@ -84,6 +84,11 @@ def fsdp_checks(f: dict, k: int, world: int) -> dict[str, bool]:
         last["reduce_scatter_bytes"] > 0
         and each["reduce_scatter_bytes"] == k * last["reduce_scatter_bytes"]
     )
+    if "accumulation_dtypes" in f:
+        d = f["accumulation_dtypes"]
+        out["FSDP2: bfloat16 parameters accumulate in bfloat16 unless reduce_dtype=float32"] = (
+            d.get("None") == ["bfloat16"] and d.get("float32") == ["float32"]
+        )
     if "sync_last_keep" in f:
         keep = f["sync_last_keep"]
         out["FSDP2: keeping parameters unsharded saves all-gathers"] = (
