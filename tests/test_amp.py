@@ -344,3 +344,21 @@ def test_recorder_in_process_has_its_schema():
     assert res["device_type"] == "cpu" and res["autocast_dtype"] == "float16"
     assert res["errors"]["correct"] is None and res["errors"]["unscale_every_micro_step"]
     assert "float16" in res["accumulation_errors"]["errors"]
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: al.precision.accumulation_errors([10**9]), "ks"),
+        (lambda: al.precision.accumulation_errors("16"), "ks"),
+        (lambda: al.precision.micro_batch_grads(10**9), "k"),
+        (lambda: al.precision.adam_comparison(4, n=10**9), "n"),
+        (lambda: al.precision.adam_comparison(4, epochs=10**9), "epochs"),
+        (lambda: al.precision.schedule_curves(4, optimizer_steps=10**9), "optimizer_steps"),
+        (lambda: al.precision.skip_conventions(windows=10**9), "windows"),
+        (lambda: al.precision.amp_demo(n=10**9), "n"),
+    ],
+)
+def test_huge_sizes_are_refused_before_any_work(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()

@@ -401,3 +401,10 @@ def test_cli_rejects_bad_arguments_with_a_usage_error(capsys):
         assert exc.value.code == 2
     assert "must be" in capsys.readouterr().err
     assert parse(["--parts", "ddp,fsdp"]).parts == ("ddp", "fsdp")
+
+
+def test_experiment_sizes_are_bounded_before_launching():
+    for kwargs, name in (({"k": 10**9}, "k"), ({"micro_batch": 10**9}, "micro_batch")):
+        with pytest.raises(ValueError, match=name):
+            al.dist.sync_experiments(2, **kwargs)
+    assert psutil.Process().children(recursive=True) == []

@@ -62,3 +62,8 @@ def test_figures_render_as_png():
 def test_byte_unit():
     assert plots_memory.byte_unit(10) == (1.0, "B")
     assert plots_memory.byte_unit(3 * 2**20) == (2.0**20, "MiB")
+
+
+def test_explore_memory_refuses_sizes_the_machine_cannot_hold():
+    with pytest.raises(ValueError, match="more than half"):
+        al.memory.explore_memory(micro_batch_size=8, accumulation_steps=10**9)

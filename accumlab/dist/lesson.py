@@ -93,8 +93,10 @@ def sync_experiments(
     """Launch `world_size` ranks once, run every part of lesson 07 there, compare with the
     single-process references, and return the summary (see `summarise`). Lesson 07."""
     positive_int("world_size", world_size)
-    positive_int("k", k)
-    positive_int("micro_batch", micro_batch)
+    for name, value, most in (("k", k, 1024), ("micro_batch", micro_batch, 4096)):
+        positive_int(name, value)
+        if value > most:  # every rank builds world_size × k × micro_batch samples
+            raise ValueError(f"{name} must be at most {most}, got {value}")
     parts = check_parts(parts)
     plan = choose_plan(world_size, device=device)
     config = {

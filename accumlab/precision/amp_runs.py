@@ -50,6 +50,9 @@ def amp_demo(
     from ..data import regression_data
     from ..models import mlp
 
+    positive_int("n", n)
+    if n > 4096:  # a demonstration on a tiny MLP: more samples only make the lesson wait
+        raise ValueError(f"n must be at most 4096, got {n}")
     data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
     model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
     common = dict(
@@ -119,6 +122,8 @@ def skip_conventions(
 
     k = positive_int("accumulation_steps", accumulation_steps)
     positive_int("windows", windows)
+    if windows * k > 2**12:
+        raise ValueError(f"windows × accumulation_steps must be at most {2**12}, got {windows * k}")
     for w in skipped_windows:
         if not 0 <= w < windows:
             raise ValueError(f"skipped_windows must be window indices below {windows}, got {w!r}")

@@ -13,6 +13,9 @@ import torch
 
 from .._validate import one_of, positive_int
 
+# one row of float64 gradients of the small MLP per micro-batch: 2**16 rows are about 160 MB
+MAX_K = 2**16
+
 # name -> (dtype of each contribution, dtype of the buffer it is added into)
 ACCUMULATIONS = {
     "bfloat16": (torch.bfloat16, torch.bfloat16),
@@ -33,6 +36,8 @@ def micro_batch_grads(
     from ..models import mlp
 
     positive_int("k", k)
+    if k > MAX_K:
+        raise ValueError(f"k must be at most {MAX_K} (one gradient row each), got {k}")
     data = regression_data(n=k, features=features, seed=seed)
     model = mlp(features=features, hidden=hidden, depth=1, seed=seed)
     params = {n: p.detach() for n, p in model.named_parameters()}
@@ -74,8 +79,12 @@ def accumulation_errors(
     """
     if not ks:
         raise ValueError("ks must list at least one accumulation count, got []")
+    if isinstance(ks, (str, bytes)):
+        raise ValueError(f"ks must be a list of accumulation counts, got {ks!r}")
     for k in ks:
         positive_int("ks[...]", k)
+        if k > MAX_K:
+            raise ValueError(f"ks[...] must be at most {MAX_K} (one gradient row each), got {k}")
     grads = micro_batch_grads(max(ks), seed=seed)
     errors: dict[str, list[float]] = {a: [] for a in accumulations}
     for k in ks:
