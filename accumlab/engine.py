@@ -33,7 +33,7 @@ LAST_WINDOW_POLICIES = ("divide_by_k", "divide_by_actual", "drop")
 # last micro-batch of each window survives to the optimizer step).
 ZERO_GRAD_PLACEMENTS = ("window", "every_micro_step")
 # Where gradients are clipped to `clip_norm`: once, on the accumulated window gradient (what the
-# full batch would clip), or each micro-batch's contribution on its own before it is added.
+# full batch would clip), or after every backward on the running .grad (the common mistake).
 CLIP_PLACEMENTS = ("window", "micro_step")
 # When the learning-rate scheduler steps: once per optimizer step (correct) or after every
 # micro-batch (the schedule then runs k times faster than it was written for).
@@ -262,16 +262,13 @@ def run(
 def _backward_clipped(
     scaled: torch.Tensor, model: nn.Module, max_norm: float, trace: Trace
 ) -> None:
-    """Backward one micro-batch into empty .grad, clip that contribution alone, add it back."""
-    params = list(model.parameters())
-    earlier = [p.grad for p in params]
-    for p in params:
-        p.grad = None
+    """The loop people write when they clip "every micro-batch": backward, then clip_grad_norm_ on
+    the RUNNING .grad. Each clip rescales everything accumulated so far, so the window's gradient
+    ends with a norm ≤ max_norm, but earlier micro-batches are shrunk again by every later clip:
+    the damage is to the direction (lesson 06; lesson 08's auditor models the same loop)."""
     scaled.backward()
-    trace.clip_norms.append(float(torch.nn.utils.clip_grad_norm_(params, max_norm)))
-    for p, g in zip(params, earlier, strict=True):
-        if g is not None:
-            p.grad = g if p.grad is None else g + p.grad
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    trace.clip_norms.append(float(norm))
 
 
 def _step_scheduler(sched, trace: Trace, micro_step: int, window: int) -> None:

@@ -5,9 +5,16 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import warnings
 from dataclasses import dataclass
 
 import torch
+
+# Tests set ACCUMLAB_GPU_STANDIN=cpu so that `al.setup()` reports one "GPU" that is the CPU: the
+# lessons' GPU branches then run end to end on a machine without one. It is ignored where a real
+# GPU exists, and announced loudly wherever it is honoured.
+STANDIN_ENV = "ACCUMLAB_GPU_STANDIN"
+STANDIN_NAME = f"CPU stand-in for a GPU ({STANDIN_ENV}=cpu): no GPU measurement"
 
 
 @dataclass(frozen=True)
@@ -22,9 +29,12 @@ class Env:
     torch_version: str
     seed: int
     fast: bool
+    standin: bool = False  # gpu_count > 0 only because of ACCUMLAB_GPU_STANDIN=cpu
 
     def __str__(self) -> str:
         gpu = f"{self.gpu_count} GPU(s): {self.gpu_name}" if self.gpu_count else "no GPU"
+        if self.standin:
+            gpu = f"STAND-IN: the GPU branches run on the CPU ({STANDIN_ENV}=cpu)"
         dot = "Graphviz dot found" if self.has_dot else "no Graphviz dot (text graphs)"
         return (
             f"torch {self.torch_version} | device {self.device} | {gpu} | {dot} | "
@@ -68,13 +78,32 @@ def setup(seed: int = 0, *, fast: bool | None = None) -> Env:
     if fast is None:
         fast = os.environ.get("ACCUMLAB_FAST", "") not in ("", "0")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    standin = _standin(gpus)
     return Env(
         device=torch.device("cuda" if gpus else "cpu"),
-        gpu_count=gpus,
-        gpu_name=torch.cuda.get_device_name(0) if gpus else None,
+        gpu_count=1 if standin else gpus,
+        gpu_name=STANDIN_NAME if standin else torch.cuda.get_device_name(0) if gpus else None,
         has_dot=has_dot(),
         cpu_count=os.cpu_count() or 1,
         torch_version=torch.__version__,
         seed=seed,
         fast=bool(fast),
+        standin=standin,
     )
+
+
+def _standin(gpus: int) -> bool:
+    value = os.environ.get(STANDIN_ENV, "")
+    if value in ("", "0"):
+        return False
+    if value != "cpu":
+        raise ValueError(f"{STANDIN_ENV} must be 'cpu' (or unset), got {value!r}")
+    if gpus:
+        warnings.warn(f"{STANDIN_ENV}=cpu ignored: this machine has a GPU", stacklevel=3)
+        return False
+    warnings.warn(
+        f"{STANDIN_ENV}=cpu: al.setup() reports a stand-in GPU, so GPU branches run on the CPU "
+        "(for testing them); nothing they print is a GPU measurement. Unset it to learn.",
+        stacklevel=3,
+    )
+    return True

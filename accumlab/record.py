@@ -1,30 +1,30 @@
-"""Record GPU reference results: `python -m accumlab.record NAME [--out DIR]` (lessons 05–07).
+"""Record the lessons' GPU results: `python -m accumlab.record NAME` (lessons 05–07).
 
-Each NAME is recorded by the `record` module of the topic it belongs to (`RECORDERS`), which exposes
-`record() -> dict`; the result is written
-with device, torch and CUDA versions and the date to accumlab/results/NAME.json (or --out DIR), so
-CPU-only machines can show it, labelled with where it came from.
+On a GPU it writes accumlab/results/NAME.json (device, torch and CUDA versions, date, command),
+which the lessons show on machines without one. `--device cpu --out PATH` runs the very same code
+on the CPU, with small sizes, and writes a file of the same schema labelled `"device": "cpu"`:
+the tests do this, so a first GPU run is never the first time a recorder executes.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 
 from . import recorded
 
-# NAME -> the topic module that records it (each lesson's GPU section reads NAME.json)
-RECORDERS = {
-    "memory": "accumlab.memory.record",  # lesson 05
-    "amp": "accumlab.precision.record",  # lesson 06
-    "dist": "accumlab.dist.record",  # lesson 07
-}
-
 
 def available() -> list[str]:
-    return sorted(RECORDERS)
+    return sorted(recorded.RECORDERS)
+
+
+def output_path(name: str, out: Path | None) -> Path:
+    """--out PATH: a file when it ends in .json, else a folder for NAME.json (default: the
+    package's results/)."""
+    if out is None:
+        return recorded.RESULTS_DIR / f"{name}.json"
+    return out if out.suffix == ".json" else out / f"{name}.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,27 +33,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("name", choices=available(), help="which experiment to record")
     parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="directory for NAME.json (default: the package's results/)",
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cuda (default): a reference result; cpu: the same code path on the CPU (needs --out)",
     )
     parser.add_argument(
-        "--allow-cpu",
-        action="store_true",
-        help="run without a GPU (for testing the recorder itself)",
+        "--out", type=Path, default=None, help="NAME.json's folder, or a path ending in .json"
+    )
+    parser.add_argument(
+        "--size",
+        choices=("small", "full"),
+        default=None,
+        help="sizes of the experiment (default: full on cuda, small on cpu)",
     )
     args = parser.parse_args(argv)
     import torch
 
-    if not torch.cuda.is_available() and not args.allow_cpu:
+    if args.device == "cuda" and not torch.cuda.is_available():
         parser.error(
-            "no CUDA device found: GPU reference results must come from a GPU (use --allow-cpu to test)"
+            "no CUDA device found: reference results must come from a GPU "
+            "(--device cpu --out PATH runs the same code on the CPU)"
         )
-    module = importlib.import_module(RECORDERS[args.name])
-    results = module.record()
+    path = output_path(args.name, args.out)
+    if args.device == "cpu" and (args.out is None or recorded.is_package_results(path)):
+        parser.error("--device cpu needs --out PATH outside accumlab/results/ (GPU results only)")
+    if args.out is not None and not path.parent.exists() and args.out.suffix == ".json":
+        parser.error(f"--out {args.out}: folder {path.parent} does not exist")
+    size = args.size or ("full" if args.device == "cuda" else "small")
+    results = recorded.recorder(args.name).record(device=args.device, size=size)
     command = "python -m accumlab.record " + " ".join(argv if argv is not None else sys.argv[1:])
-    path = recorded.save(args.name, results, command, args.out)
+    path = recorded.save(args.name, results, command, path, device=args.device, size=size)
     print(f"wrote {path}")
     return 0
 

@@ -1,28 +1,113 @@
-"""Results recorded on a real GPU, shipped with the package so CPU-only machines can show them
-(lessons 05–07). Each file in accumlab/results/NAME.json holds {"meta": {...}, "results": {...}}.
+"""Results of the lessons' recorders (lessons 05–07): `{"meta": {...}, "results": {...}}` per NAME.
+
+Files in accumlab/results/ come only from a real GPU run (`python -m accumlab.record NAME`), and
+ship with the package so CPU-only machines can show them, labelled with where they came from. The
+same recorders run on a CPU (`--device cpu --out PATH`): such a file has the same schema, says
+`"device": "cpu"`, and is refused inside accumlab/results/.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import json
-import platform
+import os
 import sys
 from pathlib import Path
 
 import torch
 
 RESULTS_DIR = Path(__file__).parent / "results"
+# tests point the lessons at a folder of CPU stand-in files; a learner never sets this
+RESULTS_ENV = "ACCUMLAB_RESULTS_DIR"
+SCHEMA_VERSION = 1
+
+# NAME -> the topic module that records it; each exposes `record(device, size) -> dict` and SCHEMA
+RECORDERS = {
+    "memory": "accumlab.memory.record",  # lesson 05
+    "amp": "accumlab.precision.record",  # lesson 06
+    "dist": "accumlab.dist.record",  # lesson 07
+}
+
+META_SCHEMA = {
+    "schema": int,
+    "name": str,
+    "device": str,  # "cuda" or "cpu"
+    "device_name": str,
+    "device_count": int,
+    "size": str,
+    "torch": str,
+    "cuda": (str, type(None)),
+    "python": str,
+    "date": str,
+    "command": str,
+}
 
 
-def machine_meta(command: str) -> dict:
+def check_schema(value, schema, where: str = "record") -> list[str]:
+    """Every way `value` departs from `schema`: a type (float accepts int; bool is not an int), a
+    tuple of alternatives, a dict of required keys, or a one-item list (every element matches)."""
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            return [f"{where}: expected an object, got {type(value).__name__}"]
+        problems = [f"{where}: missing key {k!r}" for k in schema if k not in value]
+        for k, sub in schema.items():
+            if k in value:
+                problems += check_schema(value[k], sub, f"{where}.{k}")
+        return problems
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return [f"{where}: expected a list, got {type(value).__name__}"]
+        return [p for i, v in enumerate(value) for p in check_schema(v, schema[0], f"{where}[{i}]")]
+    options = schema if isinstance(schema, tuple) else (schema,)
+    for t in options:
+        if isinstance(t, (dict, list)):
+            if not check_schema(value, t, where):
+                return []
+        elif t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return []
+        elif t is int and isinstance(value, bool):
+            continue
+        elif isinstance(value, t):
+            return []
+    names = ", ".join(getattr(t, "__name__", type(t).__name__) for t in options)
+    return [f"{where}: expected {names}, got {value!r:.60}"]
+
+
+def recorder(name: str):
+    """The topic module recording `name` (ValueError naming the choices otherwise)."""
+    if name not in RECORDERS:
+        raise ValueError(f"name must be one of {', '.join(map(repr, RECORDERS))}, got {name!r}")
+    return importlib.import_module(RECORDERS[name])
+
+
+def validate(name: str, record: dict) -> dict:
+    """`record` itself when it has the meta and results schema of `name`; else a ValueError
+    listing every problem."""
+    problems = check_schema(record, {"meta": META_SCHEMA, "results": recorder(name).SCHEMA})
+    if not problems and record["meta"]["device"] not in ("cuda", "cpu"):
+        problems.append(
+            f"record.meta.device: expected 'cuda' or 'cpu', got {record['meta']['device']!r}"
+        )
+    if problems:
+        raise ValueError(
+            f"{name}: the recorded file does not match its schema:\n  " + "\n  ".join(problems)
+        )
+    return record
+
+
+def machine_meta(name: str, command: str, device, size: str) -> dict:
     """Where and how a result was produced: device, torch and CUDA versions, date, command."""
-    gpu = torch.cuda.is_available()
+    from .device import device_name
+
+    device = torch.device(device)
     return {
-        "device": torch.cuda.get_device_name(0)
-        if gpu
-        else platform.processor() or platform.machine(),
-        "device_count": torch.cuda.device_count() if gpu else 0,
+        "schema": SCHEMA_VERSION,
+        "name": name,
+        "device": device.type,
+        "device_name": device_name(device),
+        "device_count": torch.cuda.device_count() if device.type == "cuda" else 0,
+        "size": size,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "python": sys.version.split()[0],
@@ -31,24 +116,50 @@ def machine_meta(command: str) -> dict:
     }
 
 
-def save(name: str, results: dict, command: str, directory: Path | None = None) -> Path:
-    path = Path(directory or RESULTS_DIR) / f"{name}.json"
+def is_package_results(path: Path) -> bool:
+    return Path(path).resolve().parent == RESULTS_DIR.resolve()
+
+
+def save(name: str, results: dict, command: str, path: Path, *, device, size: str) -> Path:
+    """Write `{"meta", "results"}` for `name` to `path` (validated first; a CPU run may not be
+    written into accumlab/results/)."""
+    record = validate(name, {"meta": machine_meta(name, command, device, size), "results": results})
+    path = Path(path)
+    if record["meta"]["device"] != "cuda" and is_package_results(path):
+        raise ValueError(
+            f"{path}: accumlab/results/ holds only results recorded on a GPU; "
+            "write a CPU stand-in run elsewhere (--out PATH)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps({"meta": machine_meta(command), "results": results}, indent=1) + "\n"
-    )
+    path.write_text(json.dumps(record, indent=1) + "\n")
     return path
 
 
+def results_dir() -> Path:
+    return Path(os.environ.get(RESULTS_ENV) or RESULTS_DIR)
+
+
 def load(name: str) -> dict | None:
-    """The recorded file for `name`, or None when no GPU run has been recorded yet."""
+    """The recorded file for `name`, validated, or None when none has been recorded yet."""
     if not isinstance(name, str) or not name.isidentifier():
-        # a name, not a path: "../x" must not read files outside accumlab/results
+        # a name, not a path: "../x" must not read files outside the results folder
         raise ValueError(
             f"name must be a result name such as 'amp' or 'dist', got {type(name).__name__} {name!r}"
         )
-    path = RESULTS_DIR / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    path = results_dir() / f"{name}.json"
+    if not path.exists():
+        return None
+    record = validate(name, json.loads(path.read_text()))
+    if record["meta"]["device"] != "cuda" and is_package_results(path):
+        raise ValueError(
+            f"{path} was recorded on {record['meta']['device']!r}, but accumlab/results/ may hold "
+            "only GPU results: delete it"
+        )
+    return record
+
+
+def is_standin(record: dict | None) -> bool:
+    return record is not None and record["meta"]["device"] != "cuda"
 
 
 def describe(record: dict | None) -> str:
@@ -56,15 +167,21 @@ def describe(record: dict | None) -> str:
     if record is None:
         return "No GPU results have been recorded for this section yet."
     meta = record.get("meta") if isinstance(record, dict) else None
-    missing = [k for k in ("device", "torch", "cuda", "date", "command") if k not in (meta or {})]
+    keys = ("device", "device_name", "torch", "cuda", "date", "command")
+    missing = [k for k in keys if k not in (meta or {})]
     if not isinstance(meta, dict) or missing:
         raise ValueError(
-            "record must be what al.load_recorded returns: a dict whose 'meta' holds device, "
-            f"torch, cuda, date and command; got {type(record).__name__}"
+            "record must be what al.load_recorded returns: a dict whose 'meta' holds "
+            f"{', '.join(keys)}; got {type(record).__name__}"
             + (f" missing {missing}" if isinstance(meta, dict) else "")
         )
     m = meta
+    if is_standin(record):
+        return (
+            f"CPU STAND-IN run on {m['device_name']} (torch {m['torch']}, {m['date']}, "
+            f"`{m['command']}`): the GPU code path executed on a CPU. Not a GPU measurement."
+        )
     return (
-        f"Recorded on {m['device']} (torch {m['torch']}, CUDA {m['cuda']}) on {m['date']} "
+        f"Recorded on {m['device_name']} (torch {m['torch']}, CUDA {m['cuda']}) on {m['date']} "
         f"with `{m['command']}` — not measured on this machine."
     )

@@ -7,7 +7,7 @@ import torch
 
 import accumlab as al
 from accumlab.memory.checkpointing import Checkpointed
-from accumlab.memory.parts import grad_bytes, param_bytes, step_peak_bytes, tensor_bytes
+from accumlab.memory.parts import grad_bytes, param_bytes, tensor_bytes
 from accumlab.saved import LiveSavedTensors
 
 
@@ -27,6 +27,14 @@ def test_setup_validates_and_is_deterministic():
         al.memory.memory_setup(width=0)
     with pytest.raises(ValueError, match="depth"):
         al.memory.memory_setup(depth=1.5)
+
+
+def test_setup_refuses_sizes_the_machine_cannot_hold_before_allocating():
+    # 10**6 × 10**6 weights would be terabytes: refused by arithmetic, in microseconds
+    with pytest.raises(ValueError, match=r"width=1000000.*more than half of the"):
+        al.memory.memory_setup(width=10**6)
+    with pytest.raises(ValueError, match="global_batch=1000000000"):
+        al.memory.memory_setup(width=64, global_batch=10**9)
 
 
 def test_param_grad_and_optimizer_state_bytes(small):
@@ -68,30 +76,66 @@ def test_proportional_deviation_detects_an_offset():
         al.memory.proportional_deviation([1, 2], [1])
 
 
-def test_footprint_parts_floor_and_total(small):
+def test_proportional_deviation_with_zeros_and_bad_values():
+    # a zero at the largest size used to divide by zero
+    assert al.memory.proportional_deviation([1, 2, 4], [0, 0, 0]) == 0.0  # 0 per item: exact
+    assert al.memory.proportional_deviation([1, 2, 4], [3, 0, 0]) == float("inf")
+    with pytest.raises(ValueError, match="sizes"):
+        al.memory.proportional_deviation([0, 2], [1, 2])
+    with pytest.raises(ValueError, match="finite"):
+        al.memory.proportional_deviation([1, 2], [float("nan"), 2])
+
+
+def test_footprint_parts_floor_and_estimate(small):
     model, data = small
     f = al.memory.footprint(model, data, 8, optimizer="adam")
-    assert f.floor == f.params + f.grads + f.optimizer_state
-    assert f.total == f.floor + f.activations
-    assert list(f.parts()) == ["parameters", "gradients", "optimizer state", "saved activations"]
-    assert f.peak is None  # CPU: no allocator peak
-    assert step_peak_bytes(model, data, 8) is None
+    assert f.resting == f.params + f.optimizer_state + f.data
+    assert f.floor == f.resting + f.grads + f.step_transient
+    assert f.forward_end == f.resting + f.grads + f.activations  # k = 4: gradients exist
+    assert f.estimate == max(f.forward_end, f.floor)
+    assert f.data == al.memory.data_bytes(data) == 2 * 32 * 16 * 4
+    assert f.step_transient == pytest.approx(f.params, abs=4 * len(list(model.parameters())))
+    assert list(f.parts()) == [
+        "parameters",
+        "optimizer state",
+        "data",
+        "gradients",
+        "optimizer-step temporaries",
+        "saved activations",
+    ]
+    # measured on the CPU too, and never below the tensors that must be alive at one moment
+    assert f.peak >= f.estimate
+    one = al.memory.footprint(model, data, 32)
+    assert one.forward_end == one.resting + one.activations  # k = 1: no gradient yet
     with pytest.raises(ValueError, match="micro_batch_size"):
         al.memory.footprint(model, data, 0)
     with pytest.raises(ValueError, match="micro_batch_size"):
         al.memory.footprint(model, data, 33)
 
 
+def test_step_peak_is_measured_on_a_copy(small):
+    model, data = small
+    before = [p.clone() for p in model.parameters()]
+    above = al.memory.step_peak_bytes(model, data, 8)
+    assert above >= al.memory.grad_bytes(model)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert all(p.grad is None for p in model.parameters())
+
+
 def test_memory_sweep_is_json_and_falls_with_k(small):
     model, data = small
-    sweep = al.memory.memory_sweep(model, data, [32, 8, 2], optimizer="sgd_momentum")
+    sweep = al.memory.memory_sweep(
+        model, data, [32, 8, 2], optimizer="sgd_momentum", peak_sizes=[32, 8]
+    )
     json.dumps(sweep)
     assert sweep["accumulation_steps"] == [1, 4, 16]
     assert sweep["activations"][0] == 4 * sweep["activations"][1] == 16 * sweep["activations"][2]
-    assert sweep["floor"]["optimizer state"] == sweep["floor"]["parameters"]
-    assert sweep["peak"] is None
+    assert sweep["parts"]["optimizer state"] == sweep["parts"]["parameters"]
+    assert sweep["peak"][2] is None and sweep["peak"][0] > sweep["peak"][1] >= sweep["estimate"][1]
     with pytest.raises(ValueError, match="micro_sizes"):
         al.memory.memory_sweep(model, data, [])
+    with pytest.raises(ValueError, match="micro_sizes"):
+        al.memory.memory_sweep(model, data, "32")
 
 
 def test_checkpointing_keeps_fewer_bytes_and_same_gradients():

@@ -17,8 +17,9 @@ def test_explore_memory_compute():
         checkpointing=False,
     )
     assert d["global_batch"] == 8
-    assert d["full_batch"]["saved activations"] == 2 * d["footprint"]["saved activations"]
-    assert d["footprint"]["optimizer state"] == 0
+    assert d["full_batch"]["activations"] == 2 * d["footprint"]["activations"]
+    assert d["footprint"]["optimizer_state"] == 0
+    assert d["footprint"]["accumulation_steps"] == 2 and d["full_batch"]["accumulation_steps"] == 1
     assert d["seconds"] > 0 and d["full_seconds"] > 0
     with pytest.raises(ValueError, match="optimizer"):
         al.memory.explore_memory(optimizer="lbfgs")
@@ -29,14 +30,14 @@ def test_explorer_reacts_to_controls():
     assert ex.data["accumulation_steps"] == 4
     ex.controls["accumulation_steps"].value = 2
     assert ex.data["global_batch"] == 2 * ex.data["micro_batch_size"]
-    plain = ex.data["footprint"]["saved activations"]
+    plain = ex.data["footprint"]["activations"]
     ex.controls["depth"].value = 5
-    deeper = ex.data["footprint"]["saved activations"]
+    deeper = ex.data["footprint"]["activations"]
     ex.controls["checkpointing"].value = True
-    assert deeper > plain and ex.data["footprint"]["saved activations"] < deeper
+    assert deeper > plain and ex.data["footprint"]["activations"] < deeper
     ex.controls["optimizer"].value = "sgd_momentum"
     f = ex.data["footprint"]
-    assert f["optimizer state"] == f["parameters"]
+    assert f["optimizer_state"] == f["params"]
     assert ex.error is None
     # no invalid value is reachable: the sliders offer fixed lists / ranges
     assert (
@@ -49,7 +50,7 @@ def test_figures_render_as_png():
     model, data = al.memory.memory_setup(width=8, depth=2, global_batch=8)
     f = al.memory.footprint(model, data, 4)
     figs = [
-        al.memory.plot_footprint({"a": f.parts(), "b": f.parts()}),
+        al.memory.plot_footprint({"a": f, "b": f.as_dict()}),
         al.memory.plot_memory_vs_k(al.memory.memory_sweep(model, data, [8, 4])),
         al.memory.plot_logging_growth({"x": al.memory.logging_growth(model, data, 4)}),
         al.memory.plot_memory_explorer(al.memory.explore_memory(2, 2, 32, 1, "adam", True)),
@@ -61,3 +62,8 @@ def test_figures_render_as_png():
 def test_byte_unit():
     assert plots_memory.byte_unit(10) == (1.0, "B")
     assert plots_memory.byte_unit(3 * 2**20) == (2.0**20, "MiB")
+
+
+def test_explore_memory_refuses_sizes_the_machine_cannot_hold():
+    with pytest.raises(ValueError, match="more than half"):
+        al.memory.explore_memory(micro_batch_size=8, accumulation_steps=10**9)

@@ -1,8 +1,13 @@
 """Which backend and device each rank uses, chosen from the hardware and stated (lesson 07).
 
-Measured facts this follows: NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), gloo on
-CUDA tensors works for DDP with several ranks on one GPU, and FSDP2 with gloo on CUDA tensors hung,
-so FSDP then runs on CPU tensors with an explicit CPU device mesh.
+Where each rule comes from (none of it was measured by this project's own recorder yet):
+- NCCL needs one GPU per rank: two ranks on one GPU fail with "Duplicate GPU detected" (NCCL's
+  own error, e.g. NVIDIA/nccl#1241, NVIDIA/Megatron-LM#661);
+- gloo on CUDA tensors implements only broadcast and all_reduce (the backend table of the
+  torch.distributed documentation): enough for DDP, not for FSDP2's all-gather and
+  reduce-scatter, so FSDP2 then runs on CPU tensors with an explicit CPU device mesh.
+The GPU identities (`gpu_ids`) matter under torchrun: a launcher that gives every process ONE
+visible GPU makes each rank see `device_count() == 1` although the ranks use different GPUs.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ class Plan:
     backend: str  # "gloo" or "nccl"
     ddp_device_type: str  # "cpu" or "cuda"
     fsdp_device_type: str  # "cpu" or "cuda"
-    gpu_count: int
+    gpu_count: int  # GPUs each process sees
     reason: str
 
     def ddp_device(self, local_rank: int) -> str:
@@ -48,15 +53,16 @@ def choose_plan(
     *,
     device: str = "auto",
     ranks_per_node: int | None = None,
+    gpu_ids: list[str] | None = None,
 ) -> Plan:
-    """Pick the backend for `world_size` ranks on this machine (or one with `gpu_count` GPUs).
-
-    `ranks_per_node` (default: all ranks on this machine) is what torchrun calls the local world size.
+    """Pick the backend for `world_size` ranks on this machine (or one with `gpu_count` GPUs
+    visible to each process). `ranks_per_node` (default: all ranks on this machine) is torchrun's
+    local world size; `gpu_ids` the identity of the GPU each rank of this node would use, when the
+    ranks compared them (see `gpu_identity`).
 
     - no GPU (or device="cpu"): gloo on CPU tensors, DDP and FSDP alike;
-    - one rank per GPU available (world_size <= GPUs): NCCL, rank r on cuda:r;
-    - more ranks than GPUs: gloo on CUDA tensors for DDP (NCCL refuses two ranks on one GPU),
-      FSDP on CPU tensors (FSDP2 with gloo on CUDA tensors hung when tried).
+    - one GPU per rank (distinct `gpu_ids`, or ranks_per_node <= gpu_count): NCCL;
+    - ranks sharing a GPU: gloo on CUDA tensors for DDP, FSDP on CPU tensors.
     """
     positive_int("world_size", world_size)
     local = positive_int(
@@ -69,31 +75,39 @@ def choose_plan(
         gpu_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count < 0:
         raise ValueError(f"gpu_count must be a non-negative integer, got {gpu_count!r}")
+    if gpu_ids is not None and (isinstance(gpu_ids, (str, bytes)) or len(gpu_ids) != local):
+        raise ValueError(
+            f"gpu_ids must list one GPU per rank on this node ({local}), got {gpu_ids!r}"
+        )
     if device == "cpu" or gpu_count == 0:
         why = "CPU asked for" if device == "cpu" and gpu_count else "no GPU found"
         return Plan(
-            world_size,
-            "gloo",
-            "cpu",
-            "cpu",
-            gpu_count,
+            world_size, "gloo", "cpu", "cpu", gpu_count,
             f"{why}: CPU processes with gloo for DDP and FSDP (explicit CPU device mesh)",
+        )  # fmt: skip
+    own_gpu = len(set(gpu_ids)) == local if gpu_ids is not None else local <= gpu_count
+    if own_gpu:
+        how = (
+            "compared GPU identities: every rank has its own GPU"
+            if gpu_ids is not None
+            else f"{gpu_count} GPU(s) visible"
         )
-    if local <= gpu_count:
-        return Plan(
-            world_size,
-            "nccl",
-            "cuda",
-            "cuda",
-            gpu_count,
-            f"{gpu_count} GPU(s): NCCL, one rank per GPU",
-        )
+        return Plan(world_size, "nccl", "cuda", "cuda", gpu_count, f"{how}: NCCL, one rank per GPU")
     return Plan(
-        world_size,
-        "gloo",
-        "cuda",
-        "cpu",
-        gpu_count,
-        f"{local} ranks on {gpu_count} GPU(s): gloo on CUDA tensors for DDP (NCCL refuses "
-        "two ranks on one GPU); FSDP on CPU tensors with gloo (FSDP2 with gloo on CUDA hung)",
-    )
+        world_size, "gloo", "cuda", "cpu", gpu_count,
+        f"{local} ranks share {len(set(gpu_ids)) if gpu_ids else gpu_count} GPU(s): gloo on CUDA "
+        "tensors for DDP (NCCL refuses two ranks on one GPU); FSDP on CPU tensors with gloo "
+        "(gloo's CUDA support is documented for broadcast and all_reduce only)",
+    )  # fmt: skip
+
+
+def gpu_identity(local_rank: int) -> str | None:
+    """Host and UUID of the GPU rank `local_rank` would use here (None without a GPU)."""
+    import socket
+
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        return None
+    index = local_rank % torch.cuda.device_count()
+    return f"{socket.gethostname()}/{torch.cuda.get_device_properties(index).uuid}"

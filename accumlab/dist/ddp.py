@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import regression_data
+from ..device import synchronize
 from ..engine import grads_of, params_of
 from ..models import mlp, seeded
 from .comm import CommCounter, count_allreduce
@@ -35,12 +36,12 @@ def _wrap(model: nn.Module, ctx, **kwargs):
     device = torch.device(ctx.ddp_device)
     model = model.to(device)
     ids = [device.index] if device.type == "cuda" else None
+    kwargs.setdefault("process_group", ctx.group)  # None: the default group
     return DDP(model, device_ids=ids, **kwargs)
 
 
 def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)  # kernels are asynchronous: time what actually ran
+    synchronize(device)  # GPU kernels are asynchronous: time what actually ran
 
 
 def accumulate(ddp, micro_batches, mode: str, counter: CommCounter, forward=None) -> None:
@@ -77,11 +78,37 @@ def sync_modes(
     for mode in SYNC_MODES:
         ddp = _wrap(mlp(features, hidden, seed=seed), ctx)
         counter = CommCounter()
-        count_allreduce(ddp, counter)
+        count_allreduce(ddp, counter, ctx.group)
         accumulate(ddp, micro, mode, counter)
         out[mode] = {**counter.as_dict(), "grads": _cpu(grads_of(ddp.module))}
         ctx.step(f"DDP {mode}")
+    out["buckets"] = bucket_memory(ctx, seed=seed)
     return out
+
+
+def bucket_memory(ctx, *, features: int = 32, hidden: int = 256, seed: int = 0) -> dict:
+    """Bytes this rank allocates for gradients with DDP, measured (`accumlab.device.MemoryMeter`):
+    by wrapping the model (DDP's communication buckets) and after one backward (the .grad
+    tensors), with `gradient_as_bucket_view` False (the default) and True."""
+    from ..device import MemoryMeter
+
+    out = {}
+    for view in (False, True):
+        model = timing_model(features, hidden, seed)
+        x = torch.randn(8, features, generator=torch.Generator().manual_seed(seed)).to(
+            ctx.ddp_device
+        )
+        with MemoryMeter(ctx.ddp_device) as meter:
+            ddp = _wrap(model, ctx, gradient_as_bucket_view=view)
+            wrapped = meter.now()
+            ddp(x).sum().backward()
+            after = meter.now()
+        out[str(view).lower()] = {"after_wrap": wrapped, "after_backward": after}
+        del ddp
+    grads = sum(
+        p.numel() * p.element_size() for p in timing_model(features, hidden, seed).parameters()
+    )
+    return {"grad_bytes": grads, "gradient_as_bucket_view": out}
 
 
 def timing_model(features: int = 32, hidden: int = 256, seed: int = 0) -> nn.Module:
@@ -103,7 +130,11 @@ def sweep(
     ranks 1..world of this group (sub-groups of the first r ranks). Rank 0 returns the rows."""
     import torch.distributed as dist
 
-    groups = {r: dist.new_group(list(range(r))) for r in range(1, ctx.world_size + 1)}
+    # sub-groups of the first r ranks, on the backend the plan chose (not necessarily the default's)
+    groups = {
+        r: dist.new_group(list(range(r)), backend=ctx.plan.backend)
+        for r in range(1, ctx.world_size + 1)
+    }
     device = ctx.ddp_device
     gen = torch.Generator().manual_seed(seed + ctx.rank)
     rows = []
@@ -119,7 +150,7 @@ def sweep(
                             _time_one(ctx, group, micro, mode, repeats, features, hidden, seed)
                             | {"ranks": ranks, "k": k, "micro_batch": m}
                         )
-        dist.barrier()  # ranks outside the sub-group wait here instead of racing ahead
+        dist.barrier(group=ctx.group)  # ranks outside the sub-group wait instead of racing ahead
         ctx.step(f"sweep {ranks} rank(s)")
     return rows if ctx.rank == 0 else []
 
@@ -153,7 +184,23 @@ def _time_one(ctx, group, micro, mode, repeats, features, hidden, seed) -> dict:
         "allreduce_calls": calls,
         "allreduce_bytes": nbytes,
         "step_time_s": statistics.median(times),
+        "allreduce_alone_s": _allreduce_alone(ddp, group, repeats),
     }
+
+
+def _allreduce_alone(ddp, group, repeats: int) -> float:
+    """Median seconds of one all-reduce of every gradient, on its own (nothing to overlap with)."""
+    import torch.distributed as dist
+
+    flat = torch.cat([p.detach().reshape(-1) for p in ddp.parameters()])
+    times = []
+    for _ in range(repeats + 1):
+        synchronize(flat.device)
+        t0 = time.perf_counter()
+        dist.all_reduce(flat, group=group)
+        synchronize(flat.device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])
 
 
 class BranchNet(nn.Module):
@@ -205,7 +252,7 @@ def pitfall(
     for variant in PITFALL_VARIANTS:
         ddp = _wrap(BranchNet(features, hidden, seed=seed), ctx, find_unused_parameters=True)
         counter = CommCounter()
-        count_allreduce(ddp, counter)
+        count_allreduce(ddp, counter, ctx.group)
         opt = torch.optim.SGD(ddp.parameters(), lr=lr)
         for i, mb in enumerate(micro):
             sync = variant == "sync_every" or (variant == "no_sync_find_unused" and i == k - 1)
@@ -214,7 +261,7 @@ def pitfall(
                 loss.backward()
             counter.end_backward()
         if variant == "manual_allreduce":
-            manual_allreduce(ddp.module, counter)
+            manual_allreduce(ddp.module, counter, ctx.group)
         grads = _cpu(grads_of(ddp.module))
         opt.step()
         out[variant] = {**counter.as_dict(), "grads": grads, "params": _cpu(params_of(ddp.module))}
@@ -222,7 +269,7 @@ def pitfall(
     return out
 
 
-def manual_allreduce(model: nn.Module, counter: CommCounter | None = None) -> None:
+def manual_allreduce(model: nn.Module, counter: CommCounter | None = None, group=None) -> None:
     """Average every parameter's gradient over ranks in ONE all-reduce of a flat buffer; a
     parameter with no gradient on this rank contributes zeros."""
     import torch.distributed as dist
@@ -233,8 +280,8 @@ def manual_allreduce(model: nn.Module, counter: CommCounter | None = None) -> No
     )
     if counter is not None:
         counter.add(flat)
-    dist.all_reduce(flat)
-    flat /= dist.get_world_size()  # DDP averages; do the same so the two paths are comparable
+    dist.all_reduce(flat, group=group)
+    flat /= dist.get_world_size(group)  # DDP averages; do the same so the two paths are comparable
     offset = 0
     for p in params:
         p.grad = flat[offset : offset + p.numel()].view_as(p).clone()

@@ -60,8 +60,8 @@ def sync_explorer(rows: list[dict], *, source: str = ""):
     """Lesson 07: an Explorer over a measured sweep. Sliders only offer measured values."""
     import ipywidgets as W
 
-    from .plots import plot_sync_explorer
     from ..explorer import Explorer, int_slider
+    from .plots import plot_sync_explorer
 
     grid = sweep_grid(rows)
     if grid["ranks"] != list(range(grid["ranks"][0], grid["ranks"][-1] + 1)):

@@ -2,7 +2,14 @@
 
 `set_requires_gradient_sync(False)` on micro-steps 0..k-2 skips the reduce-scatter, but each rank
 then keeps UNSHARDED gradients until the last micro-step; syncing every micro-step keeps only the
-rank's shard of the gradient, paid for with a reduce-scatter per micro-step.
+rank's shard of the gradient, paid for with a reduce-scatter per micro-step. Adding
+`set_reshard_after_backward(False)` on those micro-steps also keeps the unsharded PARAMETERS, so
+the next forward needs no all-gather: more memory, less communication.
+
+Counting collectives and reading unsharded bytes relies on FSDP2 internals
+(`torch.distributed.fsdp._fully_shard._fsdp_collectives`, `FSDPModule._get_fsdp_state`); when
+they are missing the results say so (`counted=False`, `internals_error`) and the report's checks
+fail, rather than passing on zeros.
 """
 
 from __future__ import annotations
@@ -13,48 +20,118 @@ import torch
 import torch.nn.functional as F
 
 from ..data import regression_data
+from ..device import synchronize
 from ..models import mlp
 from .comm import CommCounter, count_fsdp_collectives
 from .shards import shard
 
-FSDP_VARIANTS = ("sync_each", "sync_last")
+# sync_each        — reduce-scatter after every backward (the default)
+# sync_last        — set_requires_gradient_sync(False) on micro-steps 0..k-2
+# sync_last_keep   — also set_reshard_after_backward(False) on them: parameters stay unsharded
+FSDP_VARIANTS = ("sync_each", "sync_last", "sync_last_keep")
 
 
-def grad_bytes(model) -> dict:
-    """Bytes of gradient this rank holds right now: its shards (`param.grad`, public) and the
-    unsharded gradients FSDP keeps between micro-steps without sync (read from FSDP2's internals,
-    so "unsharded" is None on a torch whose internals differ)."""
+class FsdpInternalsChanged(RuntimeError):
+    """The installed torch's FSDP2 no longer has the private attributes this lesson reads."""
+
+
+def _regions(tensors) -> dict:
+    # one entry per memory region: the same tensor (or a view of the same bytes) counts once
+    return {
+        (t.device, t.data_ptr(), t.numel() * t.element_size()): t.numel() * t.element_size()
+        for t in tensors
+    }
+
+
+def unsharded_tensors(model) -> dict:
+    """FSDP2's unsharded gradients and unsharded parameters on this rank right now, read from its
+    internals; FsdpInternalsChanged when they are not there."""
     from torch.distributed.fsdp import FSDPModule
 
-    sharded = 0
-    for p in model.parameters():
-        if p.grad is not None:
-            local = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
-            sharded += local.numel() * local.element_size()
-    unsharded = 0
+    grads, params = [], []
     try:
         for m in model.modules():
             if not isinstance(m, FSDPModule):
                 continue
-            state = m._get_fsdp_state()
-            groups = getattr(state, "_fsdp_param_groups", None)  # recent torch: a list
-            if groups is None:
-                groups = [state._fsdp_param_group]  # older torch: at most one group
-            for group in groups:
-                for fp in group.fsdp_params if group is not None else ():
-                    g = getattr(fp, "_unsharded_param", None)  # absent while resharded
-                    if g is not None and g.grad is not None:
-                        unsharded += g.grad.numel() * g.grad.element_size()
-                    acc = fp.unsharded_accumulated_grad
-                    if acc is not None:
-                        unsharded += acc.numel() * acc.element_size()
-    except AttributeError:
-        unsharded = None
-    return {
-        "sharded": sharded,
-        "unsharded": unsharded,
-        "total": sharded + unsharded if unsharded is not None else None,
+            for group in m._get_fsdp_state()._fsdp_param_groups:
+                for fp in group.fsdp_params:
+                    p = fp._unsharded_param if hasattr(fp, "_unsharded_param") else None
+                    if p is not None and p.grad is not None:  # kept even after resharding
+                        grads.append(p.grad)
+                    # a resharded parameter keeps its tensor, with storage resized to 0 bytes
+                    if p is not None and p.untyped_storage().nbytes() > 0:
+                        params.append(p)
+                    if fp.unsharded_accumulated_grad is not None:
+                        grads.append(fp.unsharded_accumulated_grad)
+    except AttributeError as err:
+        raise FsdpInternalsChanged(
+            f"torch {torch.__version__}: FSDP2's internals differ from what this lesson reads "
+            f"({err}); unsharded bytes cannot be measured"
+        ) from None
+    return {"grads": grads, "params": params}
+
+
+def held_bytes(model) -> dict:
+    """This rank's gradient bytes: shards (`param.grad`, public) and FSDP2's unsharded gradients
+    and parameters (internals; None, with the reason, when they cannot be read). A tensor seen
+    both ways (an unsharded parameter is the module's parameter until it is resharded) counts once."""
+    public = []
+    for p in model.parameters():
+        if p.grad is not None:
+            public.append(p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad)
+    try:
+        inside, error = unsharded_tensors(model), None
+    except FsdpInternalsChanged as err:
+        inside, error = None, str(err)
+    unsharded = _regions(inside["grads"]) if inside else None
+    shards = {
+        key: n for key, n in _regions(public).items() if not unsharded or key not in unsharded
     }
+    return {
+        "sharded": sum(shards.values()),
+        "unsharded": sum(unsharded.values()) if inside else None,
+        "total": sum({**shards, **unsharded}.values()) if inside else None,
+        "unsharded_params": sum(_regions(inside["params"]).values()) if inside else None,
+        "error": error,
+    }
+
+
+def _mesh(ctx, device: str):
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+    kind = torch.device(device).type
+    if ctx.group is not None:  # torchrun with ranks sharing a GPU: the gloo group it created
+        return DeviceMesh.from_group(ctx.group, kind)
+    # explicit: without a mesh FSDP2 picks CUDA whenever a GPU exists, even for a CPU group
+    return init_device_mesh(kind, (ctx.world_size,))
+
+
+def accumulation_dtypes(ctx, *, features: int = 16, hidden: int = 64, seed: int = 0) -> dict:
+    """The dtype FSDP2 keeps unsharded gradients in between micro-steps without sync, with
+    `MixedPrecisionPolicy(param_dtype=bfloat16)` and reduce_dtype None or float32 (internals:
+    None, with the reason, when they cannot be read). Lesson 06 cites it."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    device = ctx.fsdp_device
+    mesh = _mesh(ctx, device)
+    x = regression_data(n=4, features=features, seed=seed).x.to(device)
+    out = {}
+    for name, reduce in (("None", None), ("float32", torch.float32)):
+        model = mlp(features, hidden, depth=1, seed=seed, dtype=torch.float32).to(device)
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce)
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        model.set_requires_gradient_sync(False)  # a micro-step before the last
+        model(x).float().sum().backward()
+        try:
+            grads = unsharded_tensors(model)["grads"]
+            out[name] = sorted({str(g.dtype).removeprefix("torch.") for g in grads})
+        except FsdpInternalsChanged as err:
+            out[name] = None
+            out["error"] = str(err)
+    return out
 
 
 def fsdp_accumulation(
@@ -67,14 +144,12 @@ def fsdp_accumulation(
     depth: int = 2,
     seed: int = 0,
 ) -> dict:
-    """Each FSDP_VARIANT for one optimizer step: collectives, gradient bytes held after every
-    micro-step, time, and the full (all-gathered) gradient."""
-    from torch.distributed.device_mesh import init_device_mesh
+    """Each FSDP_VARIANT for one optimizer step: collectives per micro-step, bytes held after
+    every micro-step, time, and the full (all-gathered) gradient."""
     from torch.distributed.fsdp import fully_shard
 
     device = ctx.fsdp_device
-    # an explicit mesh: without it FSDP2 picks CUDA whenever a GPU exists, even for a CPU group
-    mesh = init_device_mesh(torch.device(device).type, (ctx.world_size,))
+    mesh = _mesh(ctx, device)
     data = regression_data(n=ctx.world_size * k * micro_batch, features=features, seed=seed)
     micro = [shard(data, ctx.rank, ctx.world_size, i, micro_batch).to(device) for i in range(k)]
     out = {}
@@ -88,17 +163,19 @@ def fsdp_accumulation(
         rs, ag = CommCounter(), CommCounter()
         counted = count_fsdp_collectives(model, rs, ag)
         held = []
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
+        synchronize(device)
         t0 = time.perf_counter()
         for i, mb in enumerate(micro):
-            model.set_requires_gradient_sync(variant == "sync_each" or i == k - 1)
+            last = i == k - 1
+            model.set_requires_gradient_sync(variant == "sync_each" or last)
+            if variant == "sync_last_keep":
+                model.set_reshard_after_backward(last)  # keep parameters unsharded until the end
             loss = F.mse_loss(model(mb.x), mb.y) / k
             loss.backward()
             rs.end_backward()
-            held.append(grad_bytes(model))
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
+            ag.end_backward()  # all-gathers of this micro-step: its forward and its backward
+            held.append(held_bytes(model))
+        synchronize(device)
         seconds = time.perf_counter() - t0
         grads = {n: p.grad.full_tensor().detach().cpu() for n, p in model.named_parameters()}
         out[variant] = {
@@ -111,4 +188,7 @@ def fsdp_accumulation(
             "param_bytes_full": full_bytes,
         }
         ctx.step(f"FSDP {variant}")
+    out["accumulation_dtypes"] = accumulation_dtypes(
+        ctx, features=features, hidden=hidden, seed=seed
+    )
     return out

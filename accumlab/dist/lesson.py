@@ -54,6 +54,7 @@ def lesson_task(
         out[part] = runners[part]()
         seconds[part] = time.perf_counter() - t0
     out["seconds"] = seconds
+    out["plan"] = ctx.plan.as_dict()  # under torchrun the ranks chose it together
     return out
 
 
@@ -92,8 +93,10 @@ def sync_experiments(
     """Launch `world_size` ranks once, run every part of lesson 07 there, compare with the
     single-process references, and return the summary (see `summarise`). Lesson 07."""
     positive_int("world_size", world_size)
-    positive_int("k", k)
-    positive_int("micro_batch", micro_batch)
+    for name, value, most in (("k", k, 1024), ("micro_batch", micro_batch, 4096)):
+        positive_int(name, value)
+        if value > most:  # every rank builds world_size × k × micro_batch samples
+            raise ValueError(f"{name} must be at most {most}, got {value}")
     parts = check_parts(parts)
     plan = choose_plan(world_size, device=device)
     config = {
@@ -128,8 +131,10 @@ def _diff(a: dict, b: dict) -> dict:
 
 
 def summarise(raw: list[dict], plan: Plan, *, k: int, micro_batch: int, seed: int = 0) -> dict:
-    """Turn every rank's raw result into counts, bytes, times and comparisons (JSON-ready)."""
+    """Turn every rank's raw result into counts, bytes, times and comparisons (JSON-ready). The
+    plan the ranks report (chosen together under torchrun) wins over `plan`."""
     world = len(raw)
+    plan = Plan(**raw[0]["plan"]) if "plan" in raw[0] else plan
     out = {
         "plan": plan.as_dict(),
         "backend_note": str(plan),
@@ -142,6 +147,8 @@ def summarise(raw: list[dict], plan: Plan, *, k: int, micro_batch: int, seed: in
     first = raw[0]
     if "ddp" in first:
         ref = ddp_reference(world, k, micro_batch, seed)
+        out["ddp_param_bytes"] = sum(t.numel() * t.element_size() for t in ref.values())
+        out["ddp_buckets"] = first["ddp"]["buckets"]
         out["ddp"] = {}
         for mode in SYNC_MODES:
             r0 = first["ddp"][mode]
@@ -155,7 +162,11 @@ def summarise(raw: list[dict], plan: Plan, *, k: int, micro_batch: int, seed: in
     if "pitfall" in first:
         p = PITFALL
         ref = branch_reference(world, p["k"], p["micro_batch"], p["features"], p["hidden"], seed)
-        out["pitfall"] = {"k": p["k"], "used_extra": [uses_extra(i) for i in range(p["k"])]}
+        out["pitfall"] = {
+            "k": p["k"],
+            "used_extra": [uses_extra(i) for i in range(p["k"])],
+            "variants": list(PITFALL_VARIANTS),
+        }
         for v in PITFALL_VARIANTS:
             r0 = first["pitfall"][v]
             out["pitfall"][v] = {
@@ -182,31 +193,51 @@ def summarise(raw: list[dict], plan: Plan, *, k: int, micro_batch: int, seed: in
                 "vs_reference": _diff(first["tokens"][v]["grads"], ref),
             }
     if "fsdp" in first:
-        ref = fsdp_reference(world, k, micro_batch, seed)
-        out["fsdp"] = {"param_bytes_full": first["fsdp"][FSDP_VARIANTS[0]]["param_bytes_full"]}
-        for v in FSDP_VARIANTS:
-            r0 = first["fsdp"][v]
-            held = [max(r["fsdp"][v]["grad_bytes"][i]["total"] or 0 for r in raw) for i in range(k)]
-            out["fsdp"][v] = {
-                "reduce_scatter_calls": r0["reduce_scatter"]["calls"],
-                "reduce_scatter_bytes": r0["reduce_scatter"]["bytes"],
-                "reduce_scatter_per_backward": r0["reduce_scatter"]["per_backward"],
-                "all_gather_calls": r0["all_gather"]["calls"],
-                "all_gather_bytes": r0["all_gather"]["bytes"],
-                "collectives_counted": r0["counted"],
-                "grad_bytes_per_micro_step": held,  # the largest over ranks, after each backward
-                "sharded_bytes_per_micro_step": [r0["grad_bytes"][i]["sharded"] for i in range(k)],
-                "unsharded_bytes_per_micro_step": [
-                    r0["grad_bytes"][i]["unsharded"] for i in range(k)
-                ],
-                "peak_grad_bytes": max(held),
-                "seconds": max(r["fsdp"][v]["seconds"] for r in raw),
-                "rank_max_abs_diff": _rank_spread([r["fsdp"][v]["grads"] for r in raw]),
-                "vs_reference": _diff(r0["grads"], ref),
-            }
+        out["fsdp"] = summarise_fsdp(raw, fsdp_reference(world, k, micro_batch, seed), k)
     if "sweep" in first:
         out["sweep"] = first["sweep"]
     out["seconds_per_part"] = first["seconds"]
+    return out
+
+
+def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
+    """FSDP2's counts and bytes per variant. Bytes read from internals that this torch lacks stay
+    None (never 0), with the reason in `internals_error`."""
+    first = raw[0]["fsdp"]
+    out = {
+        "param_bytes_full": first[FSDP_VARIANTS[0]]["param_bytes_full"],
+        "variants": list(FSDP_VARIANTS),
+    }
+    errors = {h["error"] for r in raw for v in FSDP_VARIANTS for h in r["fsdp"][v]["grad_bytes"]}
+    out["internals_error"] = next((e for e in errors if e), None)
+    out["accumulation_dtypes"] = first["accumulation_dtypes"]
+
+    def worst(v, i, key):  # the largest over ranks, after micro-step i; None if any is unknown
+        values = [r["fsdp"][v]["grad_bytes"][i][key] for r in raw]
+        return None if any(x is None for x in values) else max(values)
+
+    for v in FSDP_VARIANTS:
+        r0 = first[v]
+        held = [worst(v, i, "total") for i in range(k)]
+        out[v] = {
+            "reduce_scatter_calls": r0["reduce_scatter"]["calls"],
+            "reduce_scatter_bytes": r0["reduce_scatter"]["bytes"],
+            "reduce_scatter_per_backward": r0["reduce_scatter"]["per_backward"],
+            "all_gather_calls": r0["all_gather"]["calls"],
+            "all_gather_bytes": r0["all_gather"]["bytes"],
+            "all_gather_per_micro_step": r0["all_gather"]["per_backward"],
+            "collectives_counted": r0["counted"],
+            "grad_bytes_per_micro_step": held,
+            "sharded_bytes_per_micro_step": [r0["grad_bytes"][i]["sharded"] for i in range(k)],
+            "unsharded_bytes_per_micro_step": [r0["grad_bytes"][i]["unsharded"] for i in range(k)],
+            "unsharded_param_bytes_per_micro_step": [
+                worst(v, i, "unsharded_params") for i in range(k)
+            ],
+            "peak_grad_bytes": None if None in held else max(held),
+            "seconds": max(r["fsdp"][v]["seconds"] for r in raw),
+            "rank_max_abs_diff": _rank_spread([r["fsdp"][v]["grads"] for r in raw]),
+            "vs_reference": _diff(r0["grads"], ref),
+        }
     return out
 
 

@@ -39,12 +39,12 @@ def token_normalisation(
     ce = get_loss("cross_entropy")
     local_tokens = sum(ce.count(mb.y) for mb in micro)
     total = torch.tensor([float(local_tokens)], device=device)
-    dist.all_reduce(total)  # one tiny all-reduce per window, before the first backward
+    dist.all_reduce(total, group=ctx.group)  # one tiny all-reduce per window, first
     out = {"local_tokens": local_tokens, "global_tokens": int(total.item())}
     for variant in TOKEN_VARIANTS:
         ddp = _wrap(TinyLM(vocab, dim, seed=seed), ctx)
         counter = CommCounter()
-        count_allreduce(ddp, counter)
+        count_allreduce(ddp, counter, ctx.group)
         if variant == "local_mean":
             divisor = local_tokens
         else:

@@ -30,6 +30,7 @@ class Context:
     local_rank: int
     plan: Plan
     progress_path: Path | None = None
+    group: object = None  # the process group for collectives (None: the default group)
 
     @property
     def ddp_device(self) -> str:
@@ -139,17 +140,41 @@ def under_torchrun() -> bool:
 
 def run_here(task: str, kwargs: dict, *, device: str = "auto", timeout: float = 600.0):
     """Run `task` in THIS process as one rank of a torchrun job; rank 0 gets every rank's result
-    (a list), the other ranks get None. Used by `python -m accumlab.dist` under torchrun."""
+    (a list), the other ranks get None. Used by `python -m accumlab.dist` under torchrun.
+
+    The plan is chosen from what ALL ranks see: each rank names the GPU it would use, and the
+    names are compared (gloo, CPU), so a launcher that shows every process one GPU still gets
+    NCCL when the GPUs differ, and gloo when the ranks really share one."""
+    import datetime
+
+    import torch
     import torch.distributed as dist
 
-    from .backend import choose_plan
+    from .backend import choose_plan, gpu_identity
 
     fn = resolve(task)
-    world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    world_size, rank, local = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"]), _local_rank()
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-    plan = choose_plan(world_size, device=device, ranks_per_node=local_world)
-    _init_group(plan, rank, _local_rank(), world_size, "env://", timeout)
-    ctx = Context(rank, world_size, _local_rank(), plan)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() and device != "cpu" else 0
+    if gpus:
+        torch.cuda.set_device(local % gpus)  # before any NCCL communicator is created
+    # gloo for CPU tensors (object collectives, the identity exchange), NCCL for CUDA ones
+    backend = "cpu:gloo,cuda:nccl" if gpus else "gloo"
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    ids = [None] * world_size
+    dist.all_gather_object(ids, gpu_identity(local) if gpus else None)
+    host = ids[rank].split("/")[0] if ids[rank] else None
+    node_ids = [i for i in ids if i is not None and i.split("/")[0] == host] if host else None
+    plan = choose_plan(
+        world_size,
+        gpu_count=gpus,
+        device=device,
+        ranks_per_node=local_world,
+        gpu_ids=node_ids if node_ids and len(node_ids) == local_world else None,
+    )
+    # ranks sharing a GPU: CUDA collectives must go through gloo, not the default group's NCCL
+    group = dist.new_group(backend="gloo") if gpus and plan.backend == "gloo" else None
+    ctx = Context(rank, world_size, local, plan, group=group)
     result = fn(ctx, **kwargs)
     gathered = [None] * world_size if rank == 0 else None
     dist.gather_object(result, gathered, dst=0)

@@ -6,18 +6,21 @@ from .._lazy import lazy_names
 __getattr__, __dir__, __all__ = lazy_names(
     __name__,
     {
-        # footprint.py: bytes of each part of a training step
-        "Footprint": "parts",
+        # parts.py: bytes of each part of training memory, by tensor size
         "activation_bytes": "parts",
-        "footprint": "parts",
+        "data_bytes": "parts",
         "grad_bytes": "parts",
         "memory_setup": "parts",
-        "memory_sweep": "parts",
         "optimizer_state_bytes": "parts",
         "param_bytes": "parts",
         "proportional_deviation": "parts",
-        "step_peak_bytes": "parts",
         "tensor_bytes": "parts",
+        # peaks.py: measured peaks of real steps, and the footprint they are compared with
+        "Footprint": "peaks",
+        "footprint": "peaks",
+        "memory_sweep": "peaks",
+        "step_peak_bytes": "peaks",
+        "step_transient_bytes": "peaks",
         # leaks.py: loops that keep graphs alive
         "graph_nodes": "leaks",
         "logging_growth": "leaks",
@@ -34,6 +37,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "choose_micro_batch": "choose_k",
         "floor_bytes": "choose_k",
         # step.py: the lean training step the measurements run
+        "memory_optimizer": "step",
         "train_step": "step",
         # plots.py, explorer.py, record.py
         "plot_checkpointing": "plots",
@@ -41,6 +45,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "plot_logging_growth": "plots",
         "plot_memory_explorer": "plots",
         "plot_memory_vs_k": "plots",
+        "moments": "plots",
         "plot_step_time": "plots",
         "explore_memory": "explorer",
         "memory_explorer": "explorer",

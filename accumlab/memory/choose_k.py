@@ -1,22 +1,39 @@
 """Choosing k (lesson 05): the largest micro-batch that fits a memory budget, and the number of
-accumulation steps it implies for a target global batch. On a GPU, by trying real steps and
-catching out-of-memory errors (as Accelerate's `find_executable_batch_size` does); elsewhere, from
-the floor plus the exactly measured saved-activation bytes."""
+accumulation steps it implies for a target global batch.
+
+The budget covers everything training allocates on the device: parameters, the data, optimizer
+state, gradients, saved activations and every temporary. Two ways to decide what fits:
+
+- "estimate": name the tensors and add them up (`Footprint.estimate`): parameters, optimizer
+  state, data, gradients, then the larger of one micro-batch's saved activations and the optimizer
+  step's temporaries. It cannot see backward's temporaries or the kernels' workspace, so it may
+  pick a size that does not fit;
+- "probe": run two real optimizer steps per candidate (as Accelerate's `find_executable_batch_size`
+  does) under a cap of the budget, and measure their peak (`accumlab.device`): on CUDA a real
+  out-of-memory error, on a CPU the emulated one.
+"""
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
+from .. import device as dev
 from .._validate import one_of, positive_int
 from ..data import Data
-from ..optim import make_optimizer
-from .parts import activation_bytes, grad_bytes, optimizer_state_bytes, param_bytes
-from .step import device_of, train_step
+from .checkpointing import checkpointed
+from .parts import (
+    activation_bytes,
+    data_bytes,
+    grad_bytes,
+    optimizer_state_bytes,
+    param_bytes,
+)
+from .peaks import Footprint, footprint, step_transient_bytes
+from .step import device_of, memory_optimizer, train_step
 
 
 @dataclass(frozen=True)
@@ -28,8 +45,9 @@ class Choice:
     global_batch: int
     budget_bytes: int
     floor_bytes: int
-    method: str  # "estimate" (floor + saved activations) or "probe" (real steps on the GPU)
+    method: str  # "estimate" (named tensors) or "probe" (real steps, measured)
     tried: list[tuple[int, bool]] = field(default_factory=list)  # (micro-batch size, fitted?)
+    needed: list[int | None] = field(default_factory=list)  # bytes each tried size needed
 
     def __str__(self) -> str:
         return (
@@ -46,32 +64,38 @@ def candidate_sizes(global_batch: int) -> list[int]:
     return [m for m in range(global_batch, 0, -1) if global_batch % m == 0]
 
 
-def floor_bytes(model: nn.Module, optimizer: str = "adam") -> int:
-    """Parameters + gradients + optimizer state: memory no micro-batch size can remove."""
-    return param_bytes(model) + grad_bytes(model) + optimizer_state_bytes(model, optimizer)
+def floor_bytes(
+    model: nn.Module, optimizer: str = "adam", *, data: Data | None = None, foreach=True
+) -> int:
+    """What no micro-batch size can remove: during `optimizer.step()` the parameters, gradients,
+    optimizer state and the step's temporaries exist at once, plus `data` when it stays on the
+    device. Lesson 05."""
+    return (
+        param_bytes(model)
+        + grad_bytes(model)
+        + optimizer_state_bytes(model, optimizer)
+        + step_transient_bytes(model, optimizer, foreach=foreach)
+        + (data_bytes(data) if data is not None else 0)
+    )
 
 
 def _check_budget(budget_bytes: int, floor: int) -> None:
     if budget_bytes < floor:
         raise ValueError(
             f"budget_bytes={budget_bytes:,} is {floor - budget_bytes:,} bytes below the floor of "
-            f"{floor:,} bytes (parameters + gradients + optimizer state), which no micro-batch "
-            f"size can remove: raise the budget or use a smaller model or a lighter optimizer"
+            f"{floor:,} bytes (parameters, data, gradients, optimizer state and the optimizer "
+            "step's temporaries), which no micro-batch size can remove: raise the budget or use "
+            "a smaller model or a lighter optimizer"
         )
-
-
-def free_cuda_cache() -> None:
-    """After an out-of-memory error: drop Python references, then hand cached blocks back."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def probe(
     candidates: list[int],
     attempt: Callable[[int], object],
     *,
-    on_oom: Callable[[], None] = free_cuda_cache,
+    on_oom: Callable[[], None] = lambda: dev.free_cache(
+        "cuda" if torch.cuda.is_available() else "cpu"
+    ),
 ) -> tuple[int | None, list[tuple[int, bool]]]:
     """Try `attempt(m)` for each candidate, largest first; an out-of-memory error is caught, the
     cache freed, and the next (smaller) candidate tried. Any other error propagates. Returns the
@@ -92,61 +116,79 @@ def probe(
     return None, tried
 
 
-def _estimate(model, data, global_batch, budget_bytes, floor, loss, segments) -> Choice:
-    tried = []
+def _estimate(model, data, global_batch, budget, optimizer, loss, segments, foreach) -> Choice:
+    base = footprint(model, data, global_batch, optimizer=optimizer, foreach=foreach, measure=False)
+    _check_budget(budget, base.floor)
+    tried, needed = [], []
     for m in candidate_sizes(global_batch):
-        need = floor + activation_bytes(
-            model, data.micro_batches(m)[0], segments=segments, loss=loss
+        acts = activation_bytes(model, data.micro_batches(m)[0], segments=segments, loss=loss)
+        fp = Footprint(
+            **{**base.as_dict(), "activations": acts, "accumulation_steps": global_batch // m}
         )
-        tried.append((m, need <= budget_bytes))
-        if need <= budget_bytes:
+        tried.append((m, fp.estimate <= budget))
+        needed.append(fp.estimate)
+        if fp.estimate <= budget:
             return Choice(
-                m, global_batch // m, global_batch, budget_bytes, floor, "estimate", tried
+                m, global_batch // m, global_batch, budget, base.floor, "estimate", tried, needed
             )
     raise ValueError(
-        f"budget_bytes={budget_bytes:,} is {need - budget_bytes:,} bytes short of the {need:,} "
-        f"bytes even micro_batch_size=1 needs (floor {floor:,} + its saved activations)"
+        f"budget_bytes={budget:,} is {needed[-1] - budget:,} bytes short of the {needed[-1]:,} "
+        f"bytes even micro_batch_size=1 needs (floor {base.floor:,} + its saved activations)"
     )
 
 
-def _probe_gpu(model, data, global_batch, budget_bytes, floor, optimizer, loss, segments) -> Choice:
-    from .checkpointing import checkpointed
-
+def _probe(model, data, global_batch, budget, optimizer, loss, segments, foreach) -> Choice:
     device = device_of(model)
-    total = torch.cuda.get_device_properties(device).total_memory
-    if budget_bytes > total:
+    floor = floor_bytes(model, optimizer, data=data, foreach=foreach)
+    _check_budget(budget, floor)
+    if budget > dev.total_memory(device):
         raise ValueError(
-            f"budget_bytes={budget_bytes:,} exceeds the {total:,} bytes of {torch.cuda.get_device_name(device)}"
+            f"budget_bytes={budget:,} exceeds the {dev.total_memory(device):,} bytes of "
+            f"{dev.device_name(device)}"
         )
-    data = data.to(device)
-
-    # trials train `model` itself, so the GPU holds exactly what real training would (a copy on
-    # the GPU would count the parameters twice); its weights are restored from a CPU backup after
+    resident = param_bytes(model) + data_bytes(data)  # already on the device: inside the budget
+    # trials train `model` itself, so the device holds exactly what real training would (a copy
+    # would count the parameters twice); its weights are restored from a CPU backup after
     backup = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    needed: list[int | None] = []
 
     def attempt(m: int) -> None:
-        opt = make_optimizer(optimizer, model.parameters())
+        net, micro = checkpointed(model, segments), data.micro_batches(m)
+
+        def two_steps():
+            opt = memory_optimizer(model, optimizer, foreach=foreach)
+            train_step(net, opt, micro, loss)  # the first step creates the optimizer state
+            opt.zero_grad(set_to_none=True)
+            train_step(net, opt, micro, loss)  # its state, gradients and temporaries: all counted
+            model.zero_grad(set_to_none=True)
+
+        needed.append(None)  # unknown when the allocator refuses part-way (a real OOM)
         try:
-            train_step(checkpointed(model, segments), opt, data.micro_batches(m), loss)
-            torch.cuda.synchronize(device)
+            _, peak = dev.run_capped(two_steps, device, budget - resident)
+        except torch.OutOfMemoryError as err:
+            if getattr(err, "peak_bytes", None) is not None:  # the CPU stand-in measured it
+                needed[-1] = resident + err.peak_bytes
+            raise
         finally:
             model.zero_grad(set_to_none=True)
-            del opt
+        needed[-1] = resident + peak.peak
+        if needed[-1] > budget:  # the CUDA cap is on reserved blocks: check what was allocated too
+            raise torch.OutOfMemoryError(f"micro-batch {m} allocated {needed[-1]:,} > {budget:,}")
 
-    free_cuda_cache()
-    # the allocator raises OutOfMemoryError past this fraction of the device: the budget, enforced
-    torch.cuda.set_per_process_memory_fraction(budget_bytes / total, device)
+    dev.free_cache(device)
     try:
-        m, tried = probe(candidate_sizes(global_batch), attempt)
+        m, tried = probe(
+            candidate_sizes(global_batch), attempt, on_oom=lambda: dev.free_cache(device)
+        )
     finally:
-        torch.cuda.set_per_process_memory_fraction(1.0, device)
         model.load_state_dict(backup)
-        free_cuda_cache()
+        dev.free_cache(device)
     if m is None:
         raise ValueError(
-            f"budget_bytes={budget_bytes:,}: even micro_batch_size=1 ran out of memory on {torch.cuda.get_device_name(device)} (floor {floor:,} bytes)"
+            f"budget_bytes={budget:,}: even micro_batch_size=1 ran out of memory on "
+            f"{dev.device_name(device)} (floor {floor:,} bytes)"
         )
-    return Choice(m, global_batch // m, global_batch, budget_bytes, floor, "probe", tried)
+    return Choice(m, global_batch // m, global_batch, budget, floor, "probe", tried, needed)
 
 
 def choose_micro_batch(
@@ -158,16 +200,14 @@ def choose_micro_batch(
     optimizer: str = "adam",
     loss="mse",
     segments: int = 0,
+    foreach: bool | None = True,
     method: str = "auto",
 ) -> Choice:
     """The largest micro-batch size dividing `global_batch` (default `len(data)`) whose training
-    step fits in `budget_bytes`, and k = global_batch / micro_batch_size. Lesson 05.
-
-    method="estimate": floor + saved-activation bytes of one micro-batch must fit (any device; the
-    kernels' temporary workspace is not counted). method="probe" (CUDA only): run real steps under
-    a memory cap of `budget_bytes`, catching out-of-memory errors. "auto": probe on a GPU model.
-    A budget below the floor is a ValueError saying by how much, before any search.
-    """
+    step fits in `budget_bytes` on the model's device, and k = global_batch / micro_batch_size.
+    method "estimate" or "probe" (see the module's docstring); "auto" probes, on any device (on
+    a CPU the peak comes from the storage tracker and out-of-memory is emulated). A budget below
+    the floor is a ValueError saying by how much. Lesson 05."""
     positive_int("budget_bytes", budget_bytes)
     one_of("method", method, ("auto", "estimate", "probe"))
     global_batch = len(data) if global_batch is None else positive_int("global_batch", global_batch)
@@ -175,18 +215,7 @@ def choose_micro_batch(
         raise ValueError(
             f"global_batch must be at most the {len(data)} samples in data, got {global_batch}"
         )
-    data = data[:global_batch]
-    floor = floor_bytes(model, optimizer)
-    _check_budget(budget_bytes, floor)
-    on_gpu = device_of(model).type == "cuda"
-    if method == "auto":
-        method = "probe" if on_gpu else "estimate"
-    if method == "probe":
-        if not on_gpu:
-            raise ValueError(
-                f"method='probe' needs the model on a CUDA device, got {device_of(model)}"
-            )
-        return _probe_gpu(model, data, global_batch, budget_bytes, floor, optimizer, loss, segments)
-    return _estimate(
-        model, data.to(device_of(model)), global_batch, budget_bytes, floor, loss, segments
-    )
+    device = device_of(model)
+    data = data[:global_batch].to(device)
+    run = _estimate if method == "estimate" else _probe
+    return run(model, data, global_batch, budget_bytes, optimizer, loss, segments, foreach)

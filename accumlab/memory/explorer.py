@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .._validate import one_of, positive_int
 from ..optim import OPTIMIZERS
-from .parts import footprint, memory_setup
+from .parts import activation_bytes, memory_setup
+from .peaks import Footprint, footprint
 from .throughput import time_step
 
 MICRO_SIZES = (1, 2, 4, 8, 16, 32, 64)
@@ -28,8 +29,18 @@ def explore_memory(
     global_batch = micro_batch_size * accumulation_steps
     model, data = memory_setup(width, depth, global_batch)
     segments = 2 if checkpointing else 0
-    chosen = footprint(model, data, micro_batch_size, optimizer=optimizer, segments=segments)
-    full = footprint(model, data, global_batch, optimizer=optimizer, segments=segments)
+    # named tensors only: measuring the peak too would cost a tracked step per slider move
+    chosen = footprint(
+        model, data, micro_batch_size, optimizer=optimizer, segments=segments, measure=False
+    )
+    # the same parts but one micro-batch of everything (its activations measured alone)
+    full = Footprint(
+        **{
+            **chosen.as_dict(),
+            "activations": activation_bytes(model, data, segments=segments),
+            "accumulation_steps": 1,
+        }
+    )
     timing = dict(optimizer=optimizer, segments=segments, repeats=1)
     return {
         "micro_batch_size": micro_batch_size,
@@ -37,8 +48,8 @@ def explore_memory(
         "global_batch": global_batch,
         "optimizer": optimizer,
         "checkpointing": checkpointing,
-        "footprint": chosen.parts(),
-        "full_batch": full.parts(),
+        "footprint": chosen.as_dict(),
+        "full_batch": full.as_dict(),
         "seconds": time_step(model, data, micro_batch_size, **timing),
         "full_seconds": time_step(model, data, global_batch, **timing),
     }

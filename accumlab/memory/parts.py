@@ -1,40 +1,57 @@
-"""What occupies memory during training, part by part (lesson 05): parameters, gradients and
-optimizer state from tensor sizes; activations saved for backward exactly, with saved-tensor
-hooks; on a GPU also the peak the CUDA allocator saw during one optimizer step."""
+"""What occupies memory during training, part by part (lesson 05): parameters, gradients,
+optimizer state and the data from tensor sizes; activations saved for backward exactly, with
+saved-tensor hooks. The measured peaks are in `peaks.py`."""
 
 from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
+from .. import device as dev
 from .._validate import positive_int
 from ..data import Data, regression_data
 from ..losses import Loss, get_loss
 from ..models import mlp
-from ..optim import make_optimizer
 from ..saved import _storage_key, saved_storages
 from .checkpointing import checkpointed
-from .step import device_of, synchronize, train_step
+from .step import memory_optimizer
+
+
+def setup_bytes(width: int, depth: int, global_batch: int) -> int:
+    """Rough bytes to train `memory_setup(width, depth, global_batch)` with Adam: parameters,
+    gradients, two moments and the step's temporaries (5 copies), the data, and about two saved
+    float32 values per hidden unit and sample."""
+    params = (depth + 1) * (width * width + width)
+    return 4 * (5 * params + 2 * global_batch * width + 2 * (depth + 1) * global_batch * width)
 
 
 def memory_setup(
     width: int = 256, depth: int = 4, global_batch: int = 256, *, seed: int = 0, device=None
 ):
     """The lesson's model and data: an MLP of `depth` hidden layers of `width` units (float32, as
-    on a GPU) and `global_batch` samples of regression data. Returns (model, data). Lesson 05."""
+    on a GPU) and `global_batch` samples of regression data. Returns (model, data). Lesson 05.
+
+    Sizes that would need more than half of the device's memory to train are refused before
+    anything is allocated (a learner's typo should not freeze the machine)."""
     for name, value in (("width", width), ("depth", depth), ("global_batch", global_batch)):
         positive_int(name, value)
+    device = dev.as_device(device if device is not None else "cpu")
+    need, limit = setup_bytes(width, depth, global_batch), dev.total_memory(device) // 2
+    if need > limit:
+        raise ValueError(
+            f"width={width}, depth={depth}, global_batch={global_batch} would need about "
+            f"{need / 2**30:.1f} GiB to train with Adam, more than half of the {limit * 2 / 2**30:.1f} "
+            f"GiB of {dev.device_name(device)}: choose smaller sizes"
+        )
     model = mlp(
         features=width, hidden=width, outputs=width, depth=depth, seed=seed, dtype=torch.float32
     )
     data = regression_data(
         n=global_batch, features=width, outputs=width, seed=seed, dtype=torch.float32
     )
-    device = torch.device(device) if device is not None else torch.device("cpu")
     return model.to(device), data.to(device)
 
 
@@ -56,11 +73,16 @@ def grad_bytes(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
+def data_bytes(data: Data) -> int:
+    """Bytes of the inputs and targets (the lesson keeps the whole global batch on the device)."""
+    return tensor_bytes([data.x, data.y])
+
+
 def optimizer_state_bytes(model: nn.Module, optimizer: str = "adam") -> int:
     """Bytes of the optimizer's state, read from a real optimizer after one step on a copy of
     `model` (state is created lazily, at the first step)."""
     model = copy.deepcopy(model)
-    opt = make_optimizer(optimizer, model.parameters())
+    opt = memory_optimizer(model, optimizer)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     opt.step()
@@ -84,144 +106,22 @@ def activation_bytes(
     return sum({**saved, **held}.values())
 
 
-def cuda_peak_bytes(fn, device) -> int:
-    """Most bytes the CUDA allocator held at once while `fn()` ran, above what was allocated before."""
-    device = torch.device(device)
-    synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    before = torch.cuda.memory_allocated(device)
-    fn()
-    synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - before
-
-
-def step_peak_bytes(
-    model: nn.Module,
-    data: Data,
-    micro_batch_size: int,
-    *,
-    optimizer: str = "adam",
-    segments: int = 0,
-    loss="mse",
-) -> int | None:
-    """CUDA only (None elsewhere): peak memory above the resting state (parameters, optimizer state,
-    data, no gradients) during one optimizer step over `data` in micro-batches. It contains the
-    gradients, the saved activations and the temporary workspace of the kernels."""
-    device = device_of(model)
-    if device.type != "cuda":
-        return None
-    model = copy.deepcopy(model)
-    net = checkpointed(model, segments)
-    opt = make_optimizer(optimizer, model.parameters())
-    micro = data.to(device).micro_batches(micro_batch_size)
-    train_step(net, opt, micro, loss)  # first step creates the optimizer state: not measured
-    opt.zero_grad(set_to_none=True)
-    return cuda_peak_bytes(lambda: train_step(net, opt, micro, loss), device)
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """Bytes per part of training memory for one micro-batch size. `peak` is the CUDA measurement
-    (see `step_peak_bytes`), None without a GPU. Lesson 05."""
-
-    params: int
-    grads: int
-    optimizer_state: int
-    activations: int
-    peak: int | None = None
-
-    @property
-    def floor(self) -> int:
-        """What accumulation cannot remove: it does not depend on the micro-batch size."""
-        return self.params + self.grads + self.optimizer_state
-
-    @property
-    def total(self) -> int:
-        return self.floor + self.activations
-
-    def parts(self) -> dict[str, int]:
-        return {
-            "parameters": self.params,
-            "gradients": self.grads,
-            "optimizer state": self.optimizer_state,
-            "saved activations": self.activations,
-        }
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def footprint(
-    model: nn.Module,
-    data: Data,
-    micro_batch_size: int,
-    *,
-    optimizer: str = "adam",
-    segments: int = 0,
-    loss="mse",
-) -> Footprint:
-    """The memory breakdown of training `model` on micro-batches of `micro_batch_size`. Lesson 05."""
-    positive_int("micro_batch_size", micro_batch_size)
-    batch = data.to(device_of(model)).micro_batches(micro_batch_size)[0]
-    return Footprint(
-        params=param_bytes(model),
-        grads=grad_bytes(model),
-        optimizer_state=optimizer_state_bytes(model, optimizer),
-        activations=activation_bytes(model, batch, segments=segments, loss=loss),
-        peak=step_peak_bytes(
-            model, data, micro_batch_size, optimizer=optimizer, segments=segments, loss=loss
-        ),
-    )
-
-
-def memory_sweep(
-    model: nn.Module,
-    data: Data,
-    micro_sizes: list[int],
-    *,
-    optimizer: str = "adam",
-    segments: int = 0,
-    loss="mse",
-    progress: bool = False,
-) -> dict:
-    """At the fixed global batch `len(data)`: saved-activation bytes (and CUDA peaks) for each
-    micro-batch size, and the floor. Plain lists and ints, so it can be saved as JSON. Lesson 05."""
-    from tqdm.auto import tqdm
-
-    sizes = [positive_int("micro_sizes[i]", m) for m in micro_sizes]
-    if not sizes:
-        raise ValueError("micro_sizes must not be empty")
-    data = data.to(device_of(model))
-    acts, peaks = [], []
-    for m in tqdm(sizes, desc="micro-batch sizes", disable=not progress):
-        acts.append(activation_bytes(model, data.micro_batches(m)[0], segments=segments, loss=loss))
-        peaks.append(
-            step_peak_bytes(model, data, m, optimizer=optimizer, segments=segments, loss=loss)
-        )
-    return {
-        "global_batch": len(data),
-        "micro_sizes": sizes,
-        "accumulation_steps": [math.ceil(len(data) / m) for m in sizes],
-        "activations": acts,
-        "peak": peaks if all(p is not None for p in peaks) else None,
-        "floor": {
-            "parameters": param_bytes(model),
-            "gradients": grad_bytes(model),
-            "optimizer state": optimizer_state_bytes(model, optimizer),
-        },
-        "optimizer": optimizer,
-        "segments": segments,
-        "device": str(device_of(model)),
-    }
-
-
 def proportional_deviation(sizes: list[int], values: list[float]) -> float:
     """Largest relative gap between `values` and exact proportionality to `sizes`, using the
-    per-item ratio at the largest size: 0.0 means value = ratio × size exactly. Lesson 05."""
+    per-item ratio at the largest size: 0.0 means value = ratio × size exactly. Lesson 05.
+
+    All values 0 are proportional (0 per item); a zero ratio with any other value is not: inf."""
     if len(sizes) != len(values) or not sizes:
         raise ValueError(
             f"sizes and values must be non-empty and of equal length, got {len(sizes)} and {len(values)}"
         )
+    for s in sizes:
+        positive_int("sizes[...]", s)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"values must be finite numbers, got {v!r}")
     i = max(range(len(sizes)), key=sizes.__getitem__)
     ratio = values[i] / sizes[i]
+    if ratio == 0:
+        return 0.0 if all(v == 0 for v in values) else math.inf
     return max(abs(v / (ratio * s) - 1) for s, v in zip(sizes, values, strict=True))

@@ -6,10 +6,13 @@ from matplotlib.figure import Figure
 
 PART_COLOURS = {
     "parameters": "tab:blue",
-    "gradients": "tab:orange",
     "optimizer state": "tab:green",
+    "data": "tab:cyan",
+    "gradients": "tab:orange",
+    "optimizer-step temporaries": "tab:olive",
     "saved activations": "tab:red",
 }
+RESTING = ("parameters", "optimizer state", "data")
 
 
 def byte_unit(largest: float) -> tuple[float, str]:
@@ -20,56 +23,111 @@ def byte_unit(largest: float) -> tuple[float, str]:
     return 1.0, "B"
 
 
-def plot_footprint(
-    breakdowns: dict[str, dict[str, int]], *, title: str = "What training keeps in memory"
-) -> Figure:
-    """Stacked bars, one per label: bytes of each part ({"parameters": ..., ...}, as from
-    `Footprint.parts()`)."""
-    labels = list(breakdowns)
-    parts = list(dict.fromkeys(p for b in breakdowns.values() for p in b))
-    div, unit = byte_unit(max(sum(b.values()) for b in breakdowns.values()))
-    fig = Figure(figsize=(7, 3.6), layout="constrained")
-    ax = fig.add_subplot()
-    bottom = [0.0] * len(labels)
-    for part in parts:
-        values = [breakdowns[lab].get(part, 0) / div for lab in labels]
-        ax.bar(labels, values, bottom=bottom, label=part, color=PART_COLOURS.get(part))
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+def _as_dict(fp) -> dict:
+    return fp if isinstance(fp, dict) else fp.as_dict()
+
+
+def moments(fp) -> dict[str, dict[str, int]]:
+    """The parts alive at the two moments that bound a step's memory, from a `Footprint` (or its
+    `as_dict()`): when a forward has saved its activations, and during `optimizer.step()`."""
+    f = _as_dict(fp)
+    resting = {
+        "parameters": f["params"],
+        "optimizer state": f["optimizer_state"],
+        "data": f["data"],
+    }
+    grads = f["grads"] if f["accumulation_steps"] > 1 else 0  # from the 2nd micro-batch on
+    return {
+        "forward": {**resting, "gradients": grads, "saved activations": f["activations"]},
+        "step": {
+            **resting,
+            "gradients": f["grads"],
+            "optimizer-step temporaries": f["step_transient"],
+        },
+    }
+
+
+def _draw_footprints(ax, footprints: dict) -> tuple[float, str]:
+    bars = {label: moments(fp) for label, fp in footprints.items()}
+    peaks = [_as_dict(fp).get("peak") for fp in footprints.values()]
+    largest = max(
+        [sum(m.values()) for b in bars.values() for m in b.values()] + [p or 0 for p in peaks]
+    )
+    div, unit = byte_unit(largest)
+    drawn = set()
+    for i, both in enumerate(bars.values()):
+        for dx, (moment, parts) in zip((-0.21, 0.21), both.items(), strict=True):
+            bottom = 0.0
+            for part, value in parts.items():
+                ax.bar(
+                    i + dx, value / div, 0.4, bottom=bottom, color=PART_COLOURS[part],
+                    label=None if part in drawn else part,
+                )  # fmt: skip
+                drawn.add(part)
+                bottom += value / div
+            ax.annotate(moment, (i + dx, bottom), ha="center", va="bottom", fontsize=7)
+        if peaks[i] is not None:
+            ax.hlines(
+                peaks[i] / div, i - 0.45, i + 0.45, colors="black", linewidth=2,
+                label=None if "peak" in drawn else "measured peak of a step",
+            )  # fmt: skip
+            drawn.add("peak")
+    ax.set_xticks(range(len(bars)), list(bars), fontsize=8)
     ax.set_ylabel(unit)
+    return div, unit
+
+
+def plot_footprint(footprints: dict, *, title: str = "What training keeps in memory") -> Figure:
+    """Per label, the parts alive when a forward ends (left bar) and during optimizer.step()
+    (right bar), and the measured peak (black line). `footprints` maps labels to
+    `al.memory.Footprint`s (or their `as_dict()`)."""
+    fig = Figure(figsize=(8, 3.8), layout="constrained")
+    ax = fig.add_subplot()
+    _draw_footprints(ax, footprints)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 
 def plot_memory_vs_k(sweep: dict, *, title: str | None = None) -> Figure:
-    """Lesson 05: at a fixed global batch, the floor (parameters + gradients + optimizer state,
-    flat) and the saved activations on top, against k; the CUDA peak when the sweep has one."""
+    """Lesson 05: at a fixed global batch, against k — bars: what exists when a forward ends
+    (resting memory, gradients from the 2nd micro-batch on, saved activations); dashed: what
+    exists during optimizer.step() (the floor); dots: the measured peak. One baseline: zero."""
     k = sweep["accumulation_steps"]
-    floor = sum(sweep["floor"].values())
-    acts = sweep["activations"]
-    peak = sweep.get("peak")
-    largest = max([floor + a for a in acts] + (peak or []))
+    parts, acts = sweep["parts"], sweep["activations"]
+    resting = sum(parts[p] for p in RESTING)
+    grads = [parts["gradients"] if kk > 1 else 0 for kk in k]
+    peaks = sweep["peak"]
+    largest = max(
+        [resting + g + a for g, a in zip(grads, acts, strict=True)]
+        + [sweep["floor"]]
+        + [p for p in peaks if p is not None]
+    )
     div, unit = byte_unit(largest)
-    fig = Figure(figsize=(7, 3.6), layout="constrained")
+    fig = Figure(figsize=(7.5, 3.8), layout="constrained")
     ax = fig.add_subplot()
     x = list(range(len(k)))
     ax.bar(
-        x, [floor / div] * len(k), color="tab:gray", label="floor: params + grads + optimizer state"
+        x, [resting / div] * len(k), color="tab:gray", label="parameters + optimizer state + data"
     )
     ax.bar(
         x,
-        [a / div for a in acts],
-        bottom=[floor / div] * len(k),
-        color="tab:red",
-        label="saved activations",
+        [g / div for g in grads],
+        bottom=[resting / div] * len(k),
+        color="tab:orange",
+        label="gradients",
     )
-    if peak:
-        ax.plot(
-            x,
-            [p / div for p in peak],
-            "ko-",
-            label="CUDA peak above resting (grads + activations + workspace)",
-        )
+    ax.bar(
+        x, [a / div for a in acts], bottom=[(resting + g) / div for g in grads], color="tab:red",
+        label="saved activations (end of a forward)",
+    )  # fmt: skip
+    ax.axhline(
+        sweep["floor"] / div, color="black", linestyle="--", linewidth=1,
+        label="during optimizer.step(): + gradients + step temporaries",
+    )  # fmt: skip
+    measured = [(xi, p / div) for xi, p in zip(x, peaks, strict=True) if p is not None]
+    if measured:
+        ax.plot(*zip(*measured, strict=True), "ko", label=f"measured peak on {sweep['device']}")
     ax.set_xticks(
         x, [f"k={kk}\nmb={m}" for kk, m in zip(k, sweep["micro_sizes"], strict=True)], fontsize=7
     )
@@ -107,19 +165,26 @@ def plot_step_time(timing: dict, *, title: str | None = None) -> Figure:
 
 
 def plot_checkpointing(comparison: dict, *, title: str | None = None) -> Figure:
-    """Lesson 05: saved-activation bytes (left) and ms per optimizer step (right) for plain,
-    checkpointing, accumulation, and both."""
+    """Lesson 05: saved activations (left), the measured peak of a step (middle, resting memory
+    dashed) and ms per optimizer step (right) for plain, checkpointing, accumulation, and both."""
     rows = comparison["rows"]
     names = [r["name"] for r in rows]
+    fig = Figure(figsize=(10, 3.2), layout="constrained")
+    left, middle, right = fig.subplots(1, 3)
     div, unit = byte_unit(max(r["activations"] for r in rows))
-    fig = Figure(figsize=(8, 3.2), layout="constrained")
-    left, right = fig.subplots(1, 2)
     left.bar(names, [r["activations"] / div for r in rows], color="tab:red")
     left.set_ylabel(f"saved activations ({unit})")
+    div, unit = byte_unit(max(r["peak"] for r in rows))
+    middle.bar(names, [r["peak"] / div for r in rows], color="tab:gray")
+    middle.axhline(
+        comparison["resting"] / div, color="black", linestyle="--", linewidth=1, label="resting"
+    )
+    middle.set_ylabel(f"measured peak of a step ({unit})")
+    middle.legend(fontsize=7)
     right.bar(names, [r["seconds"] * 1000 for r in rows], color="tab:purple")
     right.set_ylabel("ms per optimizer step")
-    for ax in (left, right):
-        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    for ax in (left, middle, right):
+        ax.tick_params(axis="x", labelrotation=25, labelsize=8)
     fig.suptitle(
         title or f"global batch {comparison['global_batch']} on {comparison['device']}", fontsize=10
     )
@@ -150,22 +215,14 @@ def plot_logging_growth(runs: dict[str, dict]) -> Figure:
 
 
 def plot_memory_explorer(data: dict) -> Figure:
-    """Lesson 05's explorer: memory breakdown of the chosen micro-batch vs the whole global batch
-    at once (left), and their ms per optimizer step (right)."""
-    chosen, full = data["footprint"], data["full_batch"]
+    """Lesson 05's explorer: the memory of the chosen micro-batch next to the whole global batch at
+    once (left: the two moments and the measured peak), and their ms per optimizer step (right)."""
     k = data["accumulation_steps"]
     labels = [f"mb={data['micro_batch_size']}, k={k}", f"mb={data['global_batch']}, k=1"]
-    breakdowns = {labels[0]: chosen, labels[1]: full}
-    div, unit = byte_unit(max(sum(b.values()) for b in breakdowns.values()))
-    fig = Figure(figsize=(9, 3.4), layout="constrained")
+    fig = Figure(figsize=(9.5, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[3, 2])
-    bottom = [0.0, 0.0]
-    for part in chosen:
-        values = [breakdowns[lab][part] / div for lab in labels]
-        left.bar(labels, values, bottom=bottom, label=part, color=PART_COLOURS.get(part))
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    left.set_ylabel(unit)
-    left.legend(fontsize=7)
+    _draw_footprints(left, dict(zip(labels, (data["footprint"], data["full_batch"]), strict=True)))
+    left.legend(fontsize=6, loc="upper left")
     left.set_title(
         f"memory ({data['optimizer']}{', checkpointing' if data['checkpointing'] else ''})",
         fontsize=9,
@@ -173,6 +230,5 @@ def plot_memory_explorer(data: dict) -> Figure:
     right.bar(labels, [data["seconds"] * 1000, data["full_seconds"] * 1000], color="tab:purple")
     right.set_ylabel("ms per optimizer step")
     right.set_title("time (one measurement each)", fontsize=9)
-    for ax in (left, right):
-        ax.tick_params(axis="x", labelsize=8)
+    right.tick_params(axis="x", labelsize=8)
     return fig

@@ -1,19 +1,15 @@
-"""Lesson 05's GPU reference: peak memory and step time against the micro-batch size at a fixed
-global batch, gradient checkpointing vs accumulation, and a micro-batch size chosen by probing
-for out-of-memory errors. Run `python -m accumlab.record memory` on a GPU machine.
-
-ACCUMLAB_RECORD_SIZE=small shrinks every size, so a test can run the whole recorder on a CPU in
-about a second (`--allow-cpu`); such a file is a test artefact, never a reference result.
-"""
+"""Lesson 05's recorder: the measured peak and step time against the micro-batch size at a fixed
+global batch, the optimizer step's temporaries, gradient checkpointing vs accumulation, and the
+micro-batch size chosen for a budget by estimate and by probe. `python -m accumlab.record memory`
+on a GPU; `--device cpu --out PATH` runs the same code on the CPU (small sizes)."""
 
 from __future__ import annotations
 
-import os
-
-import torch
-
+from .._validate import one_of
+from ..device import as_device
 from .choose_k import choose_micro_batch, floor_bytes
-from .parts import memory_setup, memory_sweep
+from .parts import memory_setup, param_bytes
+from .peaks import memory_sweep, step_transient_bytes
 from .throughput import checkpoint_comparison, step_time_sweep
 
 SIZES = {
@@ -29,27 +25,99 @@ SIZES = {
         "repeats": 5,
         "budget_above_floor": 256 * 2**20,
     },
+    # the same code on a few KiB: what the tests run on a CPU
     "small": {
         "width": 32,
         "depth": 2,
-        "global_batch": 16,
-        "micro_sizes": [16, 8, 4],
+        "global_batch": 256,
+        "micro_sizes": [256, 64, 16],
         "segments": 2,
-        "checkpoint_micro_batch": 4,
+        "checkpoint_micro_batch": 64,
         "repeats": 1,
-        "budget_above_floor": 16 * 2**10,
+        "budget_above_floor": 24 * 2**10,
     },
 }
 OPTIMIZER = "adamw"
 
+_INTS = [int]
+_CHOICE = {
+    "budget_bytes": int,
+    "floor_bytes": int,
+    "micro_batch_size": int,
+    "accumulation_steps": int,
+    "method": str,
+    "tried": [[(int, bool)]],
+    "needed": [(int, type(None))],
+}
+SCHEMA = {
+    "size": str,
+    "model": {"width": int, "depth": int, "dtype": str, "optimizer": str},
+    "transient": {"params": int, "foreach": int, "per_parameter": int},
+    "memory": {
+        "global_batch": int,
+        "micro_sizes": _INTS,
+        "accumulation_steps": _INTS,
+        "activations": _INTS,
+        "estimate": _INTS,
+        "peak": [(int, type(None))],
+        "resting": int,
+        "floor": int,
+        "parts": {
+            "parameters": int,
+            "optimizer state": int,
+            "data": int,
+            "gradients": int,
+            "optimizer-step temporaries": int,
+        },
+        "optimizer": str,
+        "device": str,
+    },
+    "step_time": {
+        "global_batch": int,
+        "micro_sizes": _INTS,
+        "accumulation_steps": _INTS,
+        "seconds": [float],
+        "device": str,
+    },
+    "checkpointing": {
+        "global_batch": int,
+        "resting": int,
+        "rows": [
+            {
+                "name": str,
+                "micro_batch_size": int,
+                "segments": int,
+                "activations": int,
+                "seconds": float,
+                "peak": int,
+            }
+        ],
+        "device": str,
+    },
+    "choice": _CHOICE,
+    "estimate_choice": _CHOICE,
+}
 
-def record(size: str | None = None) -> dict:
-    """Run every lesson-05 measurement on the GPU (the CPU only when testing) and return them."""
-    size = size or os.environ.get("ACCUMLAB_RECORD_SIZE", "full")
-    if size not in SIZES:
-        raise ValueError(f"ACCUMLAB_RECORD_SIZE must be one of {', '.join(SIZES)}, got {size!r}")
+
+def _choice(c) -> dict:
+    return {
+        "budget_bytes": c.budget_bytes,
+        "floor_bytes": c.floor_bytes,
+        "micro_batch_size": c.micro_batch_size,
+        "accumulation_steps": c.accumulation_steps,
+        "method": c.method,
+        "tried": [list(t) for t in c.tried],
+        "needed": list(c.needed),
+    }
+
+
+def record(device="cuda", size: str | None = None) -> dict:
+    """Every lesson-05 measurement on `device` at `size` ("full" or "small"; default: full on a
+    GPU, small on the CPU), as plain data. Lesson 05 runs it live in its GPU section."""
+    device = as_device(device)
+    size = size or ("full" if device.type == "cuda" else "small")
+    one_of("size", size, SIZES)
     cfg = SIZES[size]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     model, data = memory_setup(cfg["width"], cfg["depth"], cfg["global_batch"], device=device)
     memory = memory_sweep(model, data, cfg["micro_sizes"], optimizer=OPTIMIZER, progress=True)
     timing = step_time_sweep(
@@ -63,8 +131,7 @@ def record(size: str | None = None) -> dict:
         optimizer=OPTIMIZER,
         repeats=cfg["repeats"],
     )
-    budget = floor_bytes(model, OPTIMIZER) + cfg["budget_above_floor"]
-    choice = choose_micro_batch(model, data, budget, optimizer=OPTIMIZER)
+    budget = floor_bytes(model, OPTIMIZER, data=data) + cfg["budget_above_floor"]
     return {
         "size": size,
         "model": {
@@ -73,15 +140,18 @@ def record(size: str | None = None) -> dict:
             "dtype": "float32",
             "optimizer": OPTIMIZER,
         },
+        "transient": {
+            "params": param_bytes(model),
+            "foreach": step_transient_bytes(model, OPTIMIZER, foreach=True),
+            "per_parameter": step_transient_bytes(model, OPTIMIZER, foreach=False),
+        },
         "memory": memory,
         "step_time": timing,
         "checkpointing": checkpointing,
-        "choice": {
-            "budget_bytes": choice.budget_bytes,
-            "floor_bytes": choice.floor_bytes,
-            "micro_batch_size": choice.micro_batch_size,
-            "accumulation_steps": choice.accumulation_steps,
-            "method": choice.method,
-            "tried": [list(t) for t in choice.tried],
-        },
+        "choice": _choice(
+            choose_micro_batch(model, data, budget, optimizer=OPTIMIZER, method="probe")
+        ),
+        "estimate_choice": _choice(
+            choose_micro_batch(model, data, budget, optimizer=OPTIMIZER, method="estimate")
+        ),
     }

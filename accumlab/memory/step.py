@@ -9,11 +9,27 @@ from torch import nn
 
 from ..data import Data
 from ..losses import Loss, get_loss
+from ..optim import make_optimizer
 
 
 def device_of(model: nn.Module) -> torch.device:
     p = next(model.parameters(), None)
     return p.device if p is not None else torch.device("cpu")
+
+
+def memory_optimizer(
+    model: nn.Module, optimizer: str = "adam", *, foreach: bool | None = True, lr: float = 1e-3
+) -> torch.optim.Optimizer:
+    """The named optimizer for `model`, with its multi-tensor ("foreach") implementation on or off.
+
+    foreach=True is what torch.optim picks by itself for CUDA parameters; on CPU parameters it picks
+    the per-parameter loop (`_default_to_fused_or_foreach` in torch/optim/optimizer.py). The lesson
+    forces True by default so a CPU measures the temporaries a GPU's step allocates; None leaves
+    torch to choose."""
+    opt = make_optimizer(optimizer, model.parameters(), lr)
+    for group in opt.param_groups:
+        group["foreach"] = foreach  # read at every step(), so setting it here is enough
+    return opt
 
 
 def train_step(
@@ -34,9 +50,3 @@ def train_step(
         total += loss_sum.detach()  # detached: the running total must not keep each graph alive
     optimizer.step()
     return total
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued GPU work, so a timer or a peak-memory reading sees all of it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

@@ -12,10 +12,13 @@ from torch import nn
 
 from .._validate import positive_int
 from ..data import Data
-from ..optim import make_optimizer
+from ..device import synchronize
 from .checkpointing import checkpointed
-from .parts import activation_bytes, step_peak_bytes
-from .step import device_of, synchronize, train_step
+from .parts import activation_bytes, data_bytes, optimizer_state_bytes, param_bytes
+from .peaks import step_peak_bytes
+from .step import device_of, memory_optimizer, train_step
+
+MAX_REPEATS = 100  # a timing is a median of a few steps; more only makes a lesson wait
 
 
 def time_step(
@@ -28,15 +31,18 @@ def time_step(
     loss="mse",
     repeats: int = 3,
     warmup: int = 1,
+    foreach: bool | None = True,
 ) -> float:
     """Median wall-clock seconds of one optimizer step over all of `data` (the global batch) in
     micro-batches of `micro_batch_size`, on a copy of `model`, after `warmup` untimed steps."""
-    positive_int("repeats", repeats)
-    positive_int("warmup", warmup, minimum=0)
+    for name, value in (("repeats", repeats), ("warmup", warmup)):
+        positive_int(name, value, minimum=0 if name == "warmup" else 1)
+        if value > MAX_REPEATS:
+            raise ValueError(f"{name} must be at most {MAX_REPEATS}, got {value}")
     model = copy.deepcopy(model)
     device = device_of(model)
     net = checkpointed(model, segments)
-    opt = make_optimizer(optimizer, model.parameters())
+    opt = memory_optimizer(model, optimizer, foreach=foreach)
     micro = data.to(device).micro_batches(micro_batch_size)
     for _ in range(warmup):  # first steps allocate optimizer state and warm caches: not timed
         train_step(net, opt, micro, loss)
@@ -96,7 +102,8 @@ def checkpoint_comparison(
 ) -> dict:
     """Four ways to train on the global batch `len(data)`: plain, checkpointing only, accumulation
     only (micro-batches of `micro_batch_size`), and both. For each: saved-activation bytes, seconds
-    per optimizer step, and the CUDA peak (None without a GPU). Lesson 05."""
+    per optimizer step, and the measured peak of a step (resting memory included; on a CPU from
+    the storage tracker, on a GPU from the allocator). Lesson 05."""
     from tqdm.auto import tqdm
 
     positive_int("segments", segments, minimum=2)
@@ -109,6 +116,7 @@ def checkpoint_comparison(
     ]
     rows = []
     batch = data.to(device_of(model))
+    resting = param_bytes(model) + optimizer_state_bytes(model, optimizer) + data_bytes(batch)
     for name, mb, seg in tqdm(configs, desc="checkpointing vs accumulation", disable=not progress):
         rows.append(
             {
@@ -122,13 +130,13 @@ def checkpoint_comparison(
                 "seconds": time_step(
                     model, data, mb, optimizer=optimizer, segments=seg, loss=loss, repeats=repeats
                 ),
-                "peak": step_peak_bytes(
-                    model, data, mb, optimizer=optimizer, segments=seg, loss=loss
-                ),
+                "peak": resting
+                + step_peak_bytes(model, data, mb, optimizer=optimizer, segments=seg, loss=loss),
             }
         )
     return {
         "global_batch": n,
+        "resting": resting,
         "rows": rows,
         "optimizer": optimizer,
         "device": str(device_of(model)),

@@ -6,22 +6,27 @@ from .._lazy import lazy_names
 __getattr__, __dir__, __all__ = lazy_names(
     __name__,
     {
-        # amp.py: autocast + GradScaler orders
+        # amp.py: autocast + GradScaler orders; amp_runs.py: the experiments built on it
         "AMP_ORDERS": "amp",
+        "SKIP_CONVENTIONS": "amp",
         "AmpTrace": "amp",
-        "amp_demo": "amp",
-        "amp_error": "amp",
-        "amp_report": "amp",
         "amp_train": "amp",
         "autocast_dtype": "amp",
         "cpu_grad_scaler_supported": "amp",
         "default_loss_scale": "amp",
+        "accelerate_on_skip": "amp_runs",
+        "amp_demo": "amp_runs",
+        "amp_error": "amp_runs",
+        "amp_report": "amp_runs",
+        "skip_conventions": "amp_runs",
         # dtypes.py: the dtype gradients accumulate in
         "ACCUMULATIONS": "dtypes",
         "accumulate": "dtypes",
         "accumulation_errors": "dtypes",
+        "grad_dtypes": "dtypes",
         "micro_batch_grads": "dtypes",
         # clipping.py, schedules.py, adam.py
+        "clip_weights": "clipping",
         "clipped_updates": "clipping",
         "update_norm": "clipping",
         "schedule_curves": "schedules",
@@ -34,6 +39,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "plot_precision": "plots",
         "plot_scales": "plots",
         "plot_schedules": "plots",
+        "plot_skip_conventions": "plots",
         "plot_update_norms": "plots",
         "amp_explorer": "explorer",
         "explorer_data": "explorer",

@@ -38,7 +38,10 @@ def adam_comparison(
     from ..models import mlp
 
     k = positive_int("accumulation_steps", accumulation_steps)
-    positive_int("n", n)
+    for name, value, most in (("n", n, 2**16), ("epochs", epochs, 1000)):
+        positive_int(name, value)
+        if value > most:  # a demonstration on a tiny MLP: more only makes the lesson wait
+            raise ValueError(f"{name} must be at most {most}, got {value}")
     if n % k:
         raise ValueError(f"accumulation_steps must divide n={n}, got {k}")
     data = regression_data(n=n, features=4, seed=seed)

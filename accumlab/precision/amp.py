@@ -6,13 +6,16 @@ The right order for one window of k micro-batches:
     for each micro-batch:  scaler.scale(loss / k).backward()     # same scale all window long
     at the window's end:   scaler.unscale_(opt); clip; scaler.step(opt); scaler.update()
 
-CPU autocast uses bfloat16 (float32's exponent range, so scaling is not needed there but works the
-same way); CUDA uses float16, whose small range is what GradScaler exists for.
+CPU autocast uses bfloat16 by default (float32's exponent range, so scaling is not needed there
+but works the same way); CUDA uses float16, whose small range is what GradScaler exists for. CPU
+autocast also runs float16 (`dtype="float16"`): the CPU stand-in of a GPU run uses it, so it meets
+the overflows a GPU meets.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,6 +24,7 @@ from torch import nn
 
 from .._validate import one_of, positive_float, positive_int
 from ..data import Data
+from ..device import as_device
 from ..engine import grads_of, params_of
 from ..optim import make_optimizer
 
@@ -37,6 +41,11 @@ AMP_ORDERS = (
     "unscale_update_every_micro_step",
 )
 PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# What the learning-rate scheduler does on a window whose step GradScaler skipped:
+#   step — step it anyway: the schedule follows the windows of data seen (Lightning does this)
+#   hold — do not step it: the schedule follows the updates applied (Accelerate's
+#          `optimizer_step_was_skipped`, and the Transformers Trainer, do this)
+SKIP_CONVENTIONS = ("step", "hold")
 
 
 def autocast_dtype(device: str | torch.device) -> torch.dtype:
@@ -67,7 +76,7 @@ class AmpTrace:
     params: list[dict[str, torch.Tensor]] = field(default_factory=list)  # after each window
     initial_params: dict[str, torch.Tensor] = field(default_factory=dict)
     clip_norms: list[float] = field(default_factory=list)
-    lrs: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)  # lr of each window's step, applied or skipped
     update_norms: list[float] = field(default_factory=list)  # ‖Δparams‖ of each optimizer step
 
     @property
@@ -94,18 +103,25 @@ def amp_train(
     init_scale: float = 2.0**16,
     growth_interval: int = 2000,
     overflow_micro_steps: tuple[int, ...] = (),
+    dtype: str | None = None,
+    scheduler_on_skip: str = "step",
 ) -> AmpTrace:
     """Train a copy of `model` (float32) on `data` with autocast + GradScaler in `order`. Lesson 06.
 
     `enabled=False` runs the same loop in plain float32 (the reference). `overflow_micro_steps`
     lists global micro-step indices whose loss is made infinite, as a float16 overflow would.
+    `dtype` is autocast's ("float16" or "bfloat16"; default: float16 on CUDA, bfloat16 on CPU).
+    `scheduler_on_skip` says what `scheduler` does after a skipped step (SKIP_CONVENTIONS).
     Every window must be full: `len(data)` a multiple of micro_batch_size × accumulation_steps.
     """
     one_of("order", order, AMP_ORDERS)
+    one_of("scheduler_on_skip", scheduler_on_skip, SKIP_CONVENTIONS)
     positive_int("micro_batch_size", micro_batch_size)
     k = positive_int("accumulation_steps", accumulation_steps)
     positive_int("growth_interval", growth_interval)
     positive_float("init_scale", init_scale)
+    if not math.isfinite(init_scale):  # inf × loss is inf: every step skipped, and inf / 2 = inf
+        raise ValueError(f"init_scale must be a finite number > 0, got {init_scale!r}")
     if max_norm is not None:
         positive_float("max_norm", max_norm)
     if not isinstance(data, Data):
@@ -115,14 +131,16 @@ def amp_train(
             f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "
             f"= {micro_batch_size * k}"
         )
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was asked for, but torch sees no CUDA device")
-    dtype = autocast_dtype(device)
+    device = as_device(device)
+    if dtype is not None:
+        one_of("dtype", dtype, ("float16", "bfloat16"))
+    dtype = PRECISIONS[dtype] if dtype is not None else autocast_dtype(device)
     model = copy.deepcopy(model).to(device=device, dtype=torch.float32)
     data = data.to(device=device, dtype=torch.float32)
     opt = make_optimizer(optimizer, model.parameters(), lr)
     sched = scheduler(opt) if scheduler is not None else None
+    stepped = []  # GradScaler skips by not calling optimizer.step(): this hook sees each real one
+    opt.register_step_post_hook(lambda *_: stepped.append(True))
     scaler = torch.amp.GradScaler(
         device.type, init_scale=init_scale, growth_interval=growth_interval, enabled=enabled
     )
@@ -160,17 +178,15 @@ def amp_train(
         finite = all(
             bool(torch.isfinite(p.grad).all()) for p in model.parameters() if p.grad is not None
         )
+        stepped.clear()
         if enabled:
             scaler.step(opt)  # skipped when unscale_ found an inf/NaN anywhere in the window
-            scale = scaler.get_scale()
             scaler.update()
-            skipped = scaler.get_scale() < scale  # update() backs the scale off only after a skip
-        else:
-            skipped = not finite  # the float32 reference skips as the scaler would
-            if not skipped:
-                opt.step()
-        if sched is not None:
-            sched.step()  # once per optimizer step, skipped or not
+        elif finite:  # the float32 reference skips as the scaler would
+            opt.step()
+        skipped = not stepped
+        if sched is not None and not (skipped and scheduler_on_skip == "hold"):
+            sched.step()  # once per optimizer step (and on skipped ones with "step")
         after = params_of(model)
         trace.skipped.append(skipped)
         trace.update_norms.append(
@@ -179,91 +195,6 @@ def amp_train(
         trace.window_scales.append(scaler.get_scale() if enabled else 1.0)
         trace.params.append(after)
     return trace
-
-
-def amp_error(order: str, **kwargs) -> str | None:
-    """Run `amp_train` in `order` on a tiny problem; return the error torch raised, or None."""
-    from ..data import regression_data
-    from ..models import mlp
-
-    kwargs.setdefault("micro_batch_size", 2)
-    kwargs.setdefault("accumulation_steps", 2)
-    data = regression_data(n=kwargs["micro_batch_size"] * kwargs["accumulation_steps"], features=2)
-    try:
-        amp_train(mlp(features=2, hidden=4, depth=1), data, order=order, **kwargs)
-    except (RuntimeError, AssertionError) as err:
-        return f"{type(err).__name__}: {err}"
-    return None
-
-
-def amp_demo(
-    orders: tuple[str, ...] = ("correct", "unscale_update_every_micro_step"),
-    *,
-    device: str | torch.device = "cpu",
-    n: int = 32,
-    micro_batch_size: int = 4,
-    accumulation_steps: int = 4,
-    overflow_micro_steps: tuple[int, ...] = (5,),
-    growth_interval: int = 1,
-    seed: int = 0,
-) -> dict:
-    """Lesson 06's GradScaler experiment: each order against a float32 run of the same loop.
-
-    `growth_interval=1` lets the scale grow after every good step, so a scale change inside a
-    window shows up within a few micro-steps. Returns {"reference", "traces", "grad_errors"}:
-    grad_errors[order] is the largest relative error of each window's gradient against float32.
-    """
-    from ..compare import grad_diff
-    from ..data import regression_data
-    from ..models import mlp
-
-    data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
-    model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
-    common = dict(
-        micro_batch_size=micro_batch_size,
-        accumulation_steps=accumulation_steps,
-        device=device,
-        growth_interval=growth_interval,
-    )
-    # the float32 reference sees the same overflow, so both skip the same window
-    reference = amp_train(
-        model, data, enabled=False, overflow_micro_steps=overflow_micro_steps, **common
-    )
-    traces, errors = {}, {}
-    for order in orders:
-        trace = amp_train(
-            model, data, order=order, overflow_micro_steps=overflow_micro_steps, **common
-        )
-        traces[order] = trace
-        errors[order] = [
-            grad_diff(g, r).rel_l2 if not s else float("nan")
-            for g, r, s in zip(
-                trace.window_grads, reference.window_grads, trace.skipped, strict=True
-            )
-        ]
-    return {"reference": reference, "traces": traces, "grad_errors": errors}
-
-
-def amp_report(results: dict) -> str:
-    """Plain-language lines for the results of `al.precision.record_results()` (lesson 06),
-    whether measured just now or loaded from accumlab/results/amp.json."""
-    lines = [f"autocast {results['autocast_dtype']} on {results['device_type']}"]
-    for order, r in results["orders"].items():
-        errors = [e for e in r["grad_rel_l2_vs_float32"] if e == e]  # NaN marks a skipped window
-        lines.append(
-            f"{order}: scale changed {r['scale_changes_inside_windows']}× inside windows, "
-            f"skipped windows {[i for i, s in enumerate(r['skipped']) if s]}, "
-            f"window-gradient error vs float32 up to {max(errors):.2g}"
-        )
-    for order, err in results["errors"].items():
-        lines.append(f"{order}: {'runs' if err is None else err}")
-    sweep = results["accumulation_errors"]
-    for name, errs in sweep["errors"].items():
-        lines.append(
-            f"accumulating in {name}: error {errs[0]:.1e} at k={sweep['ks'][0]}, "
-            f"{errs[-1]:.1e} at k={sweep['ks'][-1]}"
-        )
-    return "\n".join(lines)
 
 
 def default_loss_scale() -> float:

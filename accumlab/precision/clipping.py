@@ -1,8 +1,16 @@
-"""Gradient clipping under accumulation: clip the window's gradient once, or each micro-batch's
-contribution on its own (lesson 06). Only the first matches what the full batch would clip.
+"""Gradient clipping under accumulation (lesson 06): clip the window's gradient once, after the
+last backward, or — the loop people write when they "clip every micro-batch" — call
+`clip_grad_norm_` after every backward, on the running `.grad`.
+
+The second never lets the norm exceed max_norm, so it looks harmless. But each clip rescales
+everything accumulated so far: micro-batch i is multiplied by the clip coefficients of steps
+i..k-1, so earlier micro-batches weigh less than later ones and the update points elsewhere.
+Lesson 08's auditor models the same loop.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -12,9 +20,20 @@ from ..compare import grad_diff
 from ..data import Data
 from ..engine import CLIP_PLACEMENTS, Recipe, run
 
+EPS = 1e-6  # clip_grad_norm_ multiplies by max_norm / (norm + 1e-6), capped at 1
+
 
 def _update(trace) -> dict[str, torch.Tensor]:
     return {n: trace.params[0][n] - trace.initial_params[n] for n in trace.initial_params}
+
+
+def clip_weights(norms: list[float], max_norm: float) -> list[float]:
+    """The weight each micro-batch's gradient ends up with when `clip_grad_norm_` runs after every
+    backward and saw `norms` (the running norms, one per micro-step): the product of the clip
+    coefficients from its own micro-step to the window's last."""
+    positive_float("max_norm", max_norm)
+    coefs = [min(1.0, max_norm / (n + EPS)) for n in norms]
+    return [math.prod(coefs[i:]) for i in range(len(coefs))]
 
 
 def clipped_updates(
@@ -30,8 +49,10 @@ def clipped_updates(
     """One SGD step over all of `data` as one window, clipped at `max_norm`, per placement. Lesson 06.
 
     The reference is the full batch in one backward, clipped once. Returns {"full": update,
-    "updates": {placement: update}, "diffs": {placement: GradDiff vs full}, "norms": {...}} where
-    norms are the gradient norms clip_grad_norm_ saw (before clipping).
+    "updates": {placement: update}, "diffs": {placement: GradDiff vs full}, "norms": {placement:
+    norms clip_grad_norm_ saw}, "weights": each micro-batch's weight under "micro_step",
+    "reweighted_gap": largest |update − (−lr Σ weight_i · g_i)| (0 up to rounding: the weights
+    explain the update)}.
     """
     positive_int("micro_batch_size", micro_batch_size)
     positive_float("max_norm", max_norm)
@@ -51,6 +72,25 @@ def clipped_updates(
         out["updates"][placement] = _update(trace)
         out["diffs"][placement] = grad_diff(out["updates"][placement], out["full"])
         out["norms"][placement] = trace.clip_norms
+    if "micro_step" in placements:
+        # each micro-batch's own gradient (loss / k), from the unclipped running sums
+        plain = run(
+            Recipe(micro_batch_size, k), model, data, loss=loss, optimizer=None, record_grads=True
+        )
+        sums = [{n: g.clone() for n, g in s.items()} for s in plain.grads]
+        own = [sums[0]] + [
+            {n: b[n] - a[n] for n in b} for a, b in zip(sums, sums[1:], strict=False)
+        ]
+        out["weights"] = clip_weights(out["norms"]["micro_step"], max_norm)
+        update = out["updates"]["micro_step"]
+        out["reweighted_gap"] = max(
+            float(
+                (update[n] + lr * sum(w * g[n] for w, g in zip(out["weights"], own, strict=True)))
+                .abs()
+                .max()
+            )
+            for n in update
+        )
     return out
 
 

@@ -13,6 +13,9 @@ import torch
 
 from .._validate import one_of, positive_int
 
+# one row of float64 gradients of the small MLP per micro-batch: 2**16 rows are about 160 MB
+MAX_K = 2**16
+
 # name -> (dtype of each contribution, dtype of the buffer it is added into)
 ACCUMULATIONS = {
     "bfloat16": (torch.bfloat16, torch.bfloat16),
@@ -33,6 +36,8 @@ def micro_batch_grads(
     from ..models import mlp
 
     positive_int("k", k)
+    if k > MAX_K:
+        raise ValueError(f"k must be at most {MAX_K} (one gradient row each), got {k}")
     data = regression_data(n=k, features=features, seed=seed)
     model = mlp(features=features, hidden=hidden, depth=1, seed=seed)
     params = {n: p.detach() for n, p in model.named_parameters()}
@@ -74,8 +79,12 @@ def accumulation_errors(
     """
     if not ks:
         raise ValueError("ks must list at least one accumulation count, got []")
+    if isinstance(ks, (str, bytes)):
+        raise ValueError(f"ks must be a list of accumulation counts, got {ks!r}")
     for k in ks:
         positive_int("ks[...]", k)
+        if k > MAX_K:
+            raise ValueError(f"ks[...] must be at most {MAX_K} (one gradient row each), got {k}")
     grads = micro_batch_grads(max(ks), seed=seed)
     errors: dict[str, list[float]] = {a: [] for a in accumulations}
     for k in ks:
@@ -84,3 +93,30 @@ def accumulation_errors(
             approx = accumulate(grads[:k], a, device)
             errors[a].append(float((approx - exact).norm() / exact.norm()))
     return {"ks": list(ks), "errors": errors}
+
+
+def grad_dtypes(low: str = "bfloat16", *, seed: int = 0) -> dict:
+    """The dtype of each `.grad` after one backward, two ways (lesson 06): float32 parameters under
+    `torch.autocast(low)`, and a model converted with `.to(low)` (pure 16-bit training). Also the
+    dtype autocast gave the forward's output. Only the second accumulates in 16 bits."""
+    from ..data import regression_data
+    from ..models import mlp
+
+    one_of("low", low, ("bfloat16", "float16"))
+    dtype = getattr(torch, low)
+    data = regression_data(n=8, features=4, seed=seed, dtype=torch.float32)
+    autocast_model = mlp(features=4, hidden=8, depth=1, seed=seed, dtype=torch.float32)
+    with torch.autocast("cpu", dtype=dtype):
+        out = autocast_model(data.x)
+    torch.nn.functional.mse_loss(out.float(), data.y).backward()
+    low_model = mlp(features=4, hidden=8, depth=1, seed=seed, dtype=torch.float32).to(dtype)
+    torch.nn.functional.mse_loss(low_model(data.x.to(dtype)).float(), data.y).backward()
+
+    def names(model):
+        return sorted({str(p.grad.dtype).removeprefix("torch.") for p in model.parameters()})
+
+    return {
+        "autocast output": str(out.dtype).removeprefix("torch."),
+        "autocast, float32 parameters": names(autocast_model),
+        f"model.to({low})": names(low_model),
+    }

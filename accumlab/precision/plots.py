@@ -69,6 +69,26 @@ def plot_schedules(curves: dict, *, title: str = "") -> Figure:
     return fig
 
 
+def plot_skip_conventions(conv: dict, *, title: str = "") -> Figure:
+    """The lr each window used under each scheduler convention after skipped steps (shaded), and
+    the schedule as written (from `al.precision.skip_conventions`)."""
+    fig = Figure(figsize=(7, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    windows = range(conv["windows"])
+    first = next(iter(conv["skipped"].values()))
+    for w, skipped in enumerate(first):
+        if skipped:
+            ax.axvspan(w - 0.5, w + 0.5, color="tab:red", alpha=0.12)
+    ax.plot(windows, conv["schedule"], "k:", linewidth=1, label="schedule as written")
+    for (name, lrs), style in zip(conv["lrs"].items(), ("o-", "s--"), strict=False):
+        ax.plot(windows, lrs, style, markersize=5, label=f"scheduler on a skipped step: {name}")
+    ax.set_xlabel("window (= optimizer step; shaded: GradScaler skipped it)")
+    ax.set_ylabel("learning rate used")
+    ax.set_title(title or "What the schedule does after a skipped step", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
 def plot_update_norms(
     labels: list[str], norms: list[float], *, limit: float | None = None, title: str = ""
 ) -> Figure:

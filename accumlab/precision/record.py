@@ -1,20 +1,53 @@
-"""Lesson 06 on a GPU: float16 autocast + GradScaler with accumulation, right order and wrong.
-
-`python -m accumlab.record amp` runs this on CUDA (float16) and writes accumlab/results/amp.json;
-with --allow-cpu it runs the same code with CPU bfloat16, only to test the recorder itself.
+"""Lesson 06's recorder: float16 autocast + GradScaler with accumulation, right order and wrong,
+and how precise accumulation is in each dtype. `python -m accumlab.record amp` on a GPU writes
+accumlab/results/amp.json; `--device cpu --out PATH` runs the same code on the CPU with float16
+autocast too, so the stand-in meets the overflows a GPU meets.
 """
 
 from __future__ import annotations
 
-import torch
-
-from .amp import AMP_ORDERS, amp_demo, amp_error
+from .._validate import one_of
+from ..device import as_device
+from .amp import AMP_ORDERS
+from .amp_runs import amp_demo, amp_error
 from .dtypes import accumulation_errors
 
+SIZES = {"full": {"n": 64, "ks": [1, 4, 16, 64, 256]}, "small": {"n": 64, "ks": [1, 4, 16]}}
+DTYPE = "float16"  # what GradScaler exists for; on both devices, so the stand-in predicts the GPU
 
-def record() -> dict:
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    demo = amp_demo(("correct", "unscale_update_every_micro_step"), device=device, n=64)
+_TRACE = {
+    "micro_scales": [float],
+    "window_scales": [float],
+    "skipped": [bool],
+    "update_norms": [float],
+    "scale_changes_inside_windows": int,
+    "grad_rel_l2_vs_float32": [float],
+}
+SCHEMA = {
+    "size": str,
+    "device_type": str,
+    "autocast_dtype": str,
+    "micro_batch_size": int,
+    "accumulation_steps": int,
+    "overflow_micro_steps": [int],
+    "reference_skipped": [bool],
+    "reference_update_norms": [float],
+    "orders": {"correct": _TRACE, "unscale_update_every_micro_step": _TRACE},
+    "errors": {order: (str, type(None)) for order in AMP_ORDERS},
+    "accumulation_errors": {"ks": [int], "errors": {"float16": [float], "float32": [float]}},
+}
+
+
+def record(device="cuda", size: str | None = None) -> dict:
+    """Every lesson-06 GPU measurement on `device`, with float16 autocast, as plain data (size:
+    default full on a GPU, small on the CPU). Lesson 06 runs it live in its GPU section."""
+    device = as_device(device)
+    size = size or ("full" if device.type == "cuda" else "small")
+    one_of("size", size, SIZES)
+    cfg = SIZES[size]
+    demo = amp_demo(
+        ("correct", "unscale_update_every_micro_step"), device=device, dtype=DTYPE, n=cfg["n"]
+    )
     traces = {
         order: {
             "micro_scales": t.micro_scales,
@@ -27,20 +60,19 @@ def record() -> dict:
         for order, t in demo["traces"].items()
     }
     ref = demo["reference"]
-    first = next(iter(demo["traces"].values()))
-    # on the GPU, accumulate in float16 and float32 on the device itself
-    sweep = accumulation_errors(
-        [1, 4, 16, 64, 256], ("float16", "bfloat16", "float32"), device=device
-    )
     return {
-        "device_type": device,
-        "autocast_dtype": first.dtype,
+        "size": size,
+        "device_type": device.type,
+        "autocast_dtype": DTYPE,
         "micro_batch_size": 4,
         "accumulation_steps": 4,
         "overflow_micro_steps": [5],
         "reference_skipped": ref.skipped,
         "reference_update_norms": ref.update_norms,
         "orders": traces,
-        "errors": {order: amp_error(order, device=device) for order in AMP_ORDERS},
-        "accumulation_errors": sweep,
+        "errors": {order: amp_error(order, device=device, dtype=DTYPE) for order in AMP_ORDERS},
+        # accumulate on the device itself, in float16, bfloat16 and float32 buffers
+        "accumulation_errors": accumulation_errors(
+            cfg["ks"], ("float16", "bfloat16", "float32"), device=device
+        ),
     }

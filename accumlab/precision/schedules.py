@@ -57,6 +57,10 @@ def schedule_curves(
 
     k = positive_int("accumulation_steps", accumulation_steps)
     positive_int("optimizer_steps", optimizer_steps)
+    if optimizer_steps * k > 2**16:  # one sample per micro-batch of a scalar model: a demonstration
+        raise ValueError(
+            f"optimizer_steps × accumulation_steps must be at most {2**16}, got {optimizer_steps * k}"
+        )
     data = regression_data(n=optimizer_steps * k, features=1, seed=0)
     model = ScalarModel(1.0)
     sched = warmup_cosine(warmup_steps, optimizer_steps)

@@ -1,0 +1,208 @@
+"""Measured memory of a real optimizer step (lesson 05), on any device through `accumlab.device`:
+the CUDA allocator's counters on a GPU, a tracker of every tensor storage on the CPU.
+
+Between steps a training process holds its *resting* memory: parameters, optimizer state and the
+data. A step adds the gradients, the saved activations of one micro-batch at a time, and
+temporaries: backward's intermediate gradients, and those of `optimizer.step()` itself (foreach
+Adam computes sqrt(exp_avg_sq) for every parameter at once: about one more copy of the
+parameters). `Footprint` names each part and compares their sum with the measured peak.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from .. import device as dev
+from .._validate import positive_int
+from ..data import Data
+from .checkpointing import checkpointed
+from .parts import activation_bytes, data_bytes, grad_bytes, optimizer_state_bytes, param_bytes
+from .step import device_of, memory_optimizer, train_step
+
+
+def step_transient_bytes(
+    model: nn.Module, optimizer: str = "adam", *, foreach: bool | None = True
+) -> int:
+    """Most bytes `optimizer.step()` allocates above what exists before it (parameters, gradients,
+    state), measured on a copy of `model` at its second step (the first creates the state)."""
+    model = copy.deepcopy(model)
+    opt = memory_optimizer(model, optimizer, foreach=foreach)
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    opt.step()
+    _, peak = dev.measure_peak(opt.step, device_of(model))
+    return max(peak.peak, 0)
+
+
+def step_peak_bytes(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    *,
+    optimizer: str = "adam",
+    segments: int = 0,
+    loss="mse",
+    foreach: bool | None = True,
+) -> int:
+    """Measured peak of one optimizer step over `data` in micro-batches, above the resting state
+    (parameters, optimizer state and data exist; gradients do not), on a copy of `model`. It holds
+    the gradients, saved activations and every temporary, whatever the device."""
+    device = device_of(model)
+    model = copy.deepcopy(model)
+    net = checkpointed(model, segments)
+    opt = memory_optimizer(model, optimizer, foreach=foreach)
+    micro = data.to(device).micro_batches(micro_batch_size)
+    train_step(net, opt, micro, loss)  # the first step creates the optimizer state: not measured
+    opt.zero_grad(set_to_none=True)
+    _, peak = dev.measure_peak(lambda: train_step(net, opt, micro, loss), device)
+    return peak.peak
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Bytes per part of training memory for one micro-batch size, and the measured peak. Lesson 05.
+
+    `resting` is what exists between steps; `floor` what exists during `optimizer.step()` (no
+    micro-batch size can remove it); `forward_end` what exists when the micro-batch's forward has
+    saved all its activations (gradients too from the second micro-batch of a window on).
+    `estimate` = the larger of the two moments. `peak` is measured: it also holds backward's
+    temporaries, which no tensor count names, so peak ≥ estimate."""
+
+    params: int
+    grads: int
+    optimizer_state: int
+    step_transient: int
+    data: int
+    activations: int
+    accumulation_steps: int
+    peak: int | None = None
+
+    @property
+    def resting(self) -> int:
+        return self.params + self.optimizer_state + self.data
+
+    @property
+    def floor(self) -> int:
+        return self.resting + self.grads + self.step_transient
+
+    @property
+    def forward_end(self) -> int:
+        return self.resting + self.activations + (self.grads if self.accumulation_steps > 1 else 0)
+
+    @property
+    def estimate(self) -> int:
+        return max(self.forward_end, self.floor)
+
+    def parts(self) -> dict[str, int]:
+        return {
+            "parameters": self.params,
+            "optimizer state": self.optimizer_state,
+            "data": self.data,
+            "gradients": self.grads,
+            "optimizer-step temporaries": self.step_transient,
+            "saved activations": self.activations,
+        }
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def footprint(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    *,
+    optimizer: str = "adam",
+    segments: int = 0,
+    loss="mse",
+    foreach: bool | None = True,
+    measure: bool = True,
+) -> Footprint:
+    """The memory breakdown of training `model` on micro-batches of `micro_batch_size` from the
+    global batch `data` (kept on the model's device), with the measured peak unless
+    `measure=False`. Lesson 05."""
+    positive_int("micro_batch_size", micro_batch_size)
+    data = data.to(device_of(model))
+    batch = data.micro_batches(micro_batch_size)[0]
+    fp = Footprint(
+        params=param_bytes(model),
+        grads=grad_bytes(model),
+        optimizer_state=optimizer_state_bytes(model, optimizer),
+        step_transient=step_transient_bytes(model, optimizer, foreach=foreach),
+        data=data_bytes(data),
+        activations=activation_bytes(model, batch, segments=segments, loss=loss),
+        accumulation_steps=math.ceil(len(data) / micro_batch_size),
+    )
+    if not measure:
+        return fp
+    above = step_peak_bytes(
+        model,
+        data,
+        micro_batch_size,
+        optimizer=optimizer,
+        segments=segments,
+        loss=loss,
+        foreach=foreach,
+    )
+    return Footprint(**{**fp.as_dict(), "peak": fp.resting + above})
+
+
+def memory_sweep(
+    model: nn.Module,
+    data: Data,
+    micro_sizes: list[int],
+    *,
+    optimizer: str = "adam",
+    segments: int = 0,
+    loss="mse",
+    foreach: bool | None = True,
+    peak_sizes: list[int] | None = None,
+    progress: bool = False,
+) -> dict:
+    """At the fixed global batch `len(data)`, for each micro-batch size: saved activations, the
+    estimate and (for the sizes in `peak_sizes`, default all) the measured peak; and the parts that
+    do not depend on it. Plain lists and ints, ready for JSON. Lesson 05."""
+    from tqdm.auto import tqdm
+
+    if isinstance(micro_sizes, (str, bytes)) or not micro_sizes:
+        raise ValueError(f"micro_sizes must be a non-empty list of sizes, got {micro_sizes!r}")
+    sizes = [positive_int("micro_sizes[i]", m) for m in micro_sizes]
+    measured = set(sizes if peak_sizes is None else peak_sizes)
+    data = data.to(device_of(model))
+    kw = dict(optimizer=optimizer, segments=segments, loss=loss, foreach=foreach)
+    # the parts that do not depend on the micro-batch size are measured once
+    base = footprint(model, data, sizes[0], measure=False, **kw).as_dict()
+    rows = []
+    for m in tqdm(sizes, desc="micro-batch sizes", disable=not progress):
+        fp = Footprint(
+            **{
+                **base,
+                "activations": activation_bytes(
+                    model, data.micro_batches(m)[0], segments=segments, loss=loss
+                ),
+                "accumulation_steps": math.ceil(len(data) / m),
+            }
+        )
+        peak = fp.resting + step_peak_bytes(model, data, m, **kw) if m in measured else None
+        rows.append(Footprint(**{**fp.as_dict(), "peak": peak}))
+    first = rows[0]
+    return {
+        "global_batch": len(data),
+        "micro_sizes": sizes,
+        "accumulation_steps": [r.accumulation_steps for r in rows],
+        "activations": [r.activations for r in rows],
+        "estimate": [r.estimate for r in rows],
+        "peak": [r.peak for r in rows],
+        "resting": first.resting,
+        "floor": first.floor,
+        "parts": {k: v for k, v in first.parts().items() if k != "saved activations"},
+        "optimizer": optimizer,
+        "foreach": foreach,
+        "segments": segments,
+        "device": str(device_of(model)),
+    }

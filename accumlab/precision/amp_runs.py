@@ -1,0 +1,185 @@
+"""Lesson 06's GradScaler experiments built on `amp_train`: which wrong orders raise, each order
+against a float32 run, the report of a recorded run, and what the scheduler does after a skipped
+step (two conventions, and what the real Accelerate does)."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from .._validate import one_of, positive_int
+from .amp import SKIP_CONVENTIONS, amp_train
+
+
+def amp_error(order: str, **kwargs) -> str | None:
+    """Run `amp_train` in `order` on a tiny problem; return the error torch raised, or None."""
+    from ..data import regression_data
+    from ..models import mlp
+
+    kwargs.setdefault("micro_batch_size", 2)
+    kwargs.setdefault("accumulation_steps", 2)
+    data = regression_data(n=kwargs["micro_batch_size"] * kwargs["accumulation_steps"], features=2)
+    try:
+        amp_train(mlp(features=2, hidden=4, depth=1), data, order=order, **kwargs)
+    except (RuntimeError, AssertionError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def amp_demo(
+    orders: tuple[str, ...] = ("correct", "unscale_update_every_micro_step"),
+    *,
+    device: str | torch.device = "cpu",
+    dtype: str | None = None,
+    n: int = 32,
+    micro_batch_size: int = 4,
+    accumulation_steps: int = 4,
+    overflow_micro_steps: tuple[int, ...] = (5,),
+    growth_interval: int = 1,
+    seed: int = 0,
+) -> dict:
+    """Lesson 06's GradScaler experiment: each order against a float32 run of the same loop.
+
+    `growth_interval=1` lets the scale grow after every good step, so a scale change inside a
+    window shows up within a few micro-steps. Returns {"reference", "traces", "grad_errors"}:
+    grad_errors[order] is the relative error of each window's gradient against float32 (NaN for a
+    skipped window). `dtype` is autocast's (default: float16 on CUDA, bfloat16 on CPU).
+    """
+    from ..compare import grad_diff
+    from ..data import regression_data
+    from ..models import mlp
+
+    positive_int("n", n)
+    if n > 4096:  # a demonstration on a tiny MLP: more samples only make the lesson wait
+        raise ValueError(f"n must be at most 4096, got {n}")
+    data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
+    model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
+    common = dict(
+        micro_batch_size=micro_batch_size,
+        accumulation_steps=accumulation_steps,
+        device=device,
+        growth_interval=growth_interval,
+        overflow_micro_steps=overflow_micro_steps,
+    )
+    # the float32 reference sees the same overflow, so both skip the same window
+    reference = amp_train(model, data, enabled=False, **common)
+    traces, errors = {}, {}
+    for order in orders:
+        trace = amp_train(model, data, order=order, dtype=dtype, **common)
+        traces[order] = trace
+        errors[order] = [
+            grad_diff(g, r).rel_l2 if not s else float("nan")
+            for g, r, s in zip(
+                trace.window_grads, reference.window_grads, trace.skipped, strict=True
+            )
+        ]
+    return {"reference": reference, "traces": traces, "grad_errors": errors}
+
+
+def amp_report(results: dict) -> str:
+    """Plain-language lines for the results of `al.precision.record_results()` (lesson 06),
+    whether measured just now or loaded from accumlab/results/amp.json."""
+    lines = [f"autocast {results['autocast_dtype']} on {results['device_type']}"]
+    for order, r in results["orders"].items():
+        errors = [e for e in r["grad_rel_l2_vs_float32"] if e == e]  # NaN marks a skipped window
+        skipped = [i for i, s in enumerate(r["skipped"]) if s]
+        error = (
+            f"window-gradient error vs float32 up to {max(errors):.2g}"
+            if errors
+            else "no window stepped, so no gradient to compare"
+        )
+        lines.append(
+            f"{order}: scale changed {r['scale_changes_inside_windows']}× inside windows, "
+            f"skipped windows {skipped} of {len(r['skipped'])}, {error}"
+        )
+    for order, err in results["errors"].items():
+        lines.append(f"{order}: {'runs' if err is None else err}")
+    sweep = results["accumulation_errors"]
+    for name, errs in sweep["errors"].items():
+        lines.append(
+            f"accumulating in {name}: error {errs[0]:.1e} at k={sweep['ks'][0]}, "
+            f"{errs[-1]:.1e} at k={sweep['ks'][-1]}"
+        )
+    return "\n".join(lines)
+
+
+def skip_conventions(
+    accumulation_steps: int = 2,
+    *,
+    windows: int = 8,
+    skipped_windows: tuple[int, ...] = (1,),
+    warmup_steps: int = 4,
+    lr: float = 0.1,
+    seed: int = 0,
+) -> dict:
+    """The same AMP loop with a warm-up + cosine schedule and overflows in `skipped_windows`, once
+    per SKIP_CONVENTION. Returns {"schedule": the lr written for each optimizer step, "lrs":
+    {convention: lr each window used}, "skipped": [...]} (lesson 06)."""
+    from ..data import regression_data
+    from ..models import mlp
+    from .schedules import warmup_cosine
+
+    k = positive_int("accumulation_steps", accumulation_steps)
+    positive_int("windows", windows)
+    if windows * k > 2**12:
+        raise ValueError(f"windows × accumulation_steps must be at most {2**12}, got {windows * k}")
+    for w in skipped_windows:
+        if not 0 <= w < windows:
+            raise ValueError(f"skipped_windows must be window indices below {windows}, got {w!r}")
+    data = regression_data(n=2 * k * windows, features=4, seed=seed, dtype=torch.float32)
+    model = mlp(features=4, hidden=8, depth=1, seed=seed, dtype=torch.float32)
+    sched = warmup_cosine(warmup_steps, windows)
+    out = {"k": k, "windows": windows, "lrs": {}, "skipped": {}}
+    for convention in SKIP_CONVENTIONS:
+        with warnings.catch_warnings():
+            # a scheduler stepped after a skipped FIRST step draws torch's ordering warning;
+            # the lesson discusses that consequence in words instead
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+            trace = amp_train(
+                model, data, micro_batch_size=2, accumulation_steps=k, lr=lr, scheduler=sched,
+                overflow_micro_steps=tuple(w * k for w in skipped_windows),
+                scheduler_on_skip=convention,
+            )  # fmt: skip
+        out["lrs"][convention] = trace.lrs
+        out["skipped"][convention] = trace.skipped
+    written = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    schedule = sched(written)
+    out["schedule"] = []
+    for _ in range(windows):
+        out["schedule"].append(written.param_groups[0]["lr"])
+        written.step()
+        schedule.step()
+    return out
+
+
+def accelerate_on_skip(skip_step: int = 1, steps: int = 4) -> dict:
+    """What the real Accelerate does to the scheduler when GradScaler skips a step: its
+    `AcceleratedOptimizer` (given a GradScaler, as `Accelerator(mixed_precision="fp16")` builds on
+    a GPU) and `AcceleratedScheduler`, with an infinite loss at `skip_step`. Returns the lr each
+    step used, `step_was_skipped` after each, and the lr schedule as written."""
+    from accelerate import Accelerator
+    from accelerate.optimizer import AcceleratedOptimizer
+    from accelerate.scheduler import AcceleratedScheduler
+
+    one_of("skip_step", skip_step, range(steps))
+    Accelerator(cpu=True)  # the state Accelerate's wrappers read
+    w = torch.nn.Parameter(torch.ones(3))
+    base = torch.optim.SGD([w], lr=1.0)
+    opt = AcceleratedOptimizer(base, scaler=torch.amp.GradScaler("cpu", init_scale=4.0))
+    lam = lambda s: 1.0 / (s + 1)  # noqa: E731 — lr 1, 1/2, 1/3, ... per scheduler step
+    sched = AcceleratedScheduler(
+        torch.optim.lr_scheduler.LambdaLR(base, lam), opt, split_batches=True
+    )
+    out = {"lrs": [], "skipped": [], "schedule": [lam(s) for s in range(steps)]}
+    for i in range(steps):
+        loss = (w * w).sum() * (float("inf") if i == skip_step else 1.0)
+        opt.scaler.scale(loss).backward()
+        out["lrs"].append(base.param_groups[0]["lr"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Accelerate's patching of step() draws torch's warning
+            opt.step()
+            sched.step()
+        out["skipped"].append(bool(opt.step_was_skipped))
+        opt.zero_grad()
+    return out
