@@ -8,7 +8,7 @@ import warnings
 
 import torch
 
-from .._validate import one_of, positive_int
+from .._validate import positive_int
 from .amp import SKIP_CONVENTIONS, amp_train
 
 
@@ -162,7 +162,8 @@ def accelerate_on_skip(skip_step: int = 1, steps: int = 4) -> dict:
     from accelerate.optimizer import AcceleratedOptimizer
     from accelerate.scheduler import AcceleratedScheduler
 
-    one_of("skip_step", skip_step, range(steps))
+    positive_int("steps", steps, maximum=64, why="one line of the lesson's table per step")
+    positive_int("skip_step", skip_step, minimum=0, maximum=steps - 1, why="a step of the run")
     Accelerator(cpu=True)  # the state Accelerate's wrappers read
     w = torch.nn.Parameter(torch.ones(3))
     base = torch.optim.SGD([w], lr=1.0)
