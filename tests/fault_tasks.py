@@ -49,3 +49,13 @@ def grandchild(ctx, *, pid_file: str, then: str = "return"):
         raise RuntimeError("rank 1 fails after the grandchild started")
     time.sleep(0.1)
     return ctx.rank
+
+
+def exit_after_result(ctx, *, rank: int = 1, code: int = 3):
+    """Rank `rank` returns its result (the worker saves it), then its process exits with `code`
+    half a second later, as a crash in teardown would."""
+    import threading
+
+    if ctx.rank == rank:
+        threading.Timer(0.5, os._exit, (code,)).start()
+    return ctx.rank

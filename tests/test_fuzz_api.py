@@ -614,3 +614,9 @@ def test_a_killed_launcher_leaves_no_worker_and_no_folder(tmp_path):
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
+
+
+@pytest.mark.slow
+def test_a_rank_that_fails_after_saving_its_result_is_named_without_a_key_error(ranks):
+    with pytest.raises(al.dist.WorkerFailed, match=r"rank 1 of 2 finished its task, then exited"):
+        al.dist.launch("fault_tasks:exit_after_result", 2, timeout=90)

@@ -153,8 +153,7 @@ def _root_failure(procs, exited_at, spec_dir: Path, world_size: int, task: str, 
     reports = {r: _report(spec_dir, r) for r in failed}
     # when each failure happened: the report's own clock, or when the launcher saw the rank gone
     when = {
-        r: reports[r].get("failed_at", now) if reports[r] else exited_at.get(r, now)
-        for r in failed
+        r: reports[r].get("failed_at", now) if reports[r] else exited_at.get(r, now) for r in failed
     }
     died = [when[r] for r in failed if reports[r] is None]
     raised = [when[r] for r in failed if reports[r] is not None]
@@ -167,7 +166,7 @@ def _root_failure(procs, exited_at, spec_dir: Path, world_size: int, task: str, 
     rank = ranked[0]
     others = [
         f"rank {r} then {_how(procs[r].poll())}"
-        + (f": {reports[r]['error'][:160]}" if reports[r] else "")
+        + (f": {reports[r]['error'][:160]}" if reports[r] and "error" in reports[r] else "")
         for r in ranked[1:]
     ]
     return _failure(spec_dir, rank, procs[rank].poll(), reports[rank], world_size, task, others)
@@ -176,6 +175,11 @@ def _root_failure(procs, exited_at, spec_dir: Path, world_size: int, task: str, 
 def _failure(spec_dir, rank, code, report, world_size, task, others=()) -> WorkerFailed:
     after = "".join(f"\n  ({line})" for line in others)
     stopped = f"all {world_size} worker processes were stopped."
+    if report is not None and "error" not in report:  # saved its result, then failed in teardown
+        return WorkerFailed(
+            f"rank {rank} of {world_size} finished its task, then {_how(code)} (task {task}); "
+            f"{stopped}{after}"
+        )
     if report is not None:
         return WorkerFailed(
             f"rank {rank} of {world_size} raised {report['error']} (task {task}); {stopped}"
