@@ -70,6 +70,45 @@ def training_comparison(
 
 
 @one_thread()
+def accuracy_over_seeds(
+    setups: dict[str, tuple[str, int, int]],
+    train: Data,
+    test: Data,
+    *,
+    seeds=(0, 1, 2),
+    epochs: int = 20,
+    lr: float = 0.05,
+) -> dict:
+    """`training_comparison` once per seed (a different initialisation each time), and for every
+    BatchNorm setup the accuracy again after `recalibrate(model, train)` rebuilt its running
+    statistics from the training data in one batch. Lesson 04.
+
+    Returns {"labels", "seeds", "accuracy": {label: [one per seed]}, "recalibrated": {label: [...]}
+    (BatchNorm setups only), "first": the first seed's `training_comparison` result}.
+    """
+    from .layers import batchnorm_layers
+    from .recalibrate import recalibrate
+
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    out = {"labels": list(setups), "seeds": seeds, "accuracy": {}, "recalibrated": {}}
+    for seed in seeds:
+        result = training_comparison(
+            setups, train, test, epochs=epochs, lr=lr, seed=seed, progress=False
+        )
+        out.setdefault("first", result)
+        for label, acc, model in zip(
+            result["labels"], result["accuracy"], result["models"], strict=True
+        ):
+            out["accuracy"].setdefault(label, []).append(acc)
+            if batchnorm_layers(model):
+                rebuilt = accuracy(recalibrate(model, train), test)
+                out["recalibrated"].setdefault(label, []).append(rebuilt)
+    return out
+
+
+@one_thread()
 def dropout_expectation(
     model: nn.Module, data: Data, micro_batch_size: int, *, draws: int = 64, seed: int = 0
 ) -> dict:
