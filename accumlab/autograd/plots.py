@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-SERIES = (  # key prefix, label, marker
-    ("summed", "sum n losses, one backward", "o"),
-    ("per_sample", "backward after every sample", "s"),
-    ("batched", "one batched forward of n", "x"),
+SERIES = (  # key prefix, label, marker, line style (dashed: it lies on top of another line)
+    ("summed", "sum n losses, one backward", "o", "-"),
+    ("per_sample", "backward after every sample", "s", "-"),
+    ("batched", "one batched forward of n", "x", "--"),
 )
 
 
@@ -24,7 +24,7 @@ class GrowthPlot:
         n = [r["n"] for r in rows]
         for ax, key in zip(self.axes, ("nodes", "saved_bytes")):
             top = 0
-            for (prefix, _, _), line in zip(SERIES, self.lines[key]):
+            for (prefix, *_), line in zip(SERIES, self.lines[key]):
                 ys = [r[f"{prefix}_{key}"] for r in rows]
                 line.set_data(n, ys)
                 top = max(top, *ys)
@@ -41,8 +41,8 @@ class GrowthPlot:
             self.axes, ("nodes", "saved_bytes"), ("backward nodes alive", "saved bytes alive")
         ):
             self.lines[key] = [
-                ax.plot([], [], marker=marker, markersize=4, label=name)[0]
-                for _, name, marker in SERIES
+                ax.plot([], [], marker=marker, linestyle=style, markersize=4, label=name)[0]
+                for _, name, marker, style in SERIES
             ]
             ax.set_xlabel("samples n")
             ax.set_ylabel(label)

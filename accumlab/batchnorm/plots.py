@@ -153,7 +153,10 @@ def plot_dropout_expectation(result: dict) -> Figure:
 
 def plot_batchnorm_explorer(data: dict) -> Figure:
     """Lesson 04's widget: statistics per micro-batch, the gradient error, the running mean."""
-    fig = Figure(figsize=(12, 3.4), layout="constrained")
+    # a fixed layout: the explorer redraws this figure on every change, and constrained layout
+    # would re-measure every label each time
+    fig = Figure(figsize=(12, 3.6))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.15, top=0.83, wspace=0.38)
     ax_mean, ax_var, ax_run = fig.subplots(1, 3)
     _stats_axes(ax_mean, ax_var, data["stats"], channels=3)
     fig.suptitle(
