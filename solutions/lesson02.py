@@ -16,22 +16,26 @@ def accumulate_undivided(model, data, micro_batch_size):
         F.mse_loss(model(mb.x), mb.y).backward()
 
 
-def fixed_epoch(model, optimizer, data, micro_batch_size, k):
-    optimizer.zero_grad()
-    for i, mb in enumerate(data.micro_batches(micro_batch_size)):
-        (F.mse_loss(model(mb.x), mb.y) / k).backward()
-        if (i + 1) % k == 0:  # 1-based count: step after micro-batches k, 2k, ...
-            optimizer.step()
-            optimizer.zero_grad()
+class EveryKth:
+    """step() and zero_grad() reach the optimizer only when a window of k micro-batches is complete
+    (Accelerate's AcceleratedOptimizer checks `gradient_state.sync_gradients` the same way)."""
+
+    def __init__(self, optimizer, k):
+        self.optimizer, self.k, self.micro_batches = optimizer, k, 0
+
+    def step(self):
+        self.micro_batches += 1
+        if self.micro_batches % self.k == 0:
+            self.optimizer.step()
+
+    def zero_grad(self):
+        if self.micro_batches % self.k == 0:  # only right after a real step
+            self.optimizer.zero_grad()
 
 
-def zero_every_iteration(model, optimizer, data, micro_batch_size, k):
-    for i, mb in enumerate(data.micro_batches(micro_batch_size)):
-        optimizer.zero_grad()  # the bug: erases the earlier micro-batches of the window
-        (F.mse_loss(model(mb.x), mb.y) / k).backward()
-        if (i + 1) % k == 0:
-            optimizer.step()
+def pass_through(optimizer, k):
+    return optimizer  # steps and zeroes on every micro-batch
 
 
-SOLUTIONS = {"02.1": -40.0, "02.2": accumulate, "02.3": fixed_epoch}
-WRONG = {"02.1": -20.0, "02.2": accumulate_undivided, "02.3": zero_every_iteration}
+SOLUTIONS = {"02.1": -40.0, "02.2": accumulate, "02.3": EveryKth}
+WRONG = {"02.1": -20.0, "02.2": accumulate_undivided, "02.3": pass_through}

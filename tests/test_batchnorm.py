@@ -305,3 +305,116 @@ def test_explorer_follows_its_controls(data):
     explorer.controls["momentum"].value = 0.5
     assert explorer.data["momentum"] == 0.5
     assert explorer.data["stats"]["micro_batch_size"] == 16
+
+
+# --- what the layer itself used, running variance, momentum=None, recalibration ------------------
+
+
+def test_layer_statistics_read_back_the_biased_variance_and_the_unbiased_running_update(data):
+    model = al.batchnorm.norm_model("batch")
+    bn = al.batchnorm.batchnorm_layers(model)[0]
+    with torch.no_grad():  # a non-trivial affine transform: the read-back must undo it
+        bn.weight.copy_(torch.linspace(0.5, 2.0, bn.num_features))
+        bn.bias.copy_(torch.linspace(-1.0, 1.0, bn.num_features))
+    stats = al.batchnorm.micro_batch_stats(model, data, 8)
+    layer = al.batchnorm.layer_statistics(model, data, 8)
+    assert torch.allclose(layer["means"], stats["micro_means"], rtol=0, atol=1e-12)
+    assert torch.allclose(layer["vars"], stats["micro_vars"], rtol=1e-12, atol=0)
+    assert torch.allclose(layer["running_means"], stats["micro_means"], rtol=0, atol=1e-12)
+    assert torch.allclose(layer["running_vars"], stats["micro_vars"] * 8 / 7, rtol=1e-12, atol=0)
+    assert layer["sizes"] == [8, 8, 8, 8]
+    assert (
+        bn.momentum == 0.1 and float(bn.running_mean.abs().sum()) == 0
+    )  # the caller's layer untouched
+
+
+def test_micro_batch_stats_name_the_layer_they_are_taken_at(data):
+    assert al.batchnorm.micro_batch_stats(al.batchnorm.norm_model("batch"), data, 8)[
+        "used_by_layer"
+    ]
+    group = al.batchnorm.micro_batch_stats(al.batchnorm.norm_model("group"), data, 8)
+    assert not group["used_by_layer"] and group["layer"] == "GroupNorm"
+    fig = al.batchnorm.plot_micro_batch_stats(group)
+    assert "not used by GroupNorm" in fig.axes[0].get_ylabel()
+
+
+def test_momentum_none_averages_micro_batches_equally(data):
+    model = al.batchnorm.with_momentum(al.batchnorm.norm_model("batch"), None)
+    assert al.batchnorm.batchnorm_layers(model)[0].momentum is None
+    step = al.batchnorm.running_stats_step(model, data, 8, 4)
+    stats = al.batchnorm.micro_batch_stats(model, data, 8)
+    assert torch.allclose(step["running_mean_accumulated"], step["running_mean_full"], atol=1e-12)
+    expected = stats["full_var"] * 32 / 31 - stats["micro_vars"].mean(0) * 8 / 7
+    gap = step["running_var_full"] - step["running_var_accumulated"]
+    assert torch.allclose(gap, expected, rtol=0, atol=1e-12) and gap.abs().max() > 1e-3
+    with pytest.raises(ValueError, match="momentum"):
+        al.batchnorm.with_momentum(model, 1.5)
+
+
+def test_recalibrate_uses_update_bn(data):
+    model = al.batchnorm.norm_model("batch")
+    stats = al.batchnorm.micro_batch_stats(model, data, 8)
+    one = al.batchnorm.batchnorm_layers(al.batchnorm.recalibrate(model, data))[0]
+    assert torch.allclose(one.running_mean, stats["full_mean"], atol=1e-12)
+    assert torch.allclose(one.running_var, stats["full_var"] * 32 / 31, rtol=1e-12)
+    assert one.momentum == 0.1 and one.training  # update_bn puts momentum and mode back
+    chunks = al.batchnorm.batchnorm_layers(al.batchnorm.recalibrate(model, data, 8))[0]
+    assert torch.allclose(chunks.running_mean, stats["full_mean"], atol=1e-12)  # equal weights
+    assert torch.allclose(chunks.running_var, stats["micro_vars"].mean(0) * 8 / 7, rtol=1e-12)
+    with pytest.raises(ValueError, match="no BatchNorm"):
+        al.batchnorm.recalibrate(al.batchnorm.norm_model("group"), data)
+    with pytest.raises(ValueError, match="last batch of 1"):
+        al.batchnorm.recalibrate(model, data, 31)
+
+
+def test_accuracy_over_seeds_reports_each_seed_and_the_recalibrated_models():
+    blobs = al.batchnorm.batchnorm_data(96, seed=1)
+    setups = {"bn": ("batch", 4, 4), "gn": ("group", 4, 4)}
+    out = al.batchnorm.accuracy_over_seeds(setups, blobs[:32], blobs[32:], seeds=(0, 1), epochs=1)
+    assert out["seeds"] == [0, 1] and len(out["accuracy"]["bn"]) == len(out["accuracy"]["gn"]) == 2
+    assert set(out["recalibrated"]) == set(out["biased_running_var"]) == {"bn"}
+    assert all(0 <= a <= 1 for a in out["recalibrated"]["bn"])
+    with pytest.raises(ValueError, match="seeds"):
+        al.batchnorm.accuracy_over_seeds(setups, blobs[:32], blobs[32:], seeds=())
+
+
+# --- only coupling across samples breaks accumulation --------------------------------------------
+
+
+def test_dropout_with_the_same_masks_is_exact(data):
+    model = al.batchnorm.norm_model("none", dropout=0.3)
+    assert al.batchnorm.replayed_dropout_diff(model, data, 8).max_rel <= 1e-12
+    assert al.batchnorm.batch_gradient_diff(model, data, 8).max_rel > 1e-2  # independent masks
+    with pytest.raises(ValueError, match="Dropout"):
+        al.batchnorm.replayed_dropout_diff(al.batchnorm.norm_model("none"), data, 8)
+
+
+def test_dropout_expectation_slope_is_that_of_noise(data):
+    out = al.batchnorm.dropout_expectation(
+        al.batchnorm.norm_model("none", dropout=0.2), data, 8, draws=32
+    )
+    assert -0.8 < out["slope"] < -0.25
+
+
+def test_a_gru_accumulates_exactly():
+    seqs = al.batchnorm.sequence_data(16, steps=6, features=2, seed=1)
+    assert seqs.x.shape == (16, 6, 2) and seqs.y.shape == (16, 1)
+    gru = al.batchnorm.TinyGRU(features=2, hidden=5, seed=1)
+    for mb in (1, 4, 16):
+        assert al.batchnorm.batch_gradient_diff(gru, seqs, mb, loss="mse").max_rel <= 1e-12
+
+
+def test_sync_batchnorm_refuses_cpu_tensors_inside_a_process_group(tmp_path):
+    """Lesson 04 cannot run SyncBatchNorm on CPU: with a process group its forward raises."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        layer = torch.nn.SyncBatchNorm(4).train()
+        with pytest.raises(ValueError, match="SyncBatchNorm expected input tensor to be on GPU"):
+            layer(torch.randn(8, 4))
+    finally:
+        dist.destroy_process_group()

@@ -130,3 +130,49 @@ def test_nothing_runs_at_import(tmp_path):
     code = "import torch; torch.manual_seed(7); a = torch.rand(1); import accumlab; b = torch.rand(1); torch.manual_seed(7); torch.rand(1); print((b == torch.rand(1)).item())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "True", out.stderr
+
+
+# --- lesson 01: what a node saves, what backward frees, summed losses ---------------------------
+
+
+def test_saved_tensors_of_reads_what_a_node_keeps_and_fails_after_backward():
+    x = torch.tensor([4.0, 2.0])
+    w = torch.tensor(1.0, requires_grad=True)
+    prod = w * x
+    saved = al.autograd.saved_tensors_of(prod.grad_fn)
+    assert (
+        torch.equal(saved["other"], x) and saved["self"] is None
+    )  # only x's gradient path is needed
+    prod.sum().backward()
+    with pytest.raises(RuntimeError, match="freed"):
+        al.autograd.saved_tensors_of(prod.grad_fn)
+    with pytest.raises(ValueError, match="grad_fn"):
+        al.autograd.saved_tensors_of(None)
+
+
+def test_backward_frees_every_saved_byte_and_keeps_the_nodes():
+    model = al.mlp(features=4, hidden=8, outputs=1, depth=1, seed=0)
+    data = al.regression_data(n=8, features=4, seed=0)
+    out = al.autograd.saved_bytes_around_backward(model, data)
+    assert out["after_forward"] > 0 and out["after_backward"] == 0
+    assert out["nodes_before"] == out["nodes_after"] > 4 and out["grads_filled"]
+    assert all(p.grad is None for p in model.parameters())  # the caller's model is untouched
+
+
+def test_summed_losses_keep_the_bytes_of_a_batched_forward():
+    data = al.regression_data(n=12, features=4, seed=0)
+    model = al.mlp(features=4, hidden=16, depth=2, seed=0)
+    rows = al.autograd.graph_growth(model, data, 6)
+    assert [r["n"] for r in rows] == list(range(1, 7))
+    ops = rows[0]["per_sample_nodes"] - len(list(model.parameters()))
+    for r in rows:
+        assert (
+            r["summed_saved_bytes"]
+            == r["n"] * r["per_sample_saved_bytes"]
+            == r["batched_saved_bytes"]
+        )
+        assert r["summed_nodes"] == len(list(model.parameters())) + r["n"] * ops + r["n"] - 1
+        assert r["batched_nodes"] == r["per_sample_nodes"]
+    assert al.autograd.summed_loss_graph(model, data, 6) == rows[-1]
+    with pytest.raises(ValueError, match="n must be at most"):
+        al.autograd.graph_growth(model, data, 13)

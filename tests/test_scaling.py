@@ -346,3 +346,95 @@ def test_plots_return_figures():
     assert isinstance(al.scaling.plot_window_errors(checks), Figure)
     rows = [{"lr": 1e-3, "relative_gap": 1e-3}, {"lr": 1e-2, "relative_gap": 1e-2}]
     assert isinstance(al.scaling.plot_linear_scaling_gap(rows), Figure)
+
+
+# --- forgetting loss / k, per optimizer ----------------------------------------------------------
+
+
+def test_forgotten_division_per_optimizer():
+    data = al.regression_data(n=32, features=4, seed=0)
+    model = al.mlp(features=4, hidden=8, seed=0)
+    sgd = al.scaling.forgotten_division(model, data, 8, 4, optimizer="sgd", lr=1e-3)
+    assert sgd["vs_k_lr"].max_rel <= EXACT and sgd["vs_same_lr"].max_rel > 1
+    decay = al.scaling.forgotten_division(
+        model, data, 8, 4, optimizer="sgd", lr=1e-3, weight_decay=0.1
+    )
+    gap = {n: decay["forgetful"][n] - decay["k_lr"][n] for n in decay["k_lr"]}
+    expected = {n: 3 * 1e-3 * 0.1 * p.detach() for n, p in model.named_parameters()}
+    assert al.grad_diff(gap, expected).max_rel <= 1e-10  # (k − 1)·lr·λ·θ after one step
+    kwargs = {"lr": 1e-3, "epochs": 5}
+    adam = al.scaling.forgotten_division(model, data, 8, 4, optimizer="adam", **kwargs)
+    assert adam["vs_same_lr"].max_rel < 1e-4
+    l2 = al.scaling.forgotten_division(
+        model, data, 8, 4, optimizer="adam", weight_decay=0.1, **kwargs
+    )
+    assert l2["vs_same_lr"].max_rel > 0.1
+    adamw = al.scaling.forgotten_division(
+        model, data, 8, 4, optimizer="adamw", weight_decay=0.1, **kwargs
+    )
+    assert adamw["vs_same_lr"].max_rel < 1e-4
+    with pytest.raises(ValueError, match="optimizer"):
+        al.scaling.forgotten_division(model, data, 8, 4, optimizer="lion")
+    with pytest.raises(ValueError, match="weight_decay"):
+        al.scaling.forgotten_division(model, data, 8, 4, weight_decay=-1.0)
+
+
+class _RescaledAdam(torch.optim.Adam):
+    """Adam fed each gradient element multiplied by its own random factor in [0.1, 10]."""
+
+    def __init__(self, params, lr):
+        super().__init__(params, lr=lr)
+        self.generator = torch.Generator().manual_seed(0)
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                noise = torch.rand(p.shape, generator=self.generator, dtype=p.dtype)
+                p.grad.mul_(10 ** (2 * noise - 1))
+        return super().step(closure)
+
+
+def test_lesson_03_adam_check_fails_for_a_non_constant_rescaling_only_with_several_steps():
+    """One Adam step is ≈ lr·sign(g): any per-element rescaling passes a < 1e-4 check. Five steps do
+    not, which is why lesson 03 compares Adam over 5 steps."""
+    data = al.regression_data(n=32, features=4, seed=0)
+    model = al.mlp(features=4, hidden=8, seed=0)
+
+    def gap(epochs):
+        recipe = al.Recipe(8, 4)
+        base = al.run(recipe, model, data, optimizer="adam", lr=1e-3, epochs=epochs)
+        noisy = al.run(
+            recipe, model, data, optimizer=lambda p: _RescaledAdam(p, 1e-3), epochs=epochs
+        )
+        return al.grad_diff(al.scaling.update_of(noisy), al.scaling.update_of(base)).max_rel
+
+    assert gap(1) < 1e-4 < gap(5)
+
+
+def test_step_every_kth_carries_the_leftover_into_the_next_epoch():
+    data = al.regression_data(n=20, features=3, seed=0)
+    model = al.mlp(features=3, hidden=4, seed=0)
+    out = al.scaling.step_every_kth(model, data, 4, 3, epochs=2)
+    assert [s["epoch"] for s in out["steps"]] == [0, 1]
+    assert all(v > 0 for v in out["leftover_norm"])
+    second = out["steps"][1]
+    full = al.full_batch_grads(al.scaling.with_params(model, second["params"]), data)
+    # 5 micro-batches (2 carried + 3 new), each ÷ 3, all at the same parameters: 20/12 of all 20
+    assert al.grad_diff(second["grads"], al.scaling.scale_grads(full, 20 / 12)).max_rel <= EXACT
+    # when k divides the epoch nothing is left over
+    assert al.scaling.step_every_kth(model, data, 4, 5, epochs=1)["leftover_norm"] == [0.0]
+    with pytest.raises(ValueError, match="params"):
+        al.scaling.with_params(model, {"nope": torch.zeros(1)})
+
+
+def test_accumulated_variance_is_the_big_batch_variance():
+    data = al.regression_data(n=512, features=3, seed=1)
+    model = al.mlp(features=3, hidden=4, seed=0)
+    var = al.scaling.gradient_variance(model, data, 4, 4, draws=60)
+    assert var["max_rel"] <= EXACT
+    assert var["accumulated"] == pytest.approx(var["big"], rel=EXACT)
+    assert 0.5 * 4 < var["micro"] / var["accumulated"] < 2 * 4
+    with pytest.raises(ValueError, match="exceeds"):
+        al.scaling.gradient_variance(model, data, 64, 16)
+    with pytest.raises(ValueError, match="draws"):
+        al.scaling.gradient_variance(model, data, 4, 4, draws=1)

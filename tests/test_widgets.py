@@ -4,7 +4,6 @@ import pytest
 import torch
 
 import accumlab as al
-from accumlab.accumulation.plots import plot_accumulation_progress
 
 
 def test_accumulation_progress_ends_at_full_batch():
@@ -17,7 +16,28 @@ def test_accumulation_progress_ends_at_full_batch():
         al.accumulation_progress(model, data, 5, 5)
 
 
-def test_explorer_recomputes_when_sliders_move():
+def test_window_progress_shows_each_bug():
+    data = al.regression_data(24, 2, seed=0)
+    model = al.mlp(2, 3, 1, depth=1, seed=0)
+    right = al.accumulation.window_progress(model, data, 4, 3)
+    assert torch.allclose(right["accumulated"][-1], right["full"], rtol=0, atol=1e-13)
+    assert right["diff"].max_rel <= 1e-12
+    # zero_grad at the top of every iteration: the optimizer sees the last micro-batch ÷ k
+    top = al.accumulation.window_progress(model, data, 4, 3, zero_grad="every_micro_step")
+    last = al.full_batch_grads(model, data[8:12])
+    flat_last = torch.cat([last[n].reshape(-1) for n, _ in model.named_parameters()])
+    assert torch.allclose(top["accumulated"][-1], flat_last / 3, rtol=0, atol=1e-13)
+    assert top["diff"].max_rel > 0.1
+    # forgetting loss / k: k times the full-batch gradient
+    undivided = al.accumulation.window_progress(model, data, 4, 3, divide_by_k=False)
+    assert torch.allclose(undivided["accumulated"][-1], 3 * right["full"], rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="zero_grad"):
+        al.accumulation.window_progress(model, data, 4, 3, zero_grad="sometimes")
+    with pytest.raises(ValueError, match="divide_by_k"):
+        al.accumulation.window_progress(model, data, 4, 3, divide_by_k="yes")
+
+
+def test_explorer_recomputes_when_controls_move():
     ex = al.accumulation.accumulation_explorer()
     assert ex.data["samples"] == 16
     ex.controls["micro_batch_size"].value = 8
@@ -25,6 +45,22 @@ def test_explorer_recomputes_when_sliders_move():
     ex.controls["accumulation_steps"].value = 4
     assert ex.data["samples"] == 32 and ex.data["accumulated"].shape[0] == 4
     assert torch.allclose(ex.data["accumulated"][-1], ex.data["full"], atol=1e-13)
+    ex.controls["zero_grad"].value = "every_micro_step"
+    assert ex.data["zero_grad"] == "every_micro_step" and ex.data["diff"].max_rel > 0.1
+    ex.controls["zero_grad"].value = "window"
+    ex.controls["divide_by_k"].value = False
+    assert torch.allclose(ex.data["accumulated"][-1], 4 * ex.data["full"], atol=1e-12)
+
+
+def test_explorer_keeps_one_figure():
+    ex = al.accumulation.accumulation_explorer()
+    first = ex.figure
+    ex.controls["micro_batch_size"].value = 2
+    ex.controls["accumulation_steps"].value = 8
+    assert ex.figure is first  # lines moved, no new figure
+    line = ex.figure.axes[0].lines[0]
+    assert list(line.get_xdata()) == list(range(1, 9))
+    assert list(line.get_ydata()) == ex.data["accumulated"][:, 0].tolist()
 
 
 def test_explorer_sliders_cannot_reach_invalid_values():
@@ -38,6 +74,19 @@ def test_explorer_sliders_cannot_reach_invalid_values():
 
 def test_plot_returns_figure_with_lines():
     data = al.regression_data(8, 1)
-    p = al.accumulation_progress(al.mlp(1, 2, 1, depth=1), data, 2, 4)
-    fig = plot_accumulation_progress(p)
+    p = al.accumulation.window_progress(al.mlp(1, 2, 1, depth=1), data, 2, 4)
+    fig = al.accumulation.plot_window_progress(p)
     assert len(fig.axes[0].lines) == 2 * min(len(p["names"]), 8)
+
+
+def test_graph_growth_explorer_keeps_one_figure():
+    ex = al.autograd.graph_growth_explorer()
+    first = ex.figure
+    ex.controls["n"].value = 12
+    assert ex.figure is first and len(ex.data) == 12
+    last = ex.data[-1]
+    assert (
+        last["summed_saved_bytes"]
+        == last["batched_saved_bytes"]
+        == 12 * last["per_sample_saved_bytes"]
+    )

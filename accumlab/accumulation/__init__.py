@@ -1,4 +1,5 @@
-"""Lessons 00 and 02: accumulated against full-batch gradients, as micro-batches are added.
+"""Lessons 00 and 02: `.grad` after each micro-batch of a window, for correct and buggy loops,
+against the full-batch gradient.
 
 `al.accumulation.accumulation_explorer()` is the widget both lessons show.
 """
@@ -9,6 +10,9 @@ __getattr__, __dir__, __all__ = lazy_names(
     __name__,
     {
         "accumulation_explorer": "explorer",
-        "plot_accumulation_progress": "plots",
+        "ProgressPlot": "plots",
+        "plot_window_progress": "plots",
+        "value_names": "progress",
+        "window_progress": "progress",
     },
 )

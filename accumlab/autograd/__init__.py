@@ -1,7 +1,8 @@
 """Lesson 01: the autograd graph a forward builds and a backward consumes.
 
 The graph helpers every lesson uses (`al.draw_graph`, `al.count_nodes`, `al.saved_tensor_bytes`)
-are core; this topic holds lesson 01's experiment on summing losses before one backward.
+are core; this topic holds lesson 01's experiments: what one node saves, what backward releases,
+and summing losses before one backward.
 """
 
 from .._lazy import lazy_names
@@ -10,7 +11,11 @@ __getattr__, __dir__, __all__ = lazy_names(
     __name__,
     {
         "graph_growth_explorer": "explorer",
+        "GrowthPlot": "plots",
         "plot_graph_growth": "plots",
+        "saved_bytes_around_backward": "saved",
+        "saved_tensors_of": "saved",
+        "graph_growth": "summed",
         "summed_loss_graph": "summed",
     },
 )

@@ -9,14 +9,14 @@ def graph_growth_explorer(model=None, data=None) -> Explorer:
     """Lesson 01: how many samples are summed before backward → graph size and saved bytes."""
     from ..data import regression_data
     from ..models import mlp
-    from .plots import plot_graph_growth
-    from .summed import summed_loss_graph
+    from .plots import GrowthPlot
+    from .summed import graph_growth
 
     data = data if data is not None else regression_data(n=32, features=4, seed=0)
     model = model if model is not None else mlp(features=4, hidden=16, depth=2, seed=0)
     n = int_slider("samples summed n", 8, 1, len(data))
 
     def compute(n: int):
-        return [summed_loss_graph(model, data, i) for i in range(1, n + 1)]
+        return graph_growth(model, data, n)
 
-    return Explorer({"n": n}, compute, plot_graph_growth)
+    return Explorer({"n": n}, compute, GrowthPlot())

@@ -16,6 +16,8 @@ __getattr__, __dir__, __all__ = lazy_names(
         "gradient_mismatch": "stats",
         "micro_batch_stats": "stats",
         "norm_inputs": "stats",
+        # measured.py: the statistics read back from the layer itself
+        "layer_statistics": "measured",
         # running.py: running statistics
         "matching_momentum": "running",
         "micro_batch_weights": "running",
@@ -28,8 +30,16 @@ __getattr__, __dir__, __all__ = lazy_names(
         "freeze_batchnorm": "remedies",
         "ghost_batchnorm": "remedies",
         "sync_batchnorm_sweep": "remedies",
+        # recalibrate.py: torch.optim.swa_utils.update_bn
+        "recalibrate": "recalibrate",
+        # coupling.py: only coupling across samples breaks exactness (dropout masks, a GRU)
+        "ReplayedDropout": "coupling",
+        "TinyGRU": "coupling",
+        "replayed_dropout_diff": "coupling",
+        "sequence_data": "coupling",
         # training.py: effect on training, dropout
         "accuracy": "training",
+        "accuracy_over_seeds": "training",
         "dropout_expectation": "training",
         "training_comparison": "training",
         # plots.py and explorer.py

@@ -24,8 +24,15 @@ def _stats_axes(ax_mean, ax_var, stats: dict, channels: int = MAX_CHANNELS) -> N
         ax_var.axhline(
             float(stats["full_var"][c]), color=line.get_color(), linestyle="--", linewidth=1
         )
-    ax_mean.set_ylabel("mean BatchNorm uses")
-    ax_var.set_ylabel("variance BatchNorm uses")
+    if stats.get("used_by_layer", True):
+        ax_mean.set_ylabel("mean BatchNorm uses")
+        ax_var.set_ylabel("variance BatchNorm uses")
+    else:  # LayerNorm / GroupNorm normalise each sample on its own: these numbers are not used
+        where = stats.get("layer", "norm layer")
+        ax_mean.set_ylabel(f"micro-batch mean at {where} input\n(not used by {where})", fontsize=8)
+        ax_var.set_ylabel(
+            f"micro-batch variance at {where} input\n(not used by {where})", fontsize=8
+        )
     for ax in (ax_mean, ax_var):
         ax.set_xlabel(f"micro-batch (size {stats['micro_batch_size']})")
     ax_mean.set_title("dots: each micro-batch; dashed: full batch", fontsize=9)
@@ -146,7 +153,10 @@ def plot_dropout_expectation(result: dict) -> Figure:
 
 def plot_batchnorm_explorer(data: dict) -> Figure:
     """Lesson 04's widget: statistics per micro-batch, the gradient error, the running mean."""
-    fig = Figure(figsize=(12, 3.4), layout="constrained")
+    # a fixed layout: the explorer redraws this figure on every change, and constrained layout
+    # would re-measure every label each time
+    fig = Figure(figsize=(12, 3.6))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.15, top=0.83, wspace=0.38)
     ax_mean, ax_var, ax_run = fig.subplots(1, 3)
     _stats_axes(ax_mean, ax_var, data["stats"], channels=3)
     fig.suptitle(

@@ -16,11 +16,13 @@ from .layers import _check_data, batchnorm_layers, check_micro_batches
 from .stats import norm_inputs
 
 
-def with_momentum(model: nn.Module, momentum: float) -> nn.Module:
-    """A copy of `model` whose BatchNorm layers use `momentum` (PyTorch's: weight of the NEW batch)."""
-    positive_float("momentum", momentum)
-    if momentum > 1:
-        raise ValueError(f"momentum must be in (0, 1], got {momentum!r}")
+def with_momentum(model: nn.Module, momentum: float | None) -> nn.Module:
+    """A copy of `model` whose BatchNorm layers use `momentum` (PyTorch's: weight of the NEW batch),
+    or None: PyTorch's cumulative average, where update t weighs 1/t (every batch alike)."""
+    if momentum is not None:
+        positive_float("momentum", momentum)
+        if momentum > 1:
+            raise ValueError(f"momentum must be in (0, 1] or None, got {momentum!r}")
     model = copy.deepcopy(model)
     for bn in batchnorm_layers(model):
         bn.momentum = momentum

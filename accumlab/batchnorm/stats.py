@@ -48,13 +48,17 @@ def norm_inputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 @one_thread()
 def micro_batch_stats(model: nn.Module, data: Data, micro_batch_size: int) -> dict:
-    """Per-channel mean and variance BatchNorm normalises with in each micro-batch, and those of the
-    full batch, at the first normalisation layer. Variances are the biased ones BatchNorm uses.
+    """Per-channel mean and variance of each micro-batch at the input of the first normalisation
+    layer, and those of the full batch; variances are biased (÷ n). For a BatchNorm these are what
+    it normalises with (`layer_statistics` reads them back from the layer itself); a LayerNorm or
+    GroupNorm ignores them.
 
     Returns {"micro_means", "micro_vars": (micro-batches, channels), "full_mean", "full_var",
-    "between_var" (variance of the micro-batch means), "sizes"}. Lesson 04.
+    "between_var" (variance of the micro-batch means), "sizes", "layer", "used_by_layer"}.
+    Lesson 04.
     """
     check_micro_batches(model, data, micro_batch_size)
+    layer, is_norm = _stat_layer(model)
     feats = norm_inputs(model, data.x)
     chunks = feats.split(micro_batch_size)
     means = torch.stack([c.mean(0) for c in chunks])
@@ -71,6 +75,9 @@ def micro_batch_stats(model: nn.Module, data: Data, micro_batch_size: int) -> di
         "between_var": (w[:, None] * (means - full_mean) ** 2).sum(0),
         "sizes": [len(c) for c in chunks],
         "micro_batch_size": micro_batch_size,
+        # which layer the statistics are taken at: only a BatchNorm normalises with them
+        "layer": type(layer).__name__ if is_norm else "no norm layer",
+        "used_by_layer": isinstance(layer, nn.modules.batchnorm._BatchNorm),
     }
 
 

@@ -70,12 +70,66 @@ def training_comparison(
 
 
 @one_thread()
+def accuracy_over_seeds(
+    setups: dict[str, tuple[str, int, int]],
+    train: Data,
+    test: Data,
+    *,
+    seeds=(0, 1, 2),
+    epochs: int = 20,
+    lr: float = 0.05,
+) -> dict:
+    """`training_comparison` once per seed (a different initialisation each time), and for every
+    BatchNorm setup the accuracy again (a) after `recalibrate(model, train)` rebuilt its running
+    statistics from the training data in one batch, and (b) with its running variance multiplied by
+    (b − 1)/b, b its micro-batch size: the biased variance training normalised with, instead of the
+    unbiased one PyTorch's running update stores. Lesson 04.
+
+    Returns {"labels", "seeds", "accuracy": {label: [one per seed]}, "recalibrated" and
+    "biased_running_var": {label: [...]} (BatchNorm setups only), "first": the first seed's
+    `training_comparison` result}.
+    """
+    from .layers import batchnorm_layers
+    from .recalibrate import recalibrate
+
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    out = {
+        "labels": list(setups),
+        "seeds": seeds,
+        "accuracy": {},
+        "recalibrated": {},
+        "biased_running_var": {},
+    }
+    for seed in seeds:
+        result = training_comparison(
+            setups, train, test, epochs=epochs, lr=lr, seed=seed, progress=False
+        )
+        out.setdefault("first", result)
+        for label, acc, model in zip(
+            result["labels"], result["accuracy"], result["models"], strict=True
+        ):
+            out["accuracy"].setdefault(label, []).append(acc)
+            if batchnorm_layers(model):
+                rebuilt = accuracy(recalibrate(model, train), test)
+                out["recalibrated"].setdefault(label, []).append(rebuilt)
+                b = setups[label][1]
+                biased = copy.deepcopy(model)
+                for bn in batchnorm_layers(biased):
+                    bn.running_var.mul_((b - 1) / b)
+                out["biased_running_var"].setdefault(label, []).append(accuracy(biased, test))
+    return out
+
+
+@one_thread()
 def dropout_expectation(
     model: nn.Module, data: Data, micro_batch_size: int, *, draws: int = 64, seed: int = 0
 ) -> dict:
     """Dropout draws different masks for micro-batches than for the full batch, so one accumulated
     gradient differs from one full-batch gradient; averaged over many draws both approach the same
-    expected gradient. Returns the relative L2 gap of the running averages after 1..draws draws.
+    expected gradient. Returns the relative L2 gap of the running averages after 1..draws draws,
+    and "slope": the least-squares slope of log(gap) against log(draws) (−1/2 for pure noise).
     Lesson 04."""
     positive_int("draws", draws)
     check_micro_batches(model, data, micro_batch_size)
@@ -99,4 +153,8 @@ def dropout_expectation(
         acc_sum = acc if acc_sum is None else acc_sum + acc
         full_sum = full if full_sum is None else full_sum + full
         gaps.append(float((acc_sum - full_sum).norm() / full_sum.norm()))
-    return {"draws": list(range(1, draws + 1)), "rel_gap": gaps}
+    # averaging independent noise shrinks the gap as draws^(-1/2); a bias would flatten it to 0
+    logs = torch.log(torch.tensor([range(1, draws + 1), gaps], dtype=torch.float64))
+    x, y = logs[0] - logs[0].mean(), logs[1] - logs[1].mean()
+    slope = float((x * y).sum() / (x * x).sum()) if draws > 1 else float("nan")
+    return {"draws": list(range(1, draws + 1)), "rel_gap": gaps, "slope": slope}

@@ -45,19 +45,41 @@ def _accumulate(answer):
     return None
 
 
-@exercise("02.3", 3, "Fix the loop that zeroes at the top of every iteration")
-def _fixed_epoch(answer):
-    # answer(model, optimizer, data, micro_batch_size, k) trains one epoch with a correct
-    # accumulation loop (len(data) is a multiple of micro_batch_size * k)
+@exercise("02.3", 3, "Make zero_grad() and step() on every iteration correct, as Accelerate does")
+def _window_optimizer(answer):
+    # answer(optimizer, k) -> an object with step() and zero_grad(); the checker runs the loop
+    #     for mb in micro_batches: (loss(mb) / k).backward(); opt.step(); opt.zero_grad()
+    # for 2 epochs (24 samples, micro-batch 3, k = 4) and compares with al.run(Recipe(3, 4))
+    import torch.nn.functional as F
+
+    if not callable(answer):
+        return "answer with a class or function taking (optimizer, k) and returning a wrapper"
     data = regression_data(24, 2, seed=12)
     model = mlp(2, 3, 1, depth=1, seed=12)
     mine = copy.deepcopy(model)
-    opt = torch.optim.SGD(mine.parameters(), lr=0.05)
-    answer(mine, opt, data, 3, 4)
-    want = run(Recipe(3, 4), model, data, lr=0.05).params[-1]
+    wrapped = answer(torch.optim.SGD(mine.parameters(), lr=0.05), 4)
+    if not (
+        callable(getattr(wrapped, "step", None)) and callable(getattr(wrapped, "zero_grad", None))
+    ):
+        return "the wrapper needs step() and zero_grad() methods"
+    for _ in range(2):
+        for mb in data.micro_batches(3):
+            (F.mse_loss(mine(mb.x), mb.y) / 4).backward()
+            wrapped.step()
+            wrapped.zero_grad()
     got = params_of(mine)
-    if all(torch.equal(got[n], p.detach()) for n, p in model.named_parameters()):
-        return "the parameters did not change: call optimizer.step() once per k micro-batches"
-    if not all(torch.allclose(got[n], want[n], rtol=1e-10, atol=1e-12) for n in want):
-        return "after one epoch the weights differ from the reference: zero once per window, step once per window, divide by k"
+    want = run(Recipe(3, 4), model, data, lr=0.05, epochs=2).params[-1]
+    every = run(Recipe(3, 1), model, data, lr=0.05 / 4, epochs=2).params[-1]
+
+    def same(a, b):
+        return all(torch.allclose(a[n], b[n], rtol=1e-10, atol=1e-12) for n in b)
+
+    if same(got, params_of(model)):
+        return (
+            "the parameters never changed: step() must reach the optimizer once per k micro-batches"
+        )
+    if same(got, every):
+        return "every call reaches the optimizer: step() and zero_grad() must act only when a window of k micro-batches is complete"
+    if not same(got, want):
+        return "count the micro-batches in step(); act (step, then zero) only when the count is a multiple of k"
     return None

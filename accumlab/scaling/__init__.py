@@ -22,6 +22,13 @@ __getattr__, __dir__, __all__ = lazy_names(
         "update_of": "weights",
         "weighted_grads": "weights",
         "window_errors": "weights",
+        # division.py: forgetting loss / k per optimizer, the loop that steps on (i + 1) % k
+        "DECAY_OPTIMIZERS": "division",
+        "forgotten_division": "division",
+        "step_every_kth": "division",
+        "with_params": "division",
+        # variance.py: accumulation does not lower variance below the batch it emulates
+        "gradient_variance": "variance",
         # tokens.py: per-token weights, simulated data-parallel ranks
         "TOKEN_COUNTS": "tokens",
         "combined_loss": "tokens",

@@ -31,7 +31,7 @@ def token_weights(
 
     `lengths[i]` is sequence i's number of real tokens; sequences are grouped `micro_batch_size`
     at a time into micro-batches, and by default all of them form ONE window (k = number of
-    micro-batches). Under "mean" a token in micro-batch i weighs 1/(G·nᵢ) (G micro-batches, nᵢ
+    micro-batches). Under "mean" a token in micro-batch i weighs 1/(k·nᵢ) (k micro-batches, nᵢ
     real tokens in its micro-batch); under "global" every token weighs 1/N (N real tokens in the
     window), which is the full-batch mean. Padding positions weigh 0. Introduced in lesson 03.
 

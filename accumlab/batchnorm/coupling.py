@@ -1,0 +1,79 @@
+"""Only coupling across samples breaks accumulation: dropout with the same per-sample masks is
+exact, and so is a recurrent network, whose coupling runs along time inside each sample. Lesson 04."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .._validate import positive_int
+from ..compare import GradDiff, grad_diff
+from ..data import Data, regression_data
+from ..models import seeded
+from ..reference import accumulated_grads, full_batch_grads
+
+
+class ReplayedDropout(nn.Module):
+    """Dropout whose mask for sample j is fixed (drawn once from `seed` for `total` samples) and
+    handed out in order: one forward of all samples and several forwards of consecutive
+    micro-batches see the same per-sample masks. Lesson 04."""
+
+    def __init__(self, p: float, total: int, seed: int = 0):
+        super().__init__()
+        self.p, self.total, self.seed = p, total, seed
+        self.mask: torch.Tensor | None = None
+        self.cursor = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mask is None:
+            g = torch.Generator().manual_seed(self.seed)
+            keep = torch.rand((self.total, *x.shape[1:]), generator=g, dtype=x.dtype) >= self.p
+            self.mask = keep.to(x.dtype) / (1 - self.p)
+        mask = self.mask[self.cursor : self.cursor + len(x)]
+        self.cursor = (self.cursor + len(x)) % self.total
+        return x * mask
+
+
+def replayed_dropout_diff(
+    model: nn.Module, data: Data, micro_batch_size: int, *, seed: int = 0, loss="cross_entropy"
+) -> GradDiff:
+    """Accumulated vs full-batch gradient when every nn.Dropout gives each sample the same mask in
+    both runs. Exact when each sample's loss depends only on its own mask. Lesson 04."""
+    model = copy.deepcopy(model)
+    replaced = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Dropout):
+                setattr(parent, name, ReplayedDropout(child.p, len(data), seed + replaced))
+                replaced += 1
+    if not replaced:
+        raise ValueError("model has no nn.Dropout layer to replay")
+    acc = accumulated_grads(model, data, micro_batch_size, normalization="global", loss=loss)
+    return grad_diff(acc, full_batch_grads(model, data, loss=loss))
+
+
+class TinyGRU(nn.Module):
+    """A one-layer GRU over (batch, time, features) and a Linear head on its last hidden state."""
+
+    def __init__(self, features: int = 3, hidden: int = 8, *, seed: int = 0, dtype=torch.float64):
+        super().__init__()
+        positive_int("features", features)
+        positive_int("hidden", hidden)
+        with seeded(seed):
+            self.gru = nn.GRU(features, hidden, batch_first=True).to(dtype)
+            self.head = nn.Linear(hidden, 1).to(dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, h = self.gru(x)
+        return self.head(h[-1])
+
+
+def sequence_data(n: int = 32, steps: int = 12, features: int = 3, *, seed: int = 0) -> Data:
+    """Random sequences (n, steps, features); the target is a noisy linear read-out of all their
+    values, so the loss depends on every time step. Lesson 04."""
+    positive_int("steps", steps)
+    flat = regression_data(n=n, features=steps * features, seed=seed)
+    x = flat.x.reshape(n, steps, features)
+    return Data(x, flat.y)
