@@ -31,7 +31,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "ghost_batchnorm": "remedies",
         "sync_batchnorm_sweep": "remedies",
         # recalibrate.py: torch.optim.swa_utils.update_bn
-        "recalibrate": "recalibrate",
+        "recalibrate": "recalibration",
         # coupling.py: only coupling across samples breaks exactness (dropout masks, a GRU)
         "ReplayedDropout": "coupling",
         "TinyGRU": "coupling",

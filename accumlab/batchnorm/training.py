@@ -90,7 +90,7 @@ def accuracy_over_seeds(
     `training_comparison` result}.
     """
     from .layers import batchnorm_layers
-    from .recalibrate import recalibrate
+    from .recalibration import recalibrate
 
     seeds = list(seeds)
     if not seeds:
