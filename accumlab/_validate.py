@@ -205,6 +205,16 @@ def fits_in_memory(what: str, nbytes: int) -> None:
 MAX_STEPS = 1_000_000
 
 
+# lists of numbers and the dicts accumlab returns: checked in _validate_results, reached from here
+from ._validate_results import (  # noqa: E402, F401 - re-exported for the callers
+    check_schema,
+    finite_floats,
+    nonempty,
+    positive_ints,
+    result,
+    same_length,
+)
+
 # torch objects (dtypes, devices, models, data): checked in _validate_torch, reached from here
 from ._validate_torch import (  # noqa: E402, F401 - re-exported for the callers
     FLOAT_DTYPES,
@@ -213,4 +223,7 @@ from ._validate_torch import (  # noqa: E402, F401 - re-exported for the callers
     first_non_finite,
     float_dtype,
     model,
+    optimizer,
+    tensor,
+    tensor_dict,
 )
