@@ -52,8 +52,15 @@ SKIP_CONVENTIONS = ("step", "hold")
 
 
 def autocast_dtype(device: str | torch.device) -> torch.dtype:
-    """The low-precision dtype autocast uses here: float16 on CUDA, bfloat16 on CPU."""
-    return torch.float16 if as_device(device).type == "cuda" else torch.bfloat16
+    """The low-precision dtype autocast uses on `device`: float16 on CUDA, bfloat16 on CPU
+    (a question about the device type: no CUDA device is needed to ask it)."""
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device must be a device such as 'cpu' or 'cuda', got {device!r}"
+        ) from None
+    return torch.float16 if kind == "cuda" else torch.bfloat16
 
 
 def cpu_grad_scaler_supported() -> bool:
