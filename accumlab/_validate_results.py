@@ -52,13 +52,13 @@ def check_schema(value, schema, where: str = "record") -> list[str]:
     return [f"{where}: expected {names}, got {type(value).__name__} {value!r:.60}"]
 
 
-def result(name: str, value, schema, made_by: str):
-    """`value` when it has the shape of what `made_by` returns (see `check_schema`); else a
-    ValueError naming the parameter, the function that makes such a value, and what is wrong."""
+def result(name: str, value, schema, what: str):
+    """`value` when it has the shape `schema` describes (see `check_schema`); else a ValueError
+    naming the parameter, `what` it must be (the function that makes one), and what is wrong."""
     problems = check_schema(value, schema, name)
     if problems:
         more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
-        raise ValueError(f"{name} must be what {made_by} returns: {'; '.join(problems[:2])}{more}")
+        raise ValueError(f"{name} must be {what}: {'; '.join(problems[:2])}{more}")
     return value
 
 

@@ -58,6 +58,24 @@ PARTS = {
     "fsdp": {"param_bytes_full": int, "sync_each": _FSDP, "sync_last": _FSDP},
     "sweep": [ROW],
 }
+# what `checks` reads of each part (a summary cut down to them still gets checked)
+_FSDP_CHECKED = {
+    "reduce_scatter_calls": int,
+    "reduce_scatter_bytes": int,
+    "reduce_scatter_per_backward": [int],
+    "collectives_counted": bool,
+    **_REF,
+}
+CHECKED = {
+    "ddp": {
+        m: {"per_backward": nonempty([int]), "allreduce_bytes": int, "rank_max_abs_diff": float, **_REF}
+        for m in ("every", "no_sync", "require_flag", "backward_only")
+    },
+    "ddp_buckets": PARTS["ddp_buckets"],
+    "pitfall": {v: {"param_max_abs_diff_ranks": float, **_REF} for v in ("sync_every", "manual_allreduce")},
+    "tokens": {"global_count": _REF},
+    "fsdp": {"sync_each": _FSDP_CHECKED, "sync_last": _FSDP_CHECKED},
+}
 TOKENS = PARTS["tokens"]
 FSDP = {
     "param_bytes_full": int,
@@ -74,10 +92,13 @@ VIEW = {"ranks": int, "micro_batch": int, "selected": ROW, "series": {False: _SE
 SYNC = "al.dist.sync_experiments(...)"
 
 
-def summary(name: str, value) -> dict:
-    """A summary, with every part it holds complete."""
+def summary(name: str, value, *, complete: bool = True) -> dict:
+    """A summary with every part it holds complete; `complete=False` asks only for the counts
+    the checks read (k, and the world size with FSDP2)."""
     result(name, value, dict, f"what {SYNC} returns")
-    schema = {**SUMMARY, **{p: s for p, s in PARTS.items() if p in value}}
+    base = SUMMARY if complete else {"k": int, **({"world_size": int} if "fsdp" in value else {})}
+    parts = PARTS if complete else CHECKED
+    schema = {**base, **{p: s for p, s in parts.items() if p in value}}
     return result(name, value, schema, f"what {SYNC} returns")
 
 

@@ -38,7 +38,7 @@ CASES = [
     bad("audit.audit", "train_fn 5", lambda: A.audit(5, **A.audit_setup()), "train_fn", "int"),
     bad("audit.audit", "model 'x'", lambda: _audit(_correct, model="x"), "model", "str"),
     bad("audit.audit", "data 'x'", lambda: _audit(_correct, data="x"), "data", "str"),
-    bad("audit.audit", "nan in data", lambda: _audit(_correct, data=al.Data(al.regression_data(40).x * NAN, al.regression_data(40).y)), "data.x", "nan"),
+    handled("audit.audit", "nan in data is located", lambda: _audit(_correct, data=al.Data(al.regression_data(40).x * NAN, al.regression_data(40).y)), lambda r: [f.code for f in r.findings] == ["NON_FINITE"] and "in the data" in r.findings[0].message),
     bad("audit.audit", "micro_batch_size=0", lambda: _audit(_correct, micro_batch_size=0), "micro_batch_size", "0"),
     bad("audit.audit", "accumulation_steps='4'", lambda: _audit(_correct, accumulation_steps="4"), "accumulation_steps", "'4'"),
     bad("audit.audit", "lr=nan", lambda: _audit(_correct, lr=NAN), "lr", "nan"),
