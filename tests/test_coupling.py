@@ -422,7 +422,9 @@ def test_aggregation_bad_input(rl):
     kwargs = dict(aggregation="seq_mean", micro_batch_size=2)
     with pytest.raises(ValueError, match="aggregation must be one of .*got 'sum'"):
         C.aggregated_grads(model, data, adv, aggregation="sum", micro_batch_size=2)
-    with pytest.raises(ValueError, match="ranks × micro_batch_size = 2 × 3 = 6 must divide the 8 samples"):
+    with pytest.raises(
+        ValueError, match="ranks × micro_batch_size = 2 × 3 = 6 must divide the 8 samples"
+    ):
         C.aggregated_grads(model, data, adv, aggregation="seq_mean", micro_batch_size=3, ranks=2)
     with pytest.raises(ValueError, match="advantages must be a tensor with one value per sample"):
         C.aggregated_grads(model, data, adv[:3], **kwargs)

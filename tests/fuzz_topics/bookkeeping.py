@@ -78,7 +78,7 @@ CASES = [
     bad("bookkeeping.resume_damage", "stop_at=10**6", lambda: B.resume_damage(_small(), 10**6), "stop_at"),
     bad("bookkeeping.resume_damage", "omissions 'none'", lambda: B.resume_damage(_small(), 3, "none"), "omissions", "str"),
     bad("bookkeeping.resume_damage", "setup 'x'", lambda: B.resume_damage("x"), "setup", "str"),
-    bad("bookkeeping.resume_damage", "omissions ['rng']", lambda: B.resume_damage(_small(), 3, ["rng"]), "omit", "'rng'"),
+    bad("bookkeeping.resume_damage", "omissions ['rng']", lambda: B.resume_damage(_small(), 3, ["rng"]), "omissions", "'rng'"),
     # tokens.py
     bad("bookkeeping.tokens_per_step", "lengths 'abc'", lambda: B.tokens_per_step("abc", 2, 2), "lengths", "str"),
     bad("bookkeeping.tokens_per_step", "lengths [-1]", lambda: B.tokens_per_step([-1], 2, 2), "lengths", "-1"),
