@@ -33,7 +33,7 @@ def _stopped(report, why: str) -> bool:
 
 # fmt: off
 CASES = [
-    handled("audit.audit", "train_fn spins without calling the model", lambda: _audit(spin, time_limit=1.0), lambda r: _stopped(r, "1 s")),
+    handled("audit.audit", "train_fn spins without calling the model", lambda: _audit(spin, time_limit=1.0), lambda r: _stopped(r, "1 s"), slow=True),
     handled("audit.audit", "optimizer.step() 10**6 times", lambda: _audit(_many_steps), lambda r: _stopped(r, "optimizer.step()") and len(str(r)) < 2000),
     bad("audit.audit", "train_fn 5", lambda: A.audit(5, **A.audit_setup()), "train_fn", "int"),
     bad("audit.audit", "model 'x'", lambda: _audit(_correct, model="x"), "model", "str"),

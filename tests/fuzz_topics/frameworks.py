@@ -45,7 +45,7 @@ CASES = [
     bad("frameworks.run_framework", "k=0", lambda: F.run_framework("reference", k=0), "k", "0"),
     bad("frameworks.run_framework", "an option the runner does not take", lambda: F.run_framework("plain_loop", foo=1), "foo"),
     bad("frameworks.run_loop", "runner 5", lambda: F.run_loop(5), "runner", "int"),
-    bad("frameworks.run_loop", "runner spins without calling the model", lambda: F.run_loop(spin, time_limit=1.0), "runner", "1 s"),
+    bad("frameworks.run_loop", "runner spins without calling the model", lambda: F.run_loop(spin, time_limit=1.0), "runner", "1 s", slow=True),
     bad("frameworks.run_loop", "runner forwards forever", lambda: F.run_loop(_forward_too_often), "runner", "forward"),
     bad("frameworks.run_loop", "runner returns 5", lambda: F.run_loop(_returns_5), "runner", "5"),
     bad("frameworks.run_loop", "data 'images'", lambda: F.run_loop(_returns_5, "images"), "data", "'images'"),
