@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -158,13 +159,14 @@ def run_loop(
     run = FrameworkRun(name, package_version(package), problem)
     recorder = Recorder(run, model, problem.micro_batches())
     recorder.watch(optimizer, scheduler)
+    started = time.monotonic()
     try:
         with offline_and_quiet() as folder:
             logged = call_within(seconds, runner, problem, model, optimizer, scheduler, folder)
-    except AnswerTimeout:
+    except AnswerTimeout:  # (or a limit around this call, such as al.check's, ended first)
         raise ValueError(
-            f"runner was still running after {seconds:g} s and was stopped: a loop that never "
-            "ends? (run_loop(..., time_limit=...) allows longer)"
+            f"runner was still running after {min(time.monotonic() - started, seconds):.3g} s and was "
+            "stopped: a loop that never ends? (run_loop(..., time_limit=...) allows longer)"
         ) from None
     except RunawayLoop as err:
         raise ValueError(f"runner was stopped: {err}. Does its loop end?") from None
