@@ -177,6 +177,24 @@ def instance(name: str, value, kind: type | tuple[type, ...], description: str):
     return value
 
 
+def file_path(name: str, value, *, exists: bool = False):
+    """A path (str or os.PathLike) to a file: one that `exists`, or one that can be written (its
+    folder exists). Said before any work, not after it (torch.save would fail at the end)."""
+    import os
+    from pathlib import Path
+
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise ValueError(f"{name} must be a file path (a str or a Path), got {value!r:.60}")
+    path = Path(value)
+    if exists and not path.is_file():
+        raise ValueError(f"{name}={str(path)!r}: no such file")
+    if not exists and not path.parent.is_dir():
+        raise ValueError(f"{name}={str(path)!r}: the folder {str(path.parent)!r} does not exist")
+    if not exists and path.is_dir():
+        raise ValueError(f"{name}={str(path)!r} is a folder; give a file name")
+    return path
+
+
 # --- memory: the one limit tied to this machine (see _machine.memory_limit) ----------------------
 
 
@@ -205,6 +223,16 @@ def fits_in_memory(what: str, nbytes: int) -> None:
 MAX_STEPS = 1_000_000
 
 
+# lists of numbers and the dicts accumlab returns: checked in _validate_results, reached from here
+from ._validate_results import (  # noqa: E402, F401 - re-exported for the callers
+    check_schema,
+    finite_floats,
+    nonempty,
+    positive_ints,
+    result,
+    same_length,
+)
+
 # torch objects (dtypes, devices, models, data): checked in _validate_torch, reached from here
 from ._validate_torch import (  # noqa: E402, F401 - re-exported for the callers
     FLOAT_DTYPES,
@@ -213,4 +241,7 @@ from ._validate_torch import (  # noqa: E402, F401 - re-exported for the callers
     first_non_finite,
     float_dtype,
     model,
+    optimizer,
+    tensor,
+    tensor_dict,
 )

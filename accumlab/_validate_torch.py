@@ -119,3 +119,55 @@ def data(name: str, value, *, finite: bool = True):
                     "inf in the data makes the loss and every gradient NaN; clean or drop it"
                 )
     return value
+
+
+def _described(value) -> str:
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"a {type(value).__name__} of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return f"{type(value).__name__} {value!r:.60}"
+
+
+def tensor(name: str, value, *, dim: int | None = None, floating: bool = False, finite=False):
+    """A torch.Tensor (with `dim` dimensions, a floating dtype, no NaN/inf, when asked)."""
+    import torch
+
+    wanted = f"a {dim}-d tensor" if dim is not None else "a tensor"
+    if not isinstance(value, torch.Tensor) or (dim is not None and value.dim() != dim):
+        raise ValueError(f"{name} must be {wanted}, got {_described(value)}")
+    if floating and not value.is_floating_point():
+        raise ValueError(f"{name} must hold floating-point numbers, got dtype {value.dtype}")
+    bad = first_non_finite(value) if finite else None
+    if bad is not None:
+        raise ValueError(
+            f"{name} holds {bad[1]} at index {bad[0]}: every number computed from it would be "
+            "NaN or infinite"
+        )
+    return value
+
+
+def tensor_dict(name: str, value) -> dict:
+    """A non-empty dict from parameter names to tensors (gradients, weights, updates)."""
+    import torch
+
+    if not isinstance(value, dict) or not value:
+        raise ValueError(
+            f"{name} must be a non-empty dict from parameter names to tensors (as "
+            f"al.grads_of(model) returns), got {_described(value)}"
+        )
+    for key, t in value.items():
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name}[{key!r}] must be a tensor, got {_described(t)}")
+    return value
+
+
+def optimizer(name: str, value):
+    """A torch.optim.Optimizer (an object, not the name of one)."""
+    import torch
+
+    if not isinstance(value, torch.optim.Optimizer):
+        hint = " (a name: build one with al.make_optimizer(name, model.parameters()))"
+        raise ValueError(
+            f"{name} must be a torch.optim.Optimizer, got {_described(value)}"
+            + (hint if isinstance(value, str) else "")
+        )
+    return value

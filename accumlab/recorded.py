@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from ._validate_results import check_schema
+
 RESULTS_DIR = Path(__file__).parent / "results"
 # tests point the lessons at a folder of CPU stand-in files; a learner never sets this
 RESULTS_ENV = "ACCUMLAB_RESULTS_DIR"
@@ -42,36 +44,6 @@ META_SCHEMA = {
     "date": str,
     "command": str,
 }
-
-
-def check_schema(value, schema, where: str = "record") -> list[str]:
-    """Every way `value` departs from `schema`: a type (float accepts int; bool is not an int), a
-    tuple of alternatives, a dict of required keys, or a one-item list (every element matches)."""
-    if isinstance(schema, dict):
-        if not isinstance(value, dict):
-            return [f"{where}: expected an object, got {type(value).__name__}"]
-        problems = [f"{where}: missing key {k!r}" for k in schema if k not in value]
-        for k, sub in schema.items():
-            if k in value:
-                problems += check_schema(value[k], sub, f"{where}.{k}")
-        return problems
-    if isinstance(schema, list):
-        if not isinstance(value, list):
-            return [f"{where}: expected a list, got {type(value).__name__}"]
-        return [p for i, v in enumerate(value) for p in check_schema(v, schema[0], f"{where}[{i}]")]
-    options = schema if isinstance(schema, tuple) else (schema,)
-    for t in options:
-        if isinstance(t, (dict, list)):
-            if not check_schema(value, t, where):
-                return []
-        elif t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return []
-        elif t is int and isinstance(value, bool):
-            continue
-        elif isinstance(value, t):
-            return []
-    names = ", ".join(getattr(t, "__name__", type(t).__name__) for t in options)
-    return [f"{where}: expected {names}, got {value!r:.60}"]
 
 
 def recorder(name: str):

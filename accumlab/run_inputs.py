@@ -77,18 +77,20 @@ _ONE_VALUE = "Expected more than 1 value per channel when training"
 _OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
-def forward(model: nn.Module, mb: Data, where: str) -> torch.Tensor:
-    """`model(mb.x)`, with PyTorch's single-value BatchNorm error said in the lesson's terms.
+def forward(model: nn.Module, mb: Data | torch.Tensor, where: str) -> torch.Tensor:
+    """`model(mb.x)` (or `model(mb)` for a tensor), with PyTorch's errors about shapes, dtypes and
+    devices, and its single-value BatchNorm error, said in the lesson's terms.
 
     PyTorch itself decides: BatchNorm1d on (1, C) fails, BatchNorm2d on (1, C, H, W) with H·W > 1
     does not, so no rule about micro-batch sizes is written down here."""
+    x = mb if isinstance(mb, torch.Tensor) else mb.x
     try:
-        return model(mb.x)
+        return model(x)
     except (RuntimeError, IndexError) as err:
         if isinstance(err, _OUT_OF_MEMORY):
             raise  # not a mistake in the input: the machine ran out
         # shapes, dtypes or devices that do not fit: say which ones, keep PyTorch's words too
-        p, x = next(model.parameters(), None), mb.x
+        p = next(model.parameters(), None)
         params = f"; the model's parameters are {p.dtype} on {p.device}" if p is not None else ""
         fix = ""
         if p is not None and x.is_floating_point() and x.dtype != p.dtype:
@@ -101,7 +103,7 @@ def forward(model: nn.Module, mb: Data, where: str) -> torch.Tensor:
         if _ONE_VALUE not in str(err):
             raise
         raise ValueError(
-            f"{where} holds {len(mb)} sample(s), but BatchNorm in training mode needs at least 2 "
+            f"{where} holds {len(x)} sample(s), but BatchNorm in training mode needs at least 2 "
             "values per channel to compute a variance; use micro_batch_size >= 2 (and a data size "
             "that leaves no single-sample micro-batch), put BatchNorm in eval mode, or use "
             "GroupNorm / LayerNorm"

@@ -50,6 +50,7 @@ class Case:
     ok: Callable[[object], bool] | None = field(default=None, repr=False)
     no_processes: bool = False  # refuse to start a process: validation must stop it first
     seconds: float = CASE_SECONDS
+    slow: bool = False  # pytest marks it slow: it starts processes or takes over a second
 
     @property
     def id(self) -> str:

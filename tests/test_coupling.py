@@ -45,9 +45,9 @@ def test_principle_functions_leave_the_model_alone(pairs):
 def test_principle_bad_input():
     data = al.regression_data(8, 4)
     model = al.mlp(4, 8, 1)
-    with pytest.raises(ValueError, match="model must be a torch.nn.Module, got str"):
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module.*got str"):
         C.batch_loss_grads("mlp", data, C.mse_loss)
-    with pytest.raises(ValueError, match="data must be an accumlab.Data, got list"):
+    with pytest.raises(ValueError, match="data must be an accumlab Data.*got list"):
         C.naive_accumulated_grads(model, [1, 2], 2, C.mse_loss)
     with pytest.raises(ValueError, match="batch_loss must be a function.*got 3"):
         C.accumulation_gap(model, data, 2, 3)
@@ -118,7 +118,7 @@ def test_contrastive_bad_input():
         match=r"q and k must be \(n, dim\) tensors of one shape, got a tensor of shape \(2, 3\), a tensor of shape \(3, 3\)",
     ):
         C.info_nce(torch.ones(2, 3), torch.ones(3, 3))
-    with pytest.raises(ValueError, match="q and k must be .* got \\[1, 2\\]"):
+    with pytest.raises(ValueError, match="q and k must be .* got list \\[1, 2\\]"):
         C.info_nce([1, 2], torch.ones(3, 3))
     with pytest.raises(ValueError, match="batch must be an accumlab.Data"):
         C.contrastive_loss(C.encoder(), torch.ones(2, 8))
@@ -181,7 +181,7 @@ def test_gradcache_bad_input(pairs):
         C.gradcache_grads(model, pairs, 64)
     with pytest.raises(ValueError, match="replay_rng must be True or False, got 'yes'"):
         C.gradcache_grads(model, pairs, 8, replay_rng="yes")
-    with pytest.raises(ValueError, match="seed must be a non-negative integer, got -2"):
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*32\).*got -2"):
         C.same_masks_reference(model, pairs, 8, seed=-2)
     with pytest.raises(ValueError, match="temperature must be a finite number > 0, got -0.1"):
         C.cached_negatives_grads(model, pairs, 8, temperature=-0.1)
@@ -224,7 +224,7 @@ def test_ema_bad_input(reg):
     with pytest.raises(ValueError, match="placement must be one of .*got 'forward'"):
         C.ema_run(model, data, 8, 4, placement="forward")
     with pytest.raises(
-        ValueError, match="must be a multiple of micro_batch_size × accumulation_steps = 48"
+        ValueError, match="must be a multiple of micro_batch_size × accumulation_steps = 8 × 6 = 48"
     ):
         C.ema_run(model, data, 8, 6)
     with pytest.raises(ValueError, match="lr must be a finite number > 0, got 0"):
@@ -363,7 +363,7 @@ def test_fused_optimizer_steps_k_times_per_window(reg):
 def test_update_length_is_the_norm_of_the_change():
     before = {"a": torch.zeros(2), "b": torch.zeros(1)}
     assert C.update_length({"a": torch.tensor([3.0, 0.0]), "b": torch.tensor([4.0])}, before) == 5.0
-    with pytest.raises(ValueError, match="must be dicts naming the same parameters"):
+    with pytest.raises(ValueError, match="after and before must name the same parameters"):
         C.update_length({"a": torch.zeros(2)}, before)
 
 
@@ -422,7 +422,9 @@ def test_aggregation_bad_input(rl):
     kwargs = dict(aggregation="seq_mean", micro_batch_size=2)
     with pytest.raises(ValueError, match="aggregation must be one of .*got 'sum'"):
         C.aggregated_grads(model, data, adv, aggregation="sum", micro_batch_size=2)
-    with pytest.raises(ValueError, match="ranks × micro_batch_size = 6 must divide the 8 samples"):
+    with pytest.raises(
+        ValueError, match="ranks × micro_batch_size = 2 × 3 = 6 must divide the 8 samples"
+    ):
         C.aggregated_grads(model, data, adv, aggregation="seq_mean", micro_batch_size=3, ranks=2)
     with pytest.raises(ValueError, match="advantages must be a tensor with one value per sample"):
         C.aggregated_grads(model, data, adv[:3], **kwargs)

@@ -16,7 +16,6 @@ import pytest
 import torch
 
 import accumlab as al
-from accumlab.frameworks.hooks import RunawayLoop
 from accumlab.frameworks.plots import StepErrorFigure
 
 F = al.frameworks
@@ -61,7 +60,7 @@ def test_run_functions_reject_bad_names():
         F.run_framework("keras")
     with pytest.raises(ValueError, match="name.*'keras'"):
         F.run_all(("keras",), progress=False)
-    with pytest.raises(ValueError, match="runner must be callable, got int"):
+    with pytest.raises(ValueError, match="runner must be callable.*got int"):
         F.run_loop(3)
     with pytest.raises(ValueError, match="data.*'images'"):
         F.run_framework("reference", "images")
@@ -98,7 +97,7 @@ def test_a_runaway_loop_is_stopped():
         while True:
             model(problem.micro_batches()[0].x)
 
-    with pytest.raises(RunawayLoop, match="more than 56 forward passes"):
+    with pytest.raises(ValueError, match="runner was stopped: more than 56 forward passes"):
         F.run_loop(forever, "regression", 4)
 
 
@@ -215,7 +214,9 @@ def test_deepspeed_stand_in_divides_in_backward():
     twice = F.check_run(both["regression"]["deepspeed_stand_in_double"])
     assert len(documented) == 2 and _worst(documented) < 1e-12  # the short window never steps
     assert [round(c.scale, 12) for c in twice] == [0.25, 0.25]
-    engine = F.StandInEngine(None, None, None, 4)
+    model = al.mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = F.StandInEngine(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, F.lr_factor), 4)
     assert float(engine.backward(torch.tensor(8.0, requires_grad=True))) == 2.0
     assert float(engine.backward(torch.tensor(8.0, requires_grad=True), scale_wrt_gas=False)) == 8.0
 

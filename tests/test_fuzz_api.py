@@ -1,8 +1,8 @@
 """Bad input at every public entry point: a clear error in accumlab's words, never a hang, a
 silent result or an exception leaking from torch/matplotlib (see tests/fuzz_harness.py).
 
-Adding cases (topic owners): append rows to CASES below, or start tests/test_fuzz_<topic>.py
-with its own CASES list and the same three-line `worker` fixture and `test_case` function.
+Adding cases: the core's rows are below; a topic's rows live in tests/fuzz_topics/<topic>.py,
+run by tests/test_fuzz_topics.py in one worker.
   - `bad(target, label, call, *words)`: `call()` must raise ValueError/TypeError from accumlab's
     code whose message contains every word (name the parameter and the bad value);
   - `handled(target, label, call, ok)`: the right answer is a result; `ok(result)` says so;

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .._threads import one_thread
-from .._validate import positive_int
+from .._validate import flag, positive_int
 from ..data import Data
 from ..losses import Loss, get_loss
 from ..optim import make_optimizer
@@ -68,6 +68,8 @@ def audit(
     if not isinstance(data, Data):
         raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
     k = positive_int("accumulation_steps", accumulation_steps)
+    flag("scheduler", scheduler)  # a string such as "no" would mean yes
+    flag("scaler", scaler)
     batches = data.micro_batches(micro_batch_size)  # validates micro_batch_size against len(data)
     options = check_options(
         lr=lr,

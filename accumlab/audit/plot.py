@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._validate import instance
 from .findings import AuditReport
 
 if TYPE_CHECKING:
@@ -16,6 +17,8 @@ def plot_audit(report: AuditReport) -> Figure:
     """Top: a timeline over micro-batches — the reference's optimizer steps against the loop's
     steps, zero_grad and scheduler calls. Bottom: each step's relative gradient error (log scale)."""
     from matplotlib.figure import Figure  # imported on first plot: `import accumlab` stays light
+
+    instance("report", report, AuditReport, "the AuditReport al.audit(...) returns")
 
     fig = Figure(figsize=(8, 4.4), layout="constrained")
     top, bottom = fig.subplots(2, 1, height_ratios=[1, 1.3])

@@ -21,6 +21,14 @@ def audit_setup(name: str = "regression", **options) -> dict:
     `options` (max_norm, scheduler, scaler, ...) are passed on to `al.audit`.
     """
     one_of("name", name, SETUPS)
+    if options:  # al.audit(..., **setup) would fail later with Python's own TypeError
+        import inspect
+
+        from .auditor import audit
+
+        known = [p for p in inspect.signature(audit).parameters if p != "train_fn"]
+        for option in options:
+            one_of("options", option, known)
     return {**SETUPS[name](), **options}
 
 
@@ -43,6 +51,18 @@ def _tokens() -> dict:
         "loss": "cross_entropy",
     }
 
+
+# what `options` may set: al.audit's keyword arguments beyond the setup's own
+AUDIT_OPTIONS = (
+    "lr",
+    "max_norm",
+    "scheduler",
+    "scaler",
+    "last_window",
+    "rtol",
+    "time_limit",
+    "loss",
+)
 
 SETUPS: dict[str, Callable[[], dict]] = {
     "regression": _regression,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from .. import _validate
 from .._validate import one_of
 from .counters import position_from_step
 from .loop import Loop, Run, Setup, train
@@ -70,7 +71,7 @@ def save_checkpoint(checkpoint: dict, path) -> Path:
     """Write a checkpoint (the dict `train(..., stop_at=...)` returns in `run.checkpoint`) to
     `path` with torch.save. Lesson 10."""
     _check_checkpoint(checkpoint)
-    path = Path(path)
+    path = _validate.file_path("path", path)
     torch.save(checkpoint, path)
     return path
 
@@ -78,9 +79,7 @@ def save_checkpoint(checkpoint: dict, path) -> Path:
 def load_checkpoint(path) -> dict:
     """Read a checkpoint written by `save_checkpoint` (tensors and plain values only, so
     `weights_only=True` suffices). Lesson 10."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"path must be an existing checkpoint file, got {str(path)!r}")
+    path = _validate.file_path("path", path, exists=True)
     checkpoint = torch.load(path, weights_only=True)
     _check_checkpoint(checkpoint)
     return checkpoint
@@ -120,7 +119,7 @@ def resume(checkpoint: dict, *, omit: str = "none", setup: Setup | None = None) 
     if samples % setup.micro_batch_size:
         raise ValueError(
             f"the checkpoint stopped after {samples} samples, not a whole number of "
-            f"micro-batches of {setup.micro_batch_size}"
+            f"micro-batches of the setup's micro_batch_size={setup.micro_batch_size}"
         )
     loop.micro_step = samples // setup.micro_batch_size
     moved = loop.micro_step * setup.micro_batch_size != (
@@ -180,6 +179,13 @@ def final_error(run: Run, reference: Run) -> tuple[bool, float]:
     """(bit-exact?, relative L2 distance) between two runs' final weights."""
     from ..compare import grad_diff  # any dict of tensors: here, weights
 
+    for name, value in (("run", run), ("reference", reference)):
+        _validate.instance(name, value, Run, "a Run al.bookkeeping.train(...) returns")
+    if set(run.params) != set(reference.params):
+        raise ValueError(
+            f"run and reference must be runs of the same model, got parameters "
+            f"{sorted(run.params)} and {sorted(reference.params)}"
+        )
     exact = all(torch.equal(run.params[n], reference.params[n]) for n in reference.params)
     return exact, grad_diff(run.params, reference.params).rel_l2
 
@@ -187,6 +193,14 @@ def final_error(run: Run, reference: Run) -> tuple[bool, float]:
 def read_counts(parts: list[Run], samples: int, epochs: int) -> tuple[int, int]:
     """(extra, missed) sample reads over the whole run made of `parts`, against one read per
     sample per epoch."""
+    parts = _validate.sequence("parts", parts)
+    for i, part in enumerate(parts):
+        _validate.instance(f"parts[{i}]", part, Run, "a Run al.bookkeeping.train(...) returns")
+    _validate.positive_int("samples", samples)
+    _validate.positive_int("epochs", epochs)
+    read = max((int(c.max()) for p in parts for c in p.consumed if c.numel()), default=-1)
+    if read >= samples:
+        raise ValueError(f"samples={samples}, but the runs read sample {read}")
     reads = torch.zeros(samples, dtype=torch.long)
     for part in parts:
         if part.consumed:
@@ -206,6 +220,14 @@ def resume_damage(
     result with the uninterrupted run (in memory; lesson 10's table and explorer). The default
     stop, micro-step 153, is inside a window of the second epoch."""
     setup = Setup() if setup is None else setup
+    if not isinstance(setup, Setup):
+        raise ValueError(f"setup must be an al.bookkeeping.Setup, got {type(setup).__name__}")
+    total = setup.batches_per_epoch * setup.epochs
+    if isinstance(stop_at, bool) or not isinstance(stop_at, int) or not 0 < stop_at < total:
+        raise ValueError(f"stop_at must be a micro-step in [1, {total - 1}], got {stop_at!r}")
+    omissions = _validate.sequence("omissions", omissions)
+    for i, omit in enumerate(omissions):
+        one_of(f"omissions[{i}]", omit, OMISSIONS)
     reference = train(setup) if reference is None else reference
     first = train(setup, stop_at=stop_at)
     checks = []

@@ -9,7 +9,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from .._validate import one_of, positive_int
+from .._validate import MAX_STEPS, one_of, positive_int
 
 # How a loop decides that micro-batch i (0-based, index in its epoch) ends a window:
 #   per_epoch         — `(i + 1) % k == 0`: the epoch's last micro-batches wait for the next epoch,
@@ -105,6 +105,7 @@ def step_schedule(
     k = positive_int("accumulation_steps", accumulation_steps)
     positive_int("epochs", epochs)
     one_of("counter", counter, COUNTERS)
+    check_micro_steps(b, epochs)
     windows, current = [], []
     for g in range(b * epochs):
         i = g % b
@@ -117,6 +118,15 @@ def step_schedule(
             windows.append(tuple(current))
             current = []
     return Schedule(b, k, epochs, counter, tuple(windows), tuple(current))
+
+
+def check_micro_steps(batches_per_epoch: int, epochs: int) -> None:
+    """A schedule is built one micro-step at a time: bounded like every such loop."""
+    if batches_per_epoch * epochs > MAX_STEPS:
+        raise ValueError(
+            f"batches_per_epoch × epochs = {batches_per_epoch} × {epochs} micro-steps; at most "
+            f"{MAX_STEPS:,} (each is a step of Python work: more is a typo, not a lesson)"
+        )
 
 
 def scheduler_total_steps(batches_per_epoch: int, accumulation_steps: int, epochs: int) -> int:
@@ -160,15 +170,11 @@ def warmup_lrs(total_steps: int, warmup_steps: int, steps_taken: int) -> list[fl
     `torch.optim.lr_scheduler.LambdaLR` stepped once per optimizer step. Lesson 10."""
     import torch
 
-    total = positive_int("total_steps", total_steps)
-    positive_int("steps_taken", steps_taken)
-    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int):
-        raise ValueError(f"warmup_steps must be an integer, got {warmup_steps!r}")
-    if not 0 <= warmup_steps < total:
-        raise ValueError(f"warmup_steps must be in [0, {total}), got {warmup_steps}")
+    factor = linear_warmup(total_steps, warmup_steps)
+    positive_int("steps_taken", steps_taken, maximum=MAX_STEPS, why="one scheduler step each")
     weight = torch.zeros(1, requires_grad=True)
     opt = torch.optim.SGD([weight], lr=1.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, linear_warmup(total, warmup_steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     lrs = []
     for _ in range(steps_taken):
         lrs.append(opt.param_groups[0]["lr"])
@@ -180,6 +186,11 @@ def warmup_lrs(total_steps: int, warmup_steps: int, steps_taken: int) -> list[fl
 def linear_warmup(total_steps: int, warmup_steps: int):
     """`step -> factor` for LambdaLR: (step + 1) / warmup up to the peak, then linear to 0 at
     total_steps (0 afterwards). Lesson 10."""
+    total = positive_int("total_steps", total_steps)
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int):
+        raise ValueError(f"warmup_steps must be an integer, got {warmup_steps!r}")
+    if not 0 <= warmup_steps < total:
+        raise ValueError(f"warmup_steps must be in [0, {total}), got {warmup_steps}")
 
     def factor(step: int) -> float:
         if step < warmup_steps:

@@ -5,7 +5,14 @@ on lesson 03's `al.scaling.logged_losses`).
 
 from __future__ import annotations
 
-from .._validate import one_of, positive_float, positive_int
+from .._validate import (
+    MAX_STEPS,
+    fits_in_memory,
+    one_of,
+    positive_float,
+    positive_int,
+    positive_ints,
+)
 from ..data import regression_data
 from ..engine import Recipe, Trace, run
 from ..models import mlp
@@ -52,10 +59,15 @@ def logging_runs(
     positive_int("window_samples", window_samples)
     positive_int("steps", steps)
     positive_float("lr", lr)
-    if not ks:
-        raise ValueError("ks must hold at least one accumulation step count, got an empty list")
+    ks = positive_ints("ks", ks)
+    if steps * max(ks) > MAX_STEPS:
+        raise ValueError(
+            f"steps × k = {steps} × {max(ks)} micro-steps for the largest k; at most {MAX_STEPS:,}"
+        )
+    fits_in_memory(
+        f"window_samples × steps = {window_samples} × {steps} samples", window_samples * steps * 48
+    )
     for k in ks:
-        positive_int("k", k)
         if window_samples % k:
             raise ValueError(f"k must divide window_samples={window_samples}, got {k}")
     data = regression_data(n=window_samples * steps, features=4, seed=seed)
@@ -66,6 +78,7 @@ def logging_runs(
 def micro_step_axis(n_steps: int, k: int) -> list[int]:
     """x values of per-step logs drawn against micro-steps: step s ends at micro-step (s + 1)·k."""
     positive_int("k", k)
+    positive_int("n_steps", n_steps, minimum=0, maximum=MAX_STEPS, why="one x value each")
     return [(s + 1) * k for s in range(n_steps)]
 
 

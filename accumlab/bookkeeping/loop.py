@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of, positive_float, positive_int
 from ..data import Data, regression_data
@@ -17,7 +18,7 @@ from ..engine import Recipe
 from ..losses import get_loss
 from ..models import mlp
 from ..optim import OPTIMIZERS, make_optimizer
-from .counters import COUNTERS, Schedule, linear_warmup, step_schedule
+from .counters import COUNTERS, Schedule, check_micro_steps, linear_warmup, step_schedule
 
 FEATURES, HIDDEN = 4, 8
 # the window's scaling: `loss / k` always, or ÷ the micro-batches the window really holds (lesson 03)
@@ -51,14 +52,15 @@ class Setup:
         one_of("last_window", self.last_window, SCALINGS)
         one_of("optimizer", self.optimizer, OPTIMIZERS)
         positive_float("lr", self.lr)
-        ratio = self.warmup_ratio
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
-            raise ValueError(f"warmup_ratio must be a number in [0, 1), got {ratio!r}")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)):
-            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
-        positive_int("seed", self.seed, minimum=0)
+        _validate.fraction("warmup_ratio", self.warmup_ratio)
+        _validate.fraction("dropout", self.dropout)
+        _validate.seed("seed", self.seed)
+        check_micro_steps(self.batches_per_epoch, self.epochs)
+        _validate.fits_in_memory(  # the data set: samples × (FEATURES inputs + 1 target) float64
+            f"micro_batch_size × batches_per_epoch = {self.micro_batch_size} × "
+            f"{self.batches_per_epoch} samples",
+            self.samples * (FEATURES + 1) * 8,
+        )
 
     @property
     def samples(self) -> int:
@@ -256,6 +258,7 @@ def train(
     setup = Setup() if setup is None else setup
     if not isinstance(setup, Setup):
         raise ValueError(f"setup must be an al.bookkeeping.Setup, got {type(setup).__name__}")
+    _validate.flag("keep_checkpoints", keep_checkpoints)
     loop = Loop(setup)
     if stop_at is not None:
         total = loop.schedule.micro_steps

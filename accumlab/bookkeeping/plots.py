@@ -5,6 +5,11 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from .logs import micro_step_axis
+from .shapes import budget as check_budget
+from .shapes import checks as check_checks
+from .shapes import explorer, logged, lr_curves
+from .shapes import runs as check_runs
+from .shapes import schedules as check_schedules
 
 FLOOR = 1e-17  # an exact 0 cannot sit on a log axis: it is drawn here and the axis says so
 TITLES = {
@@ -18,6 +23,7 @@ TITLES = {
 def plot_logged_losses(curves: dict, keys=("last_scaled", "sum_of_unscaled", "window")) -> Figure:
     """{k: logged_curves(...)}: one column per logging rule, against optimizer steps (top) and
     against micro-steps (bottom), one line per k."""
+    keys = logged("curves", curves, keys)
     fig = Figure(figsize=(11, 5.6), layout="constrained")
     axes = fig.subplots(2, len(keys), sharey="col", squeeze=False)
     for col, key in enumerate(keys):
@@ -37,6 +43,7 @@ def plot_logged_losses(curves: dict, keys=("last_scaled", "sum_of_unscaled", "wi
 def plot_schedules(schedules: dict) -> Figure:
     """{label: Schedule}: micro-batches per optimizer step for each counter; red dots mark windows
     holding micro-batches of two epochs, dotted lines the epoch boundaries."""
+    check_schedules("schedules", schedules)
     fig = Figure(figsize=(10, 1.9 * len(schedules) + 0.6), layout="constrained")
     axes = fig.subplots(len(schedules), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (label, s) in zip(axes, schedules.items()):
@@ -62,6 +69,7 @@ def plot_schedules(schedules: dict) -> Figure:
 def plot_log_ratio(runs: dict) -> Figure:
     """{label: Run}: the logged Σ of scaled micro-losses divided by the true window mean, per
     optimizer step (1 where the log is right)."""
+    check_runs("runs", runs)
     fig = Figure(figsize=(9, 3.2), layout="constrained")
     ax = fig.add_subplot()
     for label, r in runs.items():
@@ -77,6 +85,7 @@ def plot_log_ratio(runs: dict) -> Figure:
 
 def plot_lr_schedules(curves: dict, *, peak_lr: float = 1.0) -> Figure:
     """{label: learning-rate factor per optimizer step taken}."""
+    lr_curves("curves", curves, peak_lr)
     fig = Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.add_subplot()
     for label, lrs in curves.items():
@@ -90,6 +99,7 @@ def plot_lr_schedules(curves: dict, *, peak_lr: float = 1.0) -> Figure:
 
 def plot_resume_damage(checks) -> Figure:
     """ResumeCheck list: relative distance of the final weights from the uninterrupted run."""
+    check_checks("checks", checks)
     fig = Figure(figsize=(7.5, 0.42 * len(checks) + 1.2), layout="constrained")
     ax = fig.add_subplot()
     labels = [c.omission for c in checks][::-1]
@@ -105,6 +115,7 @@ def plot_resume_damage(checks) -> Figure:
 
 def plot_tokens_per_step(budget) -> Figure:
     """TokenBudget: sequences, real tokens and padded tokens per optimizer step."""
+    check_budget("budget", budget)
     fig = Figure(figsize=(9, 3.2), layout="constrained")
     ax_s, ax_t = fig.subplots(1, 2)
     steps = list(range(1, budget.steps + 1))
@@ -131,6 +142,7 @@ class LiveFigure:
         self.figure: Figure | None = None
 
     def __call__(self, data: dict) -> Figure:
+        explorer("data", data)
         if self.figure is None:
             self._build()
         self._update(data)
@@ -210,6 +222,7 @@ class LiveFigure:
 
 def explorer_summary(d: dict) -> str:
     """The explorer's numbers, in words (shown beside the figure, not drawn in it)."""
+    explorer("d", d)
     s = d["schedule"]
     left = f", {len(s.leftover)} micro-batch(es) never stepped" if s.leftover else ""
     verdict = "bit for bit" if d["bit_exact"] else f"final weights off by {d['rel_error']:.2e}"
@@ -229,4 +242,4 @@ def plot_bookkeeping_explorer(data: dict) -> Figure:
     """The explorer's four panels for `bookkeeping_data(...)` output, as a new Figure: window
     size per optimizer step (top left), how many steps had each size (top right), the logged
     loss (bottom left), and the resumed weights' error after each step (bottom right)."""
-    return LiveFigure()(data)
+    return LiveFigure()(data)  # which checks `data`

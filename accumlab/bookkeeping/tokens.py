@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._validate import positive_int
+from .._validate import positive_int, sequence
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,7 @@ def tokens_per_step(
     made of micro-batches of micro_batch_size sequences. Lesson 10."""
     if hasattr(lengths, "tolist"):
         lengths = lengths.tolist()
-    if not isinstance(lengths, (list, tuple)) or not lengths:
-        raise ValueError(f"lengths must be a non-empty list of token counts, got {lengths!r}")
+    lengths = sequence("lengths", lengths)
     for i, n in enumerate(lengths):
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"lengths[{i}] must be a non-negative integer, got {n!r}")

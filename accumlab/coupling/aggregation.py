@@ -10,11 +10,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of, positive_int
 from ..compare import grad_diff
 from ..data import IGNORE_INDEX, Data, _generator, token_data
 from ..models import TinyLM
+from ..run_inputs import forward
 from ._checks import describe, require_data, require_model
 
 # token_mean_local: each micro-batch's loss is its token mean, ÷ k (the "bnpo" loss of the trl code
@@ -45,8 +47,8 @@ def policy(vocab: int = 16, *, seed: int = 0) -> TinyLM:
 
 def token_losses(model: nn.Module, batch: Data, advantages: torch.Tensor) -> torch.Tensor:
     """−advantage × log π(token) for every real token, 0 on padding: shape (n, T)."""
-    _advantages(advantages, len(require_data(batch, "batch")))
-    logits = model(batch.x)
+    _advantages(advantages, len(_tokens("batch", batch)))
+    logits = forward(require_model(model), batch, "batch")
     nll = F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]),
         batch.y.reshape(-1),
@@ -61,7 +63,18 @@ def _advantages(advantages, n: int) -> torch.Tensor:
         raise ValueError(
             f"advantages must be a tensor with one value per sample ({n}), got {describe(advantages)}"
         )
-    return advantages
+    return _validate.tensor("advantages", advantages, finite=True)
+
+
+def _tokens(name: str, data) -> Data:
+    """Token data: integer token ids in x, integer labels (padding -100) in y."""
+    require_data(data, name)
+    if data.x.is_floating_point() or data.y.is_floating_point():
+        raise ValueError(
+            f"{name} must be token data such as al.coupling.rl_batch()'s (integer token ids in x, "
+            f"labels in y), got x of dtype {data.x.dtype} and y of dtype {data.y.dtype}"
+        )
+    return data
 
 
 def _micro_loss(losses, lengths, aggregation, *, k, ranks, total_tokens, total_seqs, max_len):
@@ -93,13 +106,14 @@ def aggregated_grads(
     Lesson 09."""
     one_of("aggregation", aggregation, AGGREGATIONS)
     require_model(model)
-    require_data(data)
+    _tokens("data", data)
     positive_int("ranks", ranks)
     positive_int("micro_batch_size", micro_batch_size)
     n = len(data)
     if n % (ranks * micro_batch_size):
         raise ValueError(
-            f"ranks × micro_batch_size = {ranks * micro_batch_size} must divide the {n} samples"
+            f"ranks × micro_batch_size = {ranks} × {micro_batch_size} = "
+            f"{ranks * micro_batch_size} must divide the {n} samples"
         )
     _advantages(advantages, n)
     order = torch.arange(n) if order is None else order
@@ -149,7 +163,8 @@ def partition_gaps(
     """Relative L2 gap between the big batch (one rank, one micro-batch, same aggregation) and
     each of `partitions` random splits of the same samples over ranks and micro-batches. All ≈ 0
     for an aggregation that does not care how samples are split. Lesson 09."""
-    positive_int("partitions", partitions)
+    # each split recomputes the gradient on every rank: the lesson's 6 make the point
+    positive_int("partitions", partitions, maximum=1000, why="one gradient per rank per split")
     big = aggregated_grads(
         model, data, advantages, aggregation=aggregation, micro_batch_size=len(data)
     )

@@ -7,11 +7,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import positive_float, positive_int
 from ..data import Data, _generator
 from ..models import mlp
-from ._checks import describe, require_data
+from ..run_inputs import forward
+from ._checks import describe, require_data, require_model
 from .principle import accumulation_gap
 
 TEMPERATURE = 0.1
@@ -25,6 +27,10 @@ def pair_data(
     positive_int("n", n, minimum=2)
     positive_int("features", features)
     positive_float("noise", noise, allow_zero=True)
+    _validate.float_dtype("dtype", dtype)
+    _validate.fits_in_memory(
+        f"pair_data(n={n}, features={features})", 2 * n * features * dtype.itemsize
+    )
     g = _generator(seed)
     x = torch.randn(n, features, generator=g, dtype=dtype)
     return Data(x, x + noise * torch.randn(n, features, generator=g, dtype=dtype))
@@ -35,6 +41,7 @@ def encoder(
 ) -> nn.Sequential:
     """The embedding network: accumlab's seeded MLP (Linear → Tanh (→ Dropout), twice, then a
     Linear head to `dim`). Lesson 09."""
+    positive_int("dim", dim)  # (mlp would call it "outputs")
     return mlp(features, 16, dim, depth=2, dropout=dropout, seed=seed)
 
 
@@ -47,18 +54,21 @@ def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float = TEMPERATURE)
         raise ValueError(
             f"q and k must be (n, dim) tensors of one shape, got {describe(q)}, {describe(k)}"
         )
+    _validate.tensor("q", q, finite=True)
+    _validate.tensor("k", k, finite=True)
     logits = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).T / temperature
     return F.cross_entropy(logits, torch.arange(len(q), device=q.device))
 
 
 def pair_inputs(batch: Data) -> torch.Tensor:
     """Anchors then positives, so ONE forward embeds both (one dropout draw per micro-batch)."""
+    require_data(batch, "batch")
     return torch.cat([batch.x, batch.y])
 
 
 def contrastive_loss(model: nn.Module, batch: Data, temperature: float = TEMPERATURE):
     """InfoNCE of `model`'s embeddings over `batch`: the batch loss naive accumulation averages."""
-    z = model(pair_inputs(require_data(batch, "batch")))
+    z = forward(require_model(model), pair_inputs(batch), "the batch's anchors and positives")
     return info_nce(z[: len(batch)], z[len(batch) :], temperature)
 
 
@@ -67,6 +77,7 @@ def chance_loss(n: int, dim: int = 8) -> float:
     The value a batch of n reports for an encoder that tells nothing apart. Lesson 09."""
     positive_int("n", n)
     positive_int("dim", dim)
+    _validate.fits_in_memory(f"chance_loss(n={n}) (an n × n similarity matrix)", 8 * n * (n + dim))
     same = torch.ones(n, dim, dtype=torch.float64)
     return float(info_nce(same, same))
 
@@ -77,7 +88,7 @@ def contrastive_sweep(
 ) -> dict:
     """For each micro-batch size: naive accumulation vs the big batch (gradient cosine, max
     relative error), the negatives each sample sees, and the chance level log(size). Lesson 09."""
-    sizes = [positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
+    sizes = _validate.positive_ints("sizes", sizes)
 
     def loss(m, b):
         return contrastive_loss(m, b, temperature)

@@ -11,6 +11,7 @@ from torch.func import functional_call, grad, vmap
 from .._threads import one_thread
 from .._validate import one_of, positive_float
 from ..data import Data
+from ..run_inputs import forward
 from ._checks import require_data, require_model
 
 # per_sample: clip each sample, sum (DP-SGD; what opacus accumulates over virtual steps);
@@ -26,6 +27,8 @@ def per_sample_grads(model: nn.Module, data: Data) -> dict[str, torch.Tensor]:
     require_data(data)
     if not data.y.is_floating_point():  # the per-sample loss here is a squared error
         raise ValueError(f"data.y must hold float regression targets, got dtype {data.y.dtype}")
+    with torch.no_grad():  # shapes said in the lesson's words, not in vmap's
+        forward(model, data, "data")
     params = {n: p.detach() for n, p in model.named_parameters()}
 
     def one(p, x, y):

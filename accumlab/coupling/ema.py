@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .._threads import one_thread
-from .._validate import one_of, positive_float, positive_int
+from .._validate import MAX_STEPS, finite_float, flag, one_of, positive_float, positive_int
 from ..data import Data
 from ..engine import params_of
 from ._checks import require_data, require_model
@@ -56,7 +56,7 @@ def ema_run(
     if len(windows[-1]) < accumulation_steps or len(micro[-1]) < micro_batch_size:
         raise ValueError(
             f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "
-            f"= {micro_batch_size * accumulation_steps}"
+            f"= {micro_batch_size} × {accumulation_steps} = {micro_batch_size * accumulation_steps}"
         )
     model = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
@@ -123,7 +123,7 @@ def ema_old_weight(
 
 def ema_horizon(old_weight: float) -> float:
     """Optimizer steps an EMA effectively averages over: 1 / (1 − weight kept per step)."""
-    if not 0 <= old_weight < 1:
+    if not 0 <= finite_float("old_weight", old_weight) < 1:
         raise ValueError(f"old_weight must be in [0, 1), got {old_weight!r}")
     return 1 / (1 - old_weight)
 
@@ -135,9 +135,8 @@ def accelerate_ema_updates(accumulation_steps: int, micro_steps: int, *, gated: 
     `accelerator.sync_gradients` is True. Returns {"sync_flags": the flag after each iteration,
     "optimizer_steps": steps the optimizer really took, "ema_updates": EMA updates}. Lesson 09."""
     positive_int("accumulation_steps", accumulation_steps)
-    positive_int("micro_steps", micro_steps)
-    if not isinstance(gated, bool):
-        raise ValueError(f"gated must be True or False, got {gated!r}")
+    positive_int("micro_steps", micro_steps, maximum=MAX_STEPS, why="each runs a real step")
+    flag("gated", gated)
     from accelerate import Accelerator  # here: importing Accelerate takes seconds
 
     from ..data import regression_data

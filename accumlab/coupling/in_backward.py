@@ -9,6 +9,7 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of, positive_float
 from ..data import Data
@@ -95,6 +96,17 @@ def accumulate_then_step(
 
 def update_length(after: dict[str, torch.Tensor], before: dict[str, torch.Tensor]) -> float:
     """‖after − before‖ over all parameters: how far one window moved the weights. Lesson 09."""
-    if not isinstance(after, dict) or not isinstance(before, dict) or set(after) != set(before):
-        raise ValueError("after and before must be dicts naming the same parameters")
+    _validate.tensor_dict("after", after)
+    _validate.tensor_dict("before", before)
+    if set(after) != set(before):
+        raise ValueError(
+            f"after and before must name the same parameters, got {sorted(after)} and "
+            f"{sorted(before)}"
+        )
+    for n in after:
+        if after[n].shape != before[n].shape:
+            raise ValueError(
+                f"after[{n!r}] and before[{n!r}] must have the same shape, got "
+                f"{tuple(after[n].shape)} and {tuple(before[n].shape)}"
+            )
     return float(torch.cat([(after[n] - before[n]).reshape(-1) for n in sorted(after)]).norm())

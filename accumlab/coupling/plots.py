@@ -6,6 +6,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
+from . import shapes
+
 FLOOR = 1e-17  # a gap of exactly 0 is drawn here: a log axis cannot show 0
 NAIVE, FIX = "tab:red", "tab:green"
 
@@ -18,6 +20,7 @@ def plot_gaps(
     gaps: dict, *, title: str = "", ylabel: str = "relative L2 gap to the big batch"
 ) -> Figure:
     """One bar per label, log scale: {label: gap}; green when at rounding level (≤ 1e-12)."""
+    shapes.gaps("gaps", gaps)
     fig = Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.add_subplot()
     labels = list(gaps)
@@ -36,6 +39,7 @@ def plot_contrastive_sweep(sweep: dict) -> Figure:
     """Left: naive accumulation vs the big batch (gradient cosine) per micro-batch size. Right: the
     chance level log(b) — what the loss of a micro-batch of b reads for an encoder that tells
     nothing apart — next to the big batch's."""
+    shapes.sweep("sweep", sweep)
     fig = Figure(figsize=(10, 3.3), layout="constrained")
     ax_cos, ax_chance = fig.subplots(1, 2)
     sizes = sweep["sizes"]
@@ -67,6 +71,7 @@ def _styled_lines(ax, xs, curves: dict) -> None:
 def plot_ema(steps: list[int], gaps: dict, *, title: str = "") -> Figure:
     """Relative gap of the EMA weights to the big batch's EMA after each optimizer step, one line
     per label ({label: gaps})."""
+    shapes.curves("gaps", gaps, "steps", steps)
     fig = Figure(figsize=(6.5, 3.3), layout="constrained")
     ax = fig.add_subplot()
     _styled_lines(ax, steps, gaps)
@@ -84,6 +89,7 @@ def plot_gap_sweep(
 ) -> Figure:
     """Gap to the big batch against micro-batch size, one line per label ({label: gaps}); red:
     a real gap, green: rounding level."""
+    shapes.curves("curves", curves, "sizes", sizes)
     fig = Figure(figsize=(6.5, 3.3), layout="constrained")
     ax = fig.add_subplot()
     _styled_lines(ax, sizes, curves)
@@ -101,6 +107,7 @@ def plot_gap_sweep(
 def plot_partition_gaps(gaps: dict, *, title: str = "") -> Figure:
     """One dot per random split of the samples over ranks and micro-batches, per aggregation
     ({aggregation: [gap per split]}), against the big batch with the same aggregation."""
+    shapes.partition_gaps("gaps", gaps)
     fig = Figure(figsize=(7.5, 3.3), layout="constrained")
     ax = fig.add_subplot()
     for i, ys in enumerate(gaps.values()):
@@ -117,6 +124,7 @@ def plot_partition_gaps(gaps: dict, *, title: str = "") -> Figure:
 def plot_coupling_explorer(data: dict) -> Figure:
     """Lesson 09's explorer: naive and fixed gap of every coupling at one micro-batch size and k,
     the chosen coupling in full colour. Fixed layout, so updates never re-run a layout engine."""
+    shapes.explorer("data", data)
     fig = Figure(figsize=(10, 3.4))
     fig.subplots_adjust(left=0.08, right=0.99, bottom=0.22, top=0.81)
     ax = fig.add_subplot()
@@ -143,6 +151,7 @@ def plot_coupling_explorer(data: dict) -> Figure:
 def update_coupling_figure(fig: Figure, data: dict) -> Figure:
     """Move the bars, tick labels and title of `plot_coupling_explorer`'s figure to `data`: the bars
     are the same artists, only their heights and transparency change."""
+    shapes.explorer_figure("fig", fig, data)
     ax = fig.axes[0]
     bars = dict(zip(("naive", "fix"), ax.containers, strict=True))
     for i, row in enumerate(data["rows"]):

@@ -13,7 +13,9 @@ from .._threads import one_thread
 from ..compare import GradDiff, grad_diff
 from ..data import Data
 from ..engine import grads_of
-from ._checks import require_data, require_model
+from ..losses import get_loss
+from ..run_inputs import forward
+from ._checks import describe, require_data, require_model
 
 BatchLoss = Callable[[nn.Module, Data], torch.Tensor]  # (model, batch) -> mean loss over the batch
 
@@ -27,6 +29,16 @@ def _check(model, data, batch_loss) -> None:
         )
 
 
+def _loss(value) -> torch.Tensor:
+    """What batch_loss returned: the batch's loss, a 0-d tensor with a graph to backpropagate."""
+    if not isinstance(value, torch.Tensor) or value.dim() != 0 or value.grad_fn is None:
+        raise ValueError(
+            "batch_loss must return the batch's loss as a 0-d tensor computed from the model "
+            f"(one backward follows), got {describe(value)}"
+        )
+    return value
+
+
 @one_thread()
 def batch_loss_grads(model: nn.Module, data: Data, batch_loss: BatchLoss) -> dict:
     """Gradient of `batch_loss(model, data)`: the big batch in one forward and one backward, on a
@@ -34,7 +46,7 @@ def batch_loss_grads(model: nn.Module, data: Data, batch_loss: BatchLoss) -> dic
     _check(model, data, batch_loss)
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
-    batch_loss(model, data).backward()
+    _loss(batch_loss(model, data)).backward()
     return grads_of(model)
 
 
@@ -50,7 +62,7 @@ def naive_accumulated_grads(
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
     for mb in micro:
-        (batch_loss(model, mb) * (len(mb) / len(data))).backward()
+        (_loss(batch_loss(model, mb)) * (len(mb) / len(data))).backward()
     return grads_of(model)
 
 
@@ -68,4 +80,6 @@ def accumulation_gap(
 
 def mse_loss(model: nn.Module, batch: Data) -> torch.Tensor:
     """Mean squared error of `model` on `batch`: a mean of per-sample terms (the control case)."""
-    return torch.nn.functional.mse_loss(model(require_data(batch, "batch").x), batch.y)
+    pred = forward(require_model(model), require_data(batch, "batch"), "batch")
+    get_loss("mse").check(pred, batch.y)  # (n, 1) against (n,) would broadcast silently
+    return torch.nn.functional.mse_loss(pred, batch.y)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._threads import one_thread
-from .._validate import one_of, positive_int
+from .._validate import flag, one_of, positive_int
 from ..data import Data, classification_data
 from ..engine import grads_of
 from ..models import mlp
@@ -30,6 +30,7 @@ def router_data(
     micro-batch) mostly share a topic, as the tokens of one document do; otherwise in random
     order. y is the topic, for reference only. Lesson 09."""
     positive_int("experts", experts, minimum=2)  # checked here: classification_data says "classes"
+    flag("grouped", grouped)
     data = classification_data(n, features, experts, seed=seed)
     if not grouped:
         return data

@@ -7,11 +7,13 @@ function behind it, callable without any widget.
 
 from __future__ import annotations
 
+from .._validate import flag
+from . import shapes
+
 
 def sweep_grid(rows: list[dict]) -> dict:
     """The values the sweep covers: {"ranks": [...], "k": [...], "micro_batch": [...]}."""
-    if not rows:
-        raise ValueError("rows must hold at least one measured sweep row, got an empty sweep")
+    shapes.rows("rows", rows)
     return {key: sorted({r[key] for r in rows}) for key in ("ranks", "k", "micro_batch")}
 
 
@@ -19,6 +21,7 @@ def sweep_view(
     rows: list[dict], ranks: int, k: int, micro_batch: int, no_sync: bool, *, source: str = ""
 ) -> dict:
     """The measured row for one setting, plus both curves over k for the same ranks/micro-batch."""
+    flag("no_sync", no_sync)
     grid = sweep_grid(rows)
     for name, value in (("ranks", ranks), ("k", k), ("micro_batch", micro_batch)):
         if value not in grid[name]:

@@ -14,7 +14,8 @@ from dataclasses import asdict
 import torch
 import torch.nn.functional as F
 
-from .._validate import positive_int
+from .. import _validate
+from .._validate import one_of, positive_int
 from ..compare import grad_diff
 from ..data import regression_data
 from ..models import TinyLM, mlp
@@ -71,11 +72,29 @@ def progress_steps(parts, world_size: int) -> int:
 
 
 def check_parts(parts) -> tuple[str, ...]:
-    parts = tuple(parts)
-    unknown = [p for p in parts if p not in PARTS]
-    if unknown or not parts:
-        raise ValueError(f"parts must be a non-empty selection of {PARTS}, got {parts!r}")
+    parts = tuple(_validate.sequence("parts", parts))
+    for i, part in enumerate(parts):
+        one_of(f"parts[{i}]", part, PARTS)
     return parts
+
+
+# what `sweep_options` may set (ddp.sweep's keywords), and its bounds: each rank builds an MLP of
+# features × hidden and times every (ranks, k, micro-batch) on it
+SWEEP_SIZES = {"repeats": 100, "features": 4096, "hidden": 4096}
+SWEEP_LISTS = {"ks": 1024, "micro_batches": 4096}
+
+
+def check_sweep_options(options) -> dict | None:
+    if options is None:
+        return None
+    options = _validate.mapping("sweep_options", options)
+    for key, value in options.items():
+        if key in SWEEP_LISTS:
+            _validate.positive_ints(f"sweep_options[{key!r}]", value, maximum=SWEEP_LISTS[key])
+        else:
+            one_of("sweep_options keys", key, (*SWEEP_LISTS, *SWEEP_SIZES))
+            positive_int(f"sweep_options[{key!r}]", value, maximum=SWEEP_SIZES[key])
+    return options
 
 
 def sync_experiments(
@@ -98,6 +117,9 @@ def sync_experiments(
         if value > most:  # every rank builds world_size × k × micro_batch samples
             raise ValueError(f"{name} must be at most {most}, got {value}")
     parts = check_parts(parts)
+    sweep_options = check_sweep_options(sweep_options)
+    _validate.seed("seed", seed)
+    _validate.flag("progress", progress)
     plan = choose_plan(world_size, device=device)
     config = {
         "k": k,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from . import shapes
+
 MODE_LABELS = {
     "every": "sync every micro-step",
     "no_sync": "no_sync (forward + backward)",
@@ -14,6 +16,7 @@ MODE_LABELS = {
 
 def plot_sync_rounds(ddp: dict, *, title: str | None = None) -> Figure:
     """All-reduce calls made by each backward of one optimizer step, per way of syncing."""
+    shapes.ddp("ddp", ddp)
     modes = list(ddp)
     k = len(ddp[modes[0]]["per_backward"])
     fig = Figure(figsize=(7, 3.2), layout="constrained")
@@ -50,6 +53,7 @@ def _series(rows: list[dict], ranks: int, micro_batch: int, no_sync: bool, key: 
 
 def plot_step_times(rows: list[dict], *, ranks: int, micro_batch: int, device: str = "") -> Figure:
     """Measured time per optimizer step against k, syncing every micro-step vs no_sync."""
+    shapes.rows_at("rows", rows, ranks=ranks, micro_batch=micro_batch)
     fig = Figure(figsize=(6.5, 3.2), layout="constrained")
     ax = fig.add_subplot()
     for no_sync, style in ((False, "o-"), (True, "s--")):
@@ -76,6 +80,7 @@ def plot_step_times(rows: list[dict], *, ranks: int, micro_batch: int, device: s
 
 def plot_fsdp_grad_memory(fsdp: dict) -> Figure:
     """FSDP2: gradient bytes each rank holds after every micro-step, and reduce-scatter traffic."""
+    shapes.fsdp("fsdp", fsdp)
     fig = Figure(figsize=(8, 3.2), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[3, 2])
     labels = {
@@ -113,6 +118,7 @@ def plot_fsdp_grad_memory(fsdp: dict) -> Figure:
 
 def plot_token_normalisation(tokens: dict) -> Figure:
     """Relative error against one process: per-rank token means vs an all-reduced token count."""
+    shapes.tokens("tokens", tokens)
     fig = Figure(figsize=(6, 3), layout="constrained")
     ax = fig.add_subplot()
     names = ["per-rank token mean", "all-reduced token count"]
@@ -131,6 +137,7 @@ def plot_token_normalisation(tokens: dict) -> Figure:
 def plot_sync_explorer(view: dict) -> Figure:
     """Lesson 07's widget: all-reduce calls, bytes and step time against k for the chosen ranks and
     micro-batch, both ways of syncing; the chosen (k, no_sync) point is ringed."""
+    shapes.view("view", view)
     fig = Figure(figsize=(9, 3), layout="constrained")
     axes = fig.subplots(1, 3)
     keys = (

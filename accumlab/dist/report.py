@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from .shapes import summary as summary_shape
+
 TOLERANCE = 1e-9  # float64 throughout: agreement to ~1e-15 is expected, 1e-9 leaves room for order
 
 
 def checks(summary: dict) -> dict[str, bool]:
     """Each relation the lesson claims, evaluated on `summary` (True = holds)."""
+    summary_shape("summary", summary, complete=False)
     out = {}
     k = summary["k"]
     if "ddp" in summary:
@@ -103,6 +106,7 @@ def _mb(n) -> str:
 
 def format_summary(summary: dict) -> str:
     """What `python -m accumlab.dist` prints: backend, counts, bytes, times, equivalence checks."""
+    summary_shape("summary", summary)
     lines = [f"backend: {summary['backend_note']}", f"torch {summary['torch']}"]
     k, m, w = summary["k"], summary["micro_batch"], summary["world_size"]
     if "ddp" in summary:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import _validate
 from .problem import Problem
 
 
@@ -25,6 +26,13 @@ class StandInEngine:
     around a plain optimizer and scheduler."""
 
     def __init__(self, model, optimizer, scheduler, gradient_accumulation_steps: int):
+        _validate.instance("model", model, torch.nn.Module, "a torch.nn.Module")
+        _validate.positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
+        _validate.optimizer("optimizer", optimizer)
+        if not callable(getattr(scheduler, "step", None)):
+            raise ValueError(
+                f"scheduler must be an LR scheduler (with .step()), got {scheduler!r:.60}"
+            )
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.gas = gradient_accumulation_steps
         self.micro_steps = 0

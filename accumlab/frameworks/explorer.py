@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from .._validate import one_of
+from .. import _validate
 from ..explorer import Explorer, int_slider
+from . import shapes
 from .hooks import FrameworkRun
 from .measure import StepCheck, check_run
 from .plots import StepErrorFigure
@@ -32,10 +33,8 @@ def framework_grid(
     `run_all` returns them) are reused instead of run again. Lesson 11."""
     from tqdm.auto import tqdm
 
-    for name in names:
-        one_of("name", name, ALL)
-    for d in data:
-        one_of("data", d, DATASETS)
+    shapes.grid_request(names, ks, data, runs)
+    _validate.flag("progress", progress)
     done = {
         (n, d, r.problem.k): r for d, by_name in (runs or {}).items() for n, r in by_name.items()
     }
@@ -49,6 +48,7 @@ def framework_grid(
 
 def explore_frameworks(grid: dict, framework: str, data: str, k: int) -> dict:
     """What the explorer draws for one setting, looked up in `framework_grid(...)`'s cache."""
+    _validate.mapping("grid", grid, keys=tuple)
     key = (framework, data, k)
     if key not in grid:
         raise ValueError(f"(framework, data, k) = {key!r} is not in the grid")
@@ -71,7 +71,7 @@ def framework_explorer(grid: dict | None = None) -> Explorer:
     """Build lesson 11's explorer over `grid` (default: every framework, data set and k in KS,
     run now — a few seconds, with a progress bar)."""
     grid = grid if grid is not None else framework_grid()
-    if not isinstance(grid, dict) or not grid:
+    if not _validate.mapping("grid", grid, keys=tuple):
         raise ValueError(f"grid must be a non-empty dict from framework_grid(), got {grid!r}")
     names = list(dict.fromkeys(n for n, _, _ in grid))
     datas = list(dict.fromkeys(d for _, d, _ in grid))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from .._threads import one_thread
+from .._validate import instance
 from ..engine import grads_of
 from .hooks import FrameworkRun, StepSeen
 from .problem import Problem
@@ -127,6 +128,7 @@ def _logged_as(value: float | None, terms: dict) -> str:
 @one_thread()  # tiny models: a second thread only waits (lesson 04's measurement)
 def check_run(run: FrameworkRun) -> list[StepCheck]:
     """Every optimizer step of `run` against the reference at the same weights. Lesson 11."""
+    instance("run", run, FrameworkRun, "a FrameworkRun al.frameworks.run_framework(...) returns")
     problem: Problem = run.problem
     expected = problem.windows()
     checks = []
@@ -165,4 +167,13 @@ def _check_step(problem: Problem, run: FrameworkRun, i: int, step: StepSeen, exp
 
 def final_weight_error(run: FrameworkRun, reference: FrameworkRun) -> float:
     """‖final weights − the reference run's final weights‖ / ‖reference's‖ after the epoch."""
+    for name, value in (("run", run), ("reference", reference)):
+        instance(
+            name, value, FrameworkRun, "a FrameworkRun al.frameworks.run_framework(...) returns"
+        )
+    if run.problem.data_name != reference.problem.data_name:
+        raise ValueError(
+            f"run and reference must be runs on the same problem, got {run.problem.data_name!r} "
+            f"and {reference.problem.data_name!r}"
+        )
     return _rel(_flat(run.final_params), _flat(reference.final_params))

@@ -7,6 +7,7 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from . import shapes
 from .measure import EXACT
 
 FLOOR = 1e-17  # an exact 0 cannot sit on a log axis: it is drawn here, and the axis says so
@@ -22,6 +23,7 @@ def _floored(values) -> list[float]:
 def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens")) -> Figure:
     """Relative gradient error of every optimizer step vs the reference, one group per framework,
     one panel per problem, from a `framework_table(...)`'s evidence."""
+    shapes.table("table", table)
     data = (data,) if isinstance(data, str) else tuple(data)
     for d in data:
         if d not in table.checks:
@@ -114,4 +116,5 @@ class StepErrorFigure:
 
 def plot_step_explorer(data: dict) -> Figure:
     """The explorer's figure for one setting, built from scratch (tests and static use)."""
+    shapes.explorer("data", data)
     return StepErrorFigure(max(len(data["grad_error"]), 1)).update(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -9,12 +10,14 @@ from importlib.metadata import PackageNotFoundError, version
 
 import torch
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of
+from ..exercises._limit import AnswerTimeout, call_within
 from .deepspeed_stand_in import stand_in_double_division_loop, stand_in_loop
-from .hooks import FrameworkRun, Recorder
+from .hooks import FrameworkRun, Recorder, RunawayLoop
 from .plain import reference_loop, textbook_loop
-from .problem import make_problem
+from .problem import DATASETS, make_problem
 from .quiet import offline_and_quiet
 from .with_accelerate import accelerate_global_loop, accelerate_loop, accelerate_unprepared_loop
 from .with_lightning import lightning_exact_loop, lightning_loop
@@ -100,6 +103,7 @@ ALL = {**FRAMEWORKS, **VARIANTS}
 def lr_factor(step: int) -> float:
     """The schedule every run uses: strictly decreasing, so a scheduler stepped too often or too
     rarely shows in the learning rate of the first step it affects (as in lesson 08)."""
+    _validate.positive_int("step", step, minimum=0)
     return 1.0 / (1.0 + step)
 
 
@@ -139,11 +143,15 @@ def run_loop(
     *,
     name: str = "your loop",
     package: str | None = None,
+    time_limit: float = 60.0,
 ) -> FrameworkRun:
     """`runner(problem, model, optimizer, scheduler, folder) -> logged` on a fresh problem, recorded
-    like every framework run (the exercises run learners' loops through it). Lesson 11."""
-    if not callable(runner):
-        raise ValueError(f"runner must be callable, got {type(runner).__name__}")
+    like every framework run (the exercises run learners' loops through it). Lesson 11.
+
+    A runner still running after `time_limit` seconds, or forwarding far more often than one
+    epoch needs, is stopped and said so (a ValueError naming it), never left to hang."""
+    _validate.function("runner", runner)
+    seconds = _validate.positive_float("time_limit", time_limit)
     problem = make_problem(data, k)
     model = problem.model()
     optimizer = torch.optim.SGD(model.parameters(), lr=problem.lr)
@@ -151,11 +159,24 @@ def run_loop(
     run = FrameworkRun(name, package_version(package), problem)
     recorder = Recorder(run, model, problem.micro_batches())
     recorder.watch(optimizer, scheduler)
+    started = time.monotonic()
     try:
         with offline_and_quiet() as folder:
-            logged = runner(problem, model, optimizer, scheduler, folder)
+            logged = call_within(seconds, runner, problem, model, optimizer, scheduler, folder)
+    except AnswerTimeout:  # (or a limit around this call, such as al.check's, ended first)
+        raise ValueError(
+            f"runner was still running after {min(time.monotonic() - started, seconds):.3g} s and was "
+            "stopped: a loop that never ends? (run_loop(..., time_limit=...) allows longer)"
+        ) from None
+    except RunawayLoop as err:
+        raise ValueError(f"runner was stopped: {err}. Does its loop end?") from None
     finally:
         run = recorder.finish()  # hooks removed even when the loop raised
+    if logged is not None and not isinstance(logged, dict):
+        raise ValueError(
+            f"runner must return a dict of what it logged (or None), got "
+            f"{type(logged).__name__} {logged!r:.60}"
+        )
     logged = logged or {}
     run.logged_loss = logged.get("loss")
     run.logged_grad_norm = logged.get("grad_norm")
@@ -173,8 +194,12 @@ def run_all(
     """`run_framework` for every name on every problem: {data: {name: run}}. Lesson 11."""
     from tqdm.auto import tqdm
 
-    for name in names:
-        one_of("name", name, ALL)
+    for i, name in enumerate(_validate.sequence("names", names)):
+        one_of(f"names[{i}]", name, ALL)
+    for i, d in enumerate(_validate.sequence("data", data)):
+        one_of(f"data[{i}]", d, DATASETS)
+    make_problem(k=k)  # checks k before any run
+    _validate.flag("progress", progress)
     jobs = [(d, n) for d in data for n in names]
     out: dict[str, dict[str, FrameworkRun]] = {d: {} for d in data}
     for d, n in tqdm(jobs, desc=f"runs at k={k}", disable=not progress, leave=False):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._validate import result
 from .hooks import FrameworkRun
 from .measure import EXACT, StepCheck, check_run, final_weight_error
 from .runs import ALL, versions
@@ -99,6 +100,7 @@ def _steps(run: FrameworkRun) -> str:
 def framework_table(runs: dict[str, dict[str, FrameworkRun]]) -> FrameworkTable:
     """The side-by-side table from `run_all(...)`'s runs on "regression" and "tokens" (both at
     the same k, the reference among them). Lesson 11."""
+    result("runs", runs, {str: {str: FrameworkRun}}, "what al.frameworks.run_all(...) returns")
     if set(runs) != {"regression", "tokens"}:
         raise ValueError(f"runs must hold 'regression' and 'tokens', got {sorted(runs)}")
     for data, by_name in runs.items():

@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 from torch import nn
 
+from .. import _validate
+from .._validate import one_of
 from .problem import Problem
 from .quiet import quiet_loggers
 
@@ -78,6 +80,14 @@ def trainer_loop(
 ) -> dict:
     """One epoch of the real Trainer. `max_grad_norm=0.0` turns clipping off so gradients can be
     compared with the unclipped reference; None keeps the Trainer's default."""
+    _validate.instance(
+        "problem", problem, Problem, "a Problem al.frameworks.make_problem() returns"
+    )
+    one_of("mode", mode, MODELS)
+    if max_grad_norm is not None:
+        _validate.positive_float("max_grad_norm", max_grad_norm, allow_zero=True)
+    if compute_loss_func is not None:
+        _validate.function("compute_loss_func", compute_loss_func)
     from transformers import Trainer, TrainerCallback, TrainingArguments
     from transformers.trainer_callback import PrinterCallback
 

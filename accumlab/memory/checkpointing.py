@@ -7,6 +7,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from .. import _validate
 from .._validate import positive_int
 from ..saved import _storage_key
 
@@ -67,6 +68,12 @@ class Checkpointed(nn.Module):
 
 def checkpointed(model: nn.Module, segments: int) -> nn.Module:
     """`model` itself when `segments` is 0 (no checkpointing), else `Checkpointed(model, segments)`."""
+    _validate.instance("model", model, nn.Module, "a torch.nn.Module such as al.mlp()")
+    if positive_int("segments", segments, minimum=0) == 1:
+        raise ValueError(
+            "segments must be 0 (no checkpointing) or at least 2 (one piece is the whole model, "
+            "kept as it is), got 1"
+        )
     if segments == 0:
         return model
     return Checkpointed(model, segments)
@@ -79,6 +86,9 @@ def checkpoint_grad_gap(model: nn.Module, data, segments: int, *, loss="mse") ->
 
     from ..losses import get_loss
 
+    _validate.model("model", model)
+    _validate.data("data", data)
+    checkpointed(model, segments)  # checks segments before any work
     loss_fn = get_loss(loss)
     grads = []
     for seg in (0, segments):

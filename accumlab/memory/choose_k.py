@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .. import _validate
 from .. import device as dev
 from .._validate import one_of, positive_int
 from ..data import Data
@@ -70,6 +71,9 @@ def floor_bytes(
     """What no micro-batch size can remove: during `optimizer.step()` the parameters, gradients,
     optimizer state and the step's temporaries exist at once, plus `data` when it stays on the
     device. Lesson 05."""
+    _validate.model("model", model)
+    if data is not None:
+        _validate.data("data", data, finite=False)
     return (
         param_bytes(model)
         + grad_bytes(model)
@@ -208,6 +212,8 @@ def choose_micro_batch(
     method "estimate" or "probe" (see the module's docstring); "auto" probes, on any device (on
     a CPU the peak comes from the storage tracker and out-of-memory is emulated). A budget below
     the floor is a ValueError saying by how much. Lesson 05."""
+    _validate.model("model", model)
+    _validate.data("data", data)
     positive_int("budget_bytes", budget_bytes)
     one_of("method", method, ("auto", "estimate", "probe"))
     global_batch = len(data) if global_batch is None else positive_int("global_batch", global_batch)

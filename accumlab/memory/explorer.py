@@ -3,7 +3,7 @@ breakdown and step time. `explore_memory` is the plain compute function tests ca
 
 from __future__ import annotations
 
-from .._validate import one_of, positive_int
+from .._validate import flag, one_of, positive_int
 from ..optim import OPTIMIZERS
 from .parts import activation_bytes, memory_setup
 from .peaks import Footprint, footprint
@@ -26,6 +26,7 @@ def explore_memory(
     positive_int("micro_batch_size", micro_batch_size)
     positive_int("accumulation_steps", accumulation_steps)
     one_of("optimizer", optimizer, OPTIMIZERS)
+    flag("checkpointing", checkpointing)
     global_batch = micro_batch_size * accumulation_steps
     model, data = memory_setup(width, depth, global_batch)
     segments = 2 if checkpointing else 0

@@ -8,6 +8,7 @@ import copy
 
 from torch import nn
 
+from .. import _validate
 from .._validate import one_of, positive_int
 from ..data import Data
 from ..losses import Loss, get_loss
@@ -17,6 +18,15 @@ from ..saved import LiveSavedTensors
 def graph_nodes(value) -> int:
     """Autograd nodes reachable from `value.grad_fn`: what a tensor keeps alive behind it (0 for a
     plain number or a tensor without history)."""
+    import numbers
+
+    import torch
+
+    if not isinstance(value, (torch.Tensor, numbers.Number)) or isinstance(value, bool):
+        raise ValueError(
+            f"value must be a tensor (or a plain number: 0 nodes), got {type(value).__name__} "
+            f"{value!r:.60}"
+        )
     root = getattr(value, "grad_fn", None)
     seen, stack = set(), [root] if root is not None else []
     while stack:
@@ -43,6 +53,8 @@ def peak_saved_bytes(
     Works on a copy of `model`. Lesson 05.
     """
     one_of("loop", loop, LOOPS)
+    _validate.model("model", model)
+    _validate.data("data", data)
     positive_int("micro_batch_size", micro_batch_size)
     loss_fn = get_loss(loss)
     model = copy.deepcopy(model)
@@ -77,6 +89,9 @@ def logging_growth(
     backward=False is an evaluation loop run without `torch.no_grad()`. Lesson 05.
     """
     one_of("log", log, ("tensor", "item"))
+    _validate.model("model", model)
+    _validate.data("data", data)
+    _validate.flag("backward", backward)
     loss_fn = get_loss(loss)
     model = copy.deepcopy(model)
     micro = data.micro_batches(micro_batch_size)

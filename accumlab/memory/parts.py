@@ -10,6 +10,7 @@ import math
 import torch
 from torch import nn
 
+from .. import _validate
 from .. import device as dev
 from .._validate import positive_int
 from ..data import Data, regression_data
@@ -58,29 +59,34 @@ def memory_setup(
 def tensor_bytes(tensors) -> int:
     """Bytes of the distinct storages behind `tensors` (views of one storage count once)."""
     seen = {}
-    for t in tensors:
+    for i, t in enumerate(_validate.sequence("tensors", tensors, allow_empty=True)):
+        _validate.tensor(f"tensors[{i}]", t)
         seen[_storage_key(t)] = t.untyped_storage().nbytes()
     return sum(seen.values())
 
 
 def param_bytes(model: nn.Module) -> int:
+    _validate.instance("model", model, nn.Module, "a torch.nn.Module such as al.mlp()")
     return tensor_bytes(model.parameters())
 
 
 def grad_bytes(model: nn.Module) -> int:
     """One .grad buffer per trainable parameter, same shape and dtype: it exists from the first
     backward until zero_grad(set_to_none=True), and accumulation adds into it in place."""
+    _validate.instance("model", model, nn.Module, "a torch.nn.Module such as al.mlp()")
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
 def data_bytes(data: Data) -> int:
     """Bytes of the inputs and targets (the lesson keeps the whole global batch on the device)."""
+    _validate.data("data", data, finite=False)
     return tensor_bytes([data.x, data.y])
 
 
 def optimizer_state_bytes(model: nn.Module, optimizer: str = "adam") -> int:
     """Bytes of the optimizer's state, read from a real optimizer after one step on a copy of
     `model` (state is created lazily, at the first step)."""
+    _validate.model("model", model)
     model = copy.deepcopy(model)
     opt = memory_optimizer(model, optimizer)
     for p in model.parameters():
@@ -97,6 +103,8 @@ def activation_bytes(
     """Bytes kept for backward by one forward pass (and the loss) on `batch`: what autograd saves
     plus, with `segments` ≥ 2, the inputs gradient checkpointing holds. Parameters and the batch
     itself are not counted: they exist whether or not anything is saved."""
+    _validate.model("model", model)
+    _validate.data("batch", batch)
     loss_fn = get_loss(loss)
     net = checkpointed(model, segments)
     exclude = [*model.parameters(), batch.x, batch.y]
@@ -111,15 +119,9 @@ def proportional_deviation(sizes: list[int], values: list[float]) -> float:
     per-item ratio at the largest size: 0.0 means value = ratio × size exactly. Lesson 05.
 
     All values 0 are proportional (0 per item); a zero ratio with any other value is not: inf."""
-    if len(sizes) != len(values) or not sizes:
-        raise ValueError(
-            f"sizes and values must be non-empty and of equal length, got {len(sizes)} and {len(values)}"
-        )
-    for s in sizes:
-        positive_int("sizes[...]", s)
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"values must be finite numbers, got {v!r}")
+    sizes = _validate.positive_ints("sizes", sizes)
+    values = _validate.finite_floats("values", values)
+    _validate.same_length(sizes=sizes, values=values)
     i = max(range(len(sizes)), key=sizes.__getitem__)
     ratio = values[i] / sizes[i]
     if ratio == 0:

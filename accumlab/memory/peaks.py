@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from .. import _validate
 from .. import device as dev
 from .._validate import positive_int
 from ..data import Data
@@ -30,6 +31,7 @@ def step_transient_bytes(
 ) -> int:
     """Most bytes `optimizer.step()` allocates above what exists before it (parameters, gradients,
     state), measured on a copy of `model` at its second step (the first creates the state)."""
+    _validate.model("model", model)
     model = copy.deepcopy(model)
     opt = memory_optimizer(model, optimizer, foreach=foreach)
     for p in model.parameters():
@@ -52,6 +54,8 @@ def step_peak_bytes(
     """Measured peak of one optimizer step over `data` in micro-batches, above the resting state
     (parameters, optimizer state and data exist; gradients do not), on a copy of `model`. It holds
     the gradients, saved activations and every temporary, whatever the device."""
+    _validate.model("model", model)
+    _validate.data("data", data)
     device = device_of(model)
     model = copy.deepcopy(model)
     net = checkpointed(model, segments)
@@ -126,7 +130,10 @@ def footprint(
     """The memory breakdown of training `model` on micro-batches of `micro_batch_size` from the
     global batch `data` (kept on the model's device), with the measured peak unless
     `measure=False`. Lesson 05."""
+    _validate.model("model", model)
+    _validate.data("data", data)
     positive_int("micro_batch_size", micro_batch_size)
+    _validate.flag("measure", measure)
     data = data.to(device_of(model))
     batch = data.micro_batches(micro_batch_size)[0]
     fp = Footprint(
@@ -169,9 +176,14 @@ def memory_sweep(
     do not depend on it. Plain lists and ints, ready for JSON. Lesson 05."""
     from tqdm.auto import tqdm
 
-    if isinstance(micro_sizes, (str, bytes)) or not micro_sizes:
-        raise ValueError(f"micro_sizes must be a non-empty list of sizes, got {micro_sizes!r}")
-    sizes = [positive_int("micro_sizes[i]", m) for m in micro_sizes]
+    _validate.model("model", model)
+    _validate.data("data", data)
+    samples = "the number of samples in data"
+    sizes = _validate.positive_ints("micro_sizes", micro_sizes, maximum=len(data), why=samples)
+    if peak_sizes is not None:
+        peak_sizes = _validate.positive_ints(
+            "peak_sizes", peak_sizes, maximum=len(data), why=samples
+        )
     measured = set(sizes if peak_sizes is None else peak_sizes)
     data = data.to(device_of(model))
     kw = dict(optimizer=optimizer, segments=segments, loss=loss, foreach=foreach)

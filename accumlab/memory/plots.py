@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from . import shapes
+
 PART_COLOURS = {
     "parameters": "tab:blue",
     "optimizer state": "tab:green",
@@ -30,6 +32,7 @@ def _as_dict(fp) -> dict:
 def moments(fp) -> dict[str, dict[str, int]]:
     """The parts alive at the two moments that bound a step's memory, from a `Footprint` (or its
     `as_dict()`): when a forward has saved its activations, and during `optimizer.step()`."""
+    shapes.footprint("fp", fp)
     f = _as_dict(fp)
     resting = {
         "parameters": f["params"],
@@ -81,6 +84,7 @@ def plot_footprint(footprints: dict, *, title: str = "What training keeps in mem
     """Per label, the parts alive when a forward ends (left bar) and during optimizer.step()
     (right bar), and the measured peak (black line). `footprints` maps labels to
     `al.memory.Footprint`s (or their `as_dict()`)."""
+    shapes.footprints("footprints", footprints)
     fig = Figure(figsize=(8, 3.8), layout="constrained")
     ax = fig.add_subplot()
     _draw_footprints(ax, footprints)
@@ -93,6 +97,7 @@ def plot_memory_vs_k(sweep: dict, *, title: str | None = None) -> Figure:
     """Lesson 05: at a fixed global batch, against k — bars: what exists when a forward ends
     (resting memory, gradients from the 2nd micro-batch on, saved activations); dashed: what
     exists during optimizer.step() (the floor); dots: the measured peak. One baseline: zero."""
+    shapes.sweep("sweep", sweep)
     k = sweep["accumulation_steps"]
     parts, acts = sweep["parts"], sweep["activations"]
     resting = sum(parts[p] for p in RESTING)
@@ -143,6 +148,7 @@ def plot_memory_vs_k(sweep: dict, *, title: str | None = None) -> Figure:
 
 def plot_step_time(timing: dict, *, title: str | None = None) -> Figure:
     """Lesson 05: seconds per optimizer step (same global batch) against the micro-batch size."""
+    shapes.timing("timing", timing)
     fig = Figure(figsize=(7, 3.4), layout="constrained")
     ax = fig.add_subplot()
     sizes = timing["micro_sizes"]
@@ -167,6 +173,7 @@ def plot_step_time(timing: dict, *, title: str | None = None) -> Figure:
 def plot_checkpointing(comparison: dict, *, title: str | None = None) -> Figure:
     """Lesson 05: saved activations (left), the measured peak of a step (middle, resting memory
     dashed) and ms per optimizer step (right) for plain, checkpointing, accumulation, and both."""
+    shapes.comparison("comparison", comparison)
     rows = comparison["rows"]
     names = [r["name"] for r in rows]
     fig = Figure(figsize=(10, 3.2), layout="constrained")
@@ -194,6 +201,7 @@ def plot_checkpointing(comparison: dict, *, title: str | None = None) -> Figure:
 def plot_logging_growth(runs: dict[str, dict]) -> Figure:
     """Lesson 05: graph nodes behind the running total (left) and saved bytes still alive (right)
     after each micro-step, one line per loop (from `al.memory.logging_growth`)."""
+    shapes.growth("runs", runs)
     fig = Figure(figsize=(8, 3.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     largest = max(max(r["alive_bytes"]) for r in runs.values())
@@ -217,6 +225,7 @@ def plot_logging_growth(runs: dict[str, dict]) -> Figure:
 def plot_memory_explorer(data: dict) -> Figure:
     """Lesson 05's explorer: the memory of the chosen micro-batch next to the whole global batch at
     once (left: the two moments and the measured peak), and their ms per optimizer step (right)."""
+    shapes.explorer("data", data)
     k = data["accumulation_steps"]
     labels = [f"mb={data['micro_batch_size']}, k={k}", f"mb={data['global_batch']}, k=1"]
     fig = Figure(figsize=(9.5, 3.6), layout="constrained")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .. import _validate
 from ..data import Data
 from ..losses import Loss, get_loss
 from ..optim import make_optimizer
@@ -26,6 +27,9 @@ def memory_optimizer(
     the per-parameter loop (`_default_to_fused_or_foreach` in torch/optim/optimizer.py). The lesson
     forces True by default so a CPU measures the temporaries a GPU's step allocates; None leaves
     torch to choose."""
+    _validate.model("model", model)
+    if foreach is not None:
+        _validate.flag("foreach", foreach)
     opt = make_optimizer(optimizer, model.parameters(), lr)
     for group in opt.param_groups:
         group["foreach"] = foreach  # read at every step(), so setting it here is enough
@@ -40,6 +44,10 @@ def train_step(
 ) -> torch.Tensor:
     """zero → (forward, loss / k, backward) per micro-batch → step. Returns the window's summed loss
     as a detached tensor: no `.item()` inside the loop, so a GPU never waits for the CPU here."""
+    _validate.model("model", model)
+    _validate.optimizer("optimizer", optimizer)
+    for i, mb in enumerate(_validate.sequence("micro_batches", micro_batches)):
+        _validate.data(f"micro_batches[{i}]", mb, finite=False)
     loss_fn = get_loss(loss)
     k = len(micro_batches)
     optimizer.zero_grad(set_to_none=True)

@@ -10,6 +10,7 @@ import time
 
 from torch import nn
 
+from .. import _validate
 from .._validate import positive_int
 from ..data import Data
 from ..device import synchronize
@@ -35,6 +36,8 @@ def time_step(
 ) -> float:
     """Median wall-clock seconds of one optimizer step over all of `data` (the global batch) in
     micro-batches of `micro_batch_size`, on a copy of `model`, after `warmup` untimed steps."""
+    _validate.model("model", model)
+    _validate.data("data", data)
     for name, value in (("repeats", repeats), ("warmup", warmup)):
         positive_int(name, value, minimum=0 if name == "warmup" else 1)
         if value > MAX_REPEATS:
@@ -70,7 +73,10 @@ def step_time_sweep(
     """Seconds per optimizer step for each micro-batch size, at the global batch `len(data)`."""
     from tqdm.auto import tqdm
 
-    sizes = [positive_int("micro_sizes[i]", m) for m in micro_sizes]
+    _validate.model("model", model)
+    _validate.data("data", data)
+    samples = "the number of samples in data"
+    sizes = _validate.positive_ints("micro_sizes", micro_sizes, maximum=len(data), why=samples)
     seconds = [
         time_step(
             model, data, m, optimizer=optimizer, segments=segments, loss=loss, repeats=repeats
@@ -106,7 +112,12 @@ def checkpoint_comparison(
     the storage tracker, on a GPU from the allocator). Lesson 05."""
     from tqdm.auto import tqdm
 
+    _validate.model("model", model)
+    _validate.data("data", data)
     positive_int("segments", segments, minimum=2)
+    positive_int(
+        "micro_batch_size", micro_batch_size, maximum=len(data), why="the number of samples in data"
+    )
     n = len(data)
     configs = [
         ("plain", n, 0),

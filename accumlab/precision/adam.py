@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import torch
 
-from .._validate import positive_int
+from .. import _validate
+from .._validate import one_of, positive_int
 from ..compare import grad_diff
-from ..engine import Recipe, run
+from ..engine import Recipe, Trace, run
 
 
 def adam_steps(trace) -> int:
     """Adam's own step counter (the one its bias correction uses) after a run."""
-    steps = {int(s["step"]) for s in trace.optimizer.state.values()}
+    _validate.instance("trace", trace, Trace, "the Trace al.run returns")
+    states = list(trace.optimizer.state.values()) if trace.optimizer is not None else []
+    if not states or any("step" not in s for s in states):
+        raise ValueError(
+            "trace's optimizer keeps no step count (adam_steps reads Adam's): run with "
+            "optimizer='adam' or 'adamw'"
+        )
+    steps = {int(s["step"]) for s in states}
     if len(steps) != 1:
         raise ValueError(f"parameters disagree on Adam's step count: {sorted(steps)}")
     return steps.pop()
@@ -38,6 +46,7 @@ def adam_comparison(
     from ..models import mlp
 
     k = positive_int("accumulation_steps", accumulation_steps)
+    one_of("optimizer", optimizer, ("adam", "adamw"))  # the comparison reads Adam's step count
     for name, value, most in (("n", n, 2**16), ("epochs", epochs, 1000)):
         positive_int(name, value)
         if value > most:  # a demonstration on a tiny MLP: more only makes the lesson wait
@@ -68,5 +77,5 @@ def adam_comparison(
 
 
 def max_param_gap(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    """Largest |a − b| over every parameter value."""
-    return max(float((a[n] - b[n]).abs().max()) for n in a)
+    """Largest |a − b| over every parameter value (inf when either holds a NaN or inf)."""
+    return grad_diff(a, b).max_abs

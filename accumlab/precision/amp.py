@@ -22,11 +22,14 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .. import _validate
 from .._validate import one_of, positive_float, positive_int
 from ..data import Data
 from ..device import as_device
 from ..engine import grads_of, params_of
+from ..losses import get_loss
 from ..optim import make_optimizer
+from ..run_inputs import check_scheduler, forward
 
 # correct                          — unscale_/clip/step/update once, at the window's end
 # unscale_every_micro_step         — unscale_ after every backward: torch raises on the second one
@@ -49,8 +52,15 @@ SKIP_CONVENTIONS = ("step", "hold")
 
 
 def autocast_dtype(device: str | torch.device) -> torch.dtype:
-    """The low-precision dtype autocast uses here: float16 on CUDA, bfloat16 on CPU."""
-    return torch.float16 if torch.device(device).type == "cuda" else torch.bfloat16
+    """The low-precision dtype autocast uses on `device`: float16 on CUDA, bfloat16 on CPU
+    (a question about the device type: no CUDA device is needed to ask it)."""
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device must be a device such as 'cpu' or 'cuda', got {device!r}"
+        ) from None
+    return torch.float16 if kind == "cuda" else torch.bfloat16
 
 
 def cpu_grad_scaler_supported() -> bool:
@@ -114,7 +124,18 @@ def amp_train(
     `scheduler_on_skip` says what `scheduler` does after a skipped step (SKIP_CONVENTIONS).
     Every window must be full: `len(data)` a multiple of micro_batch_size × accumulation_steps.
     """
+    _validate.model("model", model)
+    _validate.data("data", data)
     one_of("order", order, AMP_ORDERS)
+    _validate.flag("enabled", enabled)
+    overflow_micro_steps = [
+        positive_int(f"overflow_micro_steps[{i}]", s, minimum=0)
+        for i, s in enumerate(
+            _validate.sequence("overflow_micro_steps", overflow_micro_steps, allow_empty=True)
+        )
+    ]
+    if scheduler is not None:
+        _validate.function("scheduler", scheduler)
     one_of("scheduler_on_skip", scheduler_on_skip, SKIP_CONVENTIONS)
     positive_int("micro_batch_size", micro_batch_size)
     k = positive_int("accumulation_steps", accumulation_steps)
@@ -124,8 +145,6 @@ def amp_train(
         raise ValueError(f"init_scale must be a finite number > 0, got {init_scale!r}")
     if max_norm is not None:
         positive_float("max_norm", max_norm)
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
     if len(data) % (micro_batch_size * k):
         raise ValueError(
             f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "
@@ -138,7 +157,7 @@ def amp_train(
     model = copy.deepcopy(model).to(device=device, dtype=torch.float32)
     data = data.to(device=device, dtype=torch.float32)
     opt = make_optimizer(optimizer, model.parameters(), lr)
-    sched = scheduler(opt) if scheduler is not None else None
+    sched = check_scheduler(scheduler(opt)) if scheduler is not None else None
     stepped = []  # GradScaler skips by not calling optimizer.step(): this hook sees each real one
     opt.register_step_post_hook(lambda *_: stepped.append(True))
     scaler = torch.amp.GradScaler(
@@ -154,7 +173,8 @@ def amp_train(
         opt.zero_grad(set_to_none=True)
         for mb in micro[w : w + k]:
             with torch.autocast(device.type, dtype=dtype, enabled=enabled):
-                pred = model(mb.x)
+                pred = forward(model, mb, f"micro-batch {step}")
+            get_loss("mse").check(pred, mb.y)  # (n, 1) against (n,) would broadcast silently
             # the loss in float32: autocast leaves reductions to the caller's care
             loss = torch.nn.functional.mse_loss(pred.float(), mb.y) / k  # loss / k, as without AMP
             if step in overflow_micro_steps:

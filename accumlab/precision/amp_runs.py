@@ -8,8 +8,10 @@ import warnings
 
 import torch
 
-from .._validate import positive_int
-from .amp import SKIP_CONVENTIONS, amp_train
+from .. import _validate
+from .._validate import one_of, positive_int
+from .amp import AMP_ORDERS, SKIP_CONVENTIONS, amp_train
+from .shapes import record
 
 
 def amp_error(order: str, **kwargs) -> str | None:
@@ -17,8 +19,11 @@ def amp_error(order: str, **kwargs) -> str | None:
     from ..data import regression_data
     from ..models import mlp
 
+    one_of("order", order, AMP_ORDERS)
     kwargs.setdefault("micro_batch_size", 2)
     kwargs.setdefault("accumulation_steps", 2)
+    for name in ("micro_batch_size", "accumulation_steps"):  # they size the data made here
+        positive_int(name, kwargs[name], maximum=4096, why="a tiny demonstration")
     data = regression_data(n=kwargs["micro_batch_size"] * kwargs["accumulation_steps"], features=2)
     try:
         amp_train(mlp(features=2, hidden=4, depth=1), data, order=order, **kwargs)
@@ -50,6 +55,9 @@ def amp_demo(
     from ..data import regression_data
     from ..models import mlp
 
+    orders = _validate.sequence("orders", orders)
+    for i, order in enumerate(orders):
+        one_of(f"orders[{i}]", order, AMP_ORDERS)
     positive_int("n", n)
     if n > 4096:  # a demonstration on a tiny MLP: more samples only make the lesson wait
         raise ValueError(f"n must be at most 4096, got {n}")
@@ -80,6 +88,7 @@ def amp_demo(
 def amp_report(results: dict) -> str:
     """Plain-language lines for the results of `al.precision.record_results()` (lesson 06),
     whether measured just now or loaded from accumlab/results/amp.json."""
+    record("results", results)
     lines = [f"autocast {results['autocast_dtype']} on {results['device_type']}"]
     for order, r in results["orders"].items():
         errors = [e for e in r["grad_rel_l2_vs_float32"] if e == e]  # NaN marks a skipped window
@@ -124,9 +133,10 @@ def skip_conventions(
     positive_int("windows", windows)
     if windows * k > 2**12:
         raise ValueError(f"windows × accumulation_steps must be at most {2**12}, got {windows * k}")
-    for w in skipped_windows:
-        if not 0 <= w < windows:
-            raise ValueError(f"skipped_windows must be window indices below {windows}, got {w!r}")
+    skipped_windows = _validate.sequence("skipped_windows", skipped_windows, allow_empty=True)
+    for i, w in enumerate(skipped_windows):
+        why = f"a window index, below windows={windows}"
+        positive_int(f"skipped_windows[{i}]", w, minimum=0, maximum=windows - 1, why=why)
     data = regression_data(n=2 * k * windows, features=4, seed=seed, dtype=torch.float32)
     model = mlp(features=4, hidden=8, depth=1, seed=seed, dtype=torch.float32)
     sched = warmup_cosine(warmup_steps, windows)

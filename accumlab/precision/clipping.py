@@ -15,6 +15,7 @@ import math
 import torch
 from torch import nn
 
+from .. import _validate
 from .._validate import one_of, positive_float, positive_int
 from ..compare import grad_diff
 from ..data import Data
@@ -32,6 +33,7 @@ def clip_weights(norms: list[float], max_norm: float) -> list[float]:
     backward and saw `norms` (the running norms, one per micro-step): the product of the clip
     coefficients from its own micro-step to the window's last."""
     positive_float("max_norm", max_norm)
+    norms = _validate.finite_floats("norms", norms, minimum=0.0)
     coefs = [min(1.0, max_norm / (n + EPS)) for n in norms]
     return [math.prod(coefs[i:]) for i in range(len(coefs))]
 
@@ -56,8 +58,8 @@ def clipped_updates(
     """
     positive_int("micro_batch_size", micro_batch_size)
     positive_float("max_norm", max_norm)
-    for p in placements:
-        one_of("placements[...]", p, CLIP_PLACEMENTS)
+    for i, p in enumerate(_validate.sequence("placements", placements)):
+        one_of(f"placements[{i}]", p, CLIP_PLACEMENTS)
     if len(data) % micro_batch_size:
         raise ValueError(
             f"len(data)={len(data)} must be a multiple of micro_batch_size={micro_batch_size}"
@@ -96,4 +98,5 @@ def clipped_updates(
 
 def update_norm(update: dict[str, torch.Tensor]) -> float:
     """‖update‖ over every parameter, as one vector."""
+    _validate.tensor_dict("update", update)
     return float(sum(u.double().pow(2).sum() for u in update.values())) ** 0.5

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import torch
 
+from .. import _validate
 from .._validate import one_of, positive_int
+from ..device import as_device
 
 # one row of float64 gradients of the small MLP per micro-batch: 2**16 rows are about 160 MB
 MAX_K = 2**16
@@ -55,7 +57,9 @@ def micro_batch_grads(
 
 def accumulate(contributions: torch.Tensor, accumulation: str, device: str | torch.device = "cpu"):
     """Sum rows `g_i / k` one at a time, as `.grad +=` does, in the named precision; float64 out."""
+    _validate.tensor("contributions", contributions, dim=2, floating=True)
     one_of("accumulation", accumulation, ACCUMULATIONS)
+    device = as_device(device)
     grad_dtype, buffer_dtype = ACCUMULATIONS[accumulation]
     k = len(contributions)
     rows = (contributions / k).to(device=device, dtype=grad_dtype)  # each backward's own output
@@ -77,14 +81,11 @@ def accumulation_errors(
     The first k rows of one set of micro-batch gradients are used for each k, so the curves differ
     only in how many contributions are summed. Returns {"ks", "errors": {name: [error per k]}}.
     """
-    if not ks:
-        raise ValueError("ks must list at least one accumulation count, got []")
-    if isinstance(ks, (str, bytes)):
-        raise ValueError(f"ks must be a list of accumulation counts, got {ks!r}")
-    for k in ks:
-        positive_int("ks[...]", k)
-        if k > MAX_K:
-            raise ValueError(f"ks[...] must be at most {MAX_K} (one gradient row each), got {k}")
+    ks = _validate.positive_ints("ks", ks, maximum=MAX_K, why="one gradient row each")
+    accumulations = _validate.sequence("accumulations", accumulations)
+    for i, a in enumerate(accumulations):
+        one_of(f"accumulations[{i}]", a, ACCUMULATIONS)
+    device = as_device(device)
     grads = micro_batch_grads(max(ks), seed=seed)
     errors: dict[str, list[float]] = {a: [] for a in accumulations}
     for k in ks:

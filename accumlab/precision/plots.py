@@ -6,10 +6,14 @@ import math
 
 from matplotlib.figure import Figure
 
+from .._validate import finite_floats, same_length, sequence
+from . import shapes
+
 
 def plot_scales(traces: dict, *, title: str = "") -> Figure:
     """GradScaler's scale at every backward, per loop order (log scale); window ends dotted,
     skipped windows shaded. `traces` maps a label to an `al.precision.AmpTrace`."""
+    shapes.traces("traces", traces)
     fig = Figure(figsize=(7, 3.4), layout="constrained")
     ax = fig.add_subplot()
     first = next(iter(traces.values()))
@@ -32,6 +36,7 @@ def plot_scales(traces: dict, *, title: str = "") -> Figure:
 
 def plot_precision(sweep: dict, *, mark_k: int | None = None, title: str = "") -> Figure:
     """Relative error of accumulating k contributions in each precision vs float64 (log-log)."""
+    shapes.sweep("sweep", sweep)
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     for name, errors in sweep["errors"].items():
@@ -49,6 +54,7 @@ def plot_precision(sweep: dict, *, mark_k: int | None = None, title: str = "") -
 
 def plot_schedules(curves: dict, *, title: str = "") -> Figure:
     """Learning rate per optimizer step for each scheduler placement; warm-up ends marked."""
+    shapes.curves("curves", curves)
     fig = Figure(figsize=(7, 3.4), layout="constrained")
     ax = fig.add_subplot()
     for placement, lrs in curves["lrs"].items():
@@ -72,6 +78,7 @@ def plot_schedules(curves: dict, *, title: str = "") -> Figure:
 def plot_skip_conventions(conv: dict, *, title: str = "") -> Figure:
     """The lr each window used under each scheduler convention after skipped steps (shaded), and
     the schedule as written (from `al.precision.skip_conventions`)."""
+    shapes.conventions("conv", conv)
     fig = Figure(figsize=(7, 3.4), layout="constrained")
     ax = fig.add_subplot()
     windows = range(conv["windows"])
@@ -93,6 +100,8 @@ def plot_update_norms(
     labels: list[str], norms: list[float], *, limit: float | None = None, title: str = ""
 ) -> Figure:
     """Bars of update norms; `limit` draws the lr × max_norm line a clipped SGD step cannot exceed."""
+    labels, norms = sequence("labels", labels), finite_floats("norms", norms)
+    same_length(labels=labels, norms=norms)
     fig = Figure(figsize=(6, 3.2), layout="constrained")
     ax = fig.add_subplot()
     ax.bar(labels, norms, color=["tab:blue", "tab:green", "tab:orange", "tab:red"][: len(labels)])
@@ -106,6 +115,7 @@ def plot_update_norms(
 
 def plot_explorer(data: dict) -> Figure:
     """Lesson 06's explorer: update norms per step, learning rates, accumulation error."""
+    shapes.explorer("data", data)
     fig = Figure(figsize=(11, 3.4), layout="constrained")
     a, b, c = fig.subplots(1, 3)
     steps = range(len(data["update_norms"]))

@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from .. import _validate
 from .._validate import one_of, positive_int
 from ..engine import SCHEDULER_STEPS, Recipe, run
 
@@ -23,7 +24,7 @@ def warmup_cosine(warmup_steps: int, total_steps: int, *, min_ratio: float = 0.0
     positive_int("total_steps", total_steps)
     if total_steps <= warmup_steps:
         raise ValueError(f"total_steps must exceed warmup_steps={warmup_steps}, got {total_steps}")
-    if not 0.0 <= min_ratio <= 1.0:
+    if not 0.0 <= _validate.finite_float("min_ratio", min_ratio) <= 1.0:
         raise ValueError(f"min_ratio must be in [0, 1], got {min_ratio!r}")
 
     def factor(calls: int) -> float:
@@ -63,10 +64,12 @@ def schedule_curves(
         )
     data = regression_data(n=optimizer_steps * k, features=1, seed=0)
     model = ScalarModel(1.0)
+    placements = _validate.sequence("placements", placements)
+    for i, placement in enumerate(placements):
+        one_of(f"placements[{i}]", placement, SCHEDULER_STEPS)
     sched = warmup_cosine(warmup_steps, optimizer_steps)
     out = {"k": k, "warmup_steps": warmup_steps, "lr": lr, "lrs": {}, "warmup_end": {}}
     for placement in placements:
-        one_of("placements[...]", placement, SCHEDULER_STEPS)
         recipe = Recipe(1, k, scheduler_step=placement)
         trace = run(recipe, model, data, lr=lr, scheduler=sched, record_grads=False)
         out["lrs"][placement] = trace.lrs

@@ -17,8 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of, positive_int
+from ..losses import get_loss
+from ..run_inputs import forward
 
 # name -> what holds the running sum
 ACCUMULATORS = {
@@ -45,7 +48,8 @@ def available_accumulators() -> tuple[str, ...]:
 
 def bf16_rounding(limit: int = 1 << 14) -> dict:
     """Where bfloat16 stops seeing `+ 1`: the first integer n with bf16(n) + 1 == n, and examples."""
-    positive_int("limit", limit, minimum=2)
+    # float32 holds every integer exactly up to 2**24: beyond it the arange itself would round
+    positive_int("limit", limit, minimum=2, maximum=2**24, why="float32 counts exactly to 2**24")
     n = torch.arange(1, limit + 1, dtype=torch.float32).to(torch.bfloat16)
     lost = (n + 1) == n  # computed in bfloat16: the sum is rounded back to 8 significant bits
     first = int(n[lost][0]) if bool(lost.any()) else None
@@ -123,6 +127,9 @@ def accumulate(model: nn.Module, micro_batches: list, accumulator: str) -> tuple
     `.grad` and any main-gradient buffer.
     """
     one_of("accumulator", accumulator, ACCUMULATORS)
+    _validate.model("model", model)
+    for i, mb in enumerate(_validate.sequence("micro_batches", micro_batches)):
+        _validate.data(f"micro_batches[{i}]", mb)
     if accumulator not in available_accumulators():
         raise ValueError(
             f"accumulator {accumulator!r} needs Tensor.grad_dtype, which torch {torch.__version__} "
@@ -139,7 +146,8 @@ def accumulate(model: nn.Module, micro_batches: list, accumulator: str) -> tuple
             p.grad_dtype = torch.float32  # the engine casts each incoming gradient to float32
     for mb in micro_batches:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            pred = model(mb.x.to(next(model.parameters()).dtype))
+            pred = forward(model, mb.x.to(next(model.parameters()).dtype), "a micro-batch")
+        get_loss("mse").check(pred, mb.y)  # (n, 1) against (n,) would broadcast silently
         # the loss and its / k in float32: only the gradient buffers differ between accumulators
         (F.mse_loss(pred.float(), mb.y.float()) / k).backward()
     if main is not None:
@@ -181,17 +189,15 @@ def accumulator_errors(
     from ..data import regression_data
     from ..models import mlp
 
-    ks = list(ks) if isinstance(ks, (list, tuple, range)) else ks
-    if not isinstance(ks, list) or not ks:
-        raise ValueError(f"ks must be a non-empty list of accumulation counts, got {ks!r}")
-    for k in ks:
-        positive_int("ks[...]", k)
-        if k > MAX_K:
-            raise ValueError(f"ks[...] must be at most {MAX_K}, got {k}")
+    ks = _validate.positive_ints("ks", ks, maximum=MAX_K)
     accumulators = available_accumulators() if accumulators is None else accumulators
-    for a in accumulators:
-        one_of("accumulators[...]", a, ACCUMULATORS)
+    for i, a in enumerate(_validate.sequence("accumulators", accumulators)):
+        one_of(f"accumulators[{i}]", a, ACCUMULATORS)
     positive_int("micro_batch_size", micro_batch_size)
+    _validate.fits_in_memory(
+        f"max(ks) × micro_batch_size = {max(ks)} × {micro_batch_size} samples",
+        max(ks) * micro_batch_size * (positive_int("features", features) + 1) * 8,
+    )
     # round the weights to bfloat16 once: every accumulator and the reference see the same point
     base = mlp(features, hidden, depth=1, seed=seed).to(torch.bfloat16).double()
     data = regression_data(n=max(ks) * micro_batch_size, features=features, seed=seed)

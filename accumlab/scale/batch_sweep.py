@@ -15,8 +15,9 @@ import math
 
 import torch
 
+from .. import _validate
 from .._threads import one_thread
-from .._validate import positive_float, positive_int
+from .._validate import MAX_STEPS, positive_float, positive_int
 from .noise import Problem, check_problem
 
 BATCH_SIZES = tuple(2**i for i in range(11))  # 1 … 1024
@@ -24,14 +25,20 @@ LEARNING_RATES = tuple(2 ** (-i / 2) for i in range(13))  # 1 … 1/64, half-oct
 
 
 def _check_list(name: str, values, check) -> list:
-    if not isinstance(values, (list, tuple)) or not values:
-        raise ValueError(f"{name} must be a non-empty list, got {values!r}")
-    return [check(f"{name}[...]", v) for v in values]
+    return [check(f"{name}[{i}]", v) for i, v in enumerate(_validate.sequence(name, values))]
 
 
 def batch_gradients(e: torch.Tensor, x: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     """Mean gradient of ½ (x·w − y)² over each run's batch: e (runs, d), x (runs, B, d), noise
     (runs, B) with y − x·w* = noise. The same as averaging `per_sample_grads` (a test checks)."""
+    runs, d = _validate.tensor("e", e, dim=2, floating=True).shape
+    _validate.tensor("x", x, dim=3, floating=True)
+    _validate.tensor("noise", noise, dim=2, floating=True)
+    if x.shape[0] != runs or x.shape[2] != d or noise.shape != x.shape[:2]:
+        raise ValueError(
+            f"x must have shape (runs, B, d) and noise (runs, B) for e of shape ({runs}, {d}), got "
+            f"x of shape {tuple(x.shape)} and noise of shape {tuple(noise.shape)}"
+        )
     residual = torch.einsum("rbd,rd->rb", x, e) - noise
     return torch.einsum("rb,rbd->rd", residual, x) / x.shape[1]
 
@@ -90,6 +97,17 @@ def batch_size_sweep(
         )
     positive_int("seeds", seeds)
     positive_int("max_samples", max_samples)
+    # every batch size runs len(learning_rates) × seeds runs at once, for up to max_samples / B steps
+    _validate.fits_in_memory(
+        f"batch_sizes up to {max(batch_sizes)} × {len(lrs)} learning_rates × seeds={seeds} runs "
+        f"of {problem.features} features",
+        8 * 2 * max(batch_sizes) * len(lrs) * seeds * problem.features,
+    )
+    if max_samples // min(batch_sizes) > MAX_STEPS:
+        raise ValueError(
+            f"max_samples={max_samples} allows {max_samples // min(batch_sizes):,} steps at batch "
+            f"size {min(batch_sizes)}; at most {MAX_STEPS:,} (a step of Python work each)"
+        )
     gen = torch.Generator().manual_seed(seed)
     steps, best_lr = [], []
     for b in batch_sizes:
@@ -111,9 +129,15 @@ def batch_size_sweep(
 
 def fit(batch_sizes, steps) -> dict:
     """Least-squares S(B) = S_min + E_min / B (relative errors), and B_crit = E_min / S_min."""
+    batch_sizes = _validate.positive_ints("batch_sizes", batch_sizes)
+    steps = _validate.sequence("steps", steps)
+    _validate.same_length(batch_sizes=batch_sizes, steps=steps)
+    for i, s in enumerate(steps):  # inf: a batch size that never reached the target (left out)
+        if s != float("inf"):
+            positive_float(f"steps[{i}]", s)
     pairs = [(b, s) for b, s in zip(batch_sizes, steps) if math.isfinite(s)]
     if len(pairs) < 2:
-        raise ValueError(f"fit needs at least two finite step counts, got {list(steps)!r}")
+        raise ValueError(f"steps must hold at least two finite step counts, got {list(steps)!r}")
     b = torch.tensor([p[0] for p in pairs], dtype=torch.float64)
     s = torch.tensor([p[1] for p in pairs], dtype=torch.float64)
     design = torch.stack([torch.ones_like(b), 1 / b], dim=1) / s.unsqueeze(1)
@@ -124,6 +148,9 @@ def fit(batch_sizes, steps) -> dict:
 
 def tradeoff_curve(s_min: float, e_min: float, batch_sizes) -> dict:
     """The model's steps S_min (1 + B_crit/B) and samples E_min (1 + B/B_crit) at `batch_sizes`."""
+    positive_float("s_min", s_min)
+    positive_float("e_min", e_min)
+    batch_sizes = _validate.positive_ints("batch_sizes", batch_sizes)
     b_crit = e_min / s_min
     return {
         "batch_sizes": list(batch_sizes),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import positive_float, positive_int
 
@@ -33,6 +34,9 @@ class Problem:
     def __post_init__(self):
         positive_int("features", self.features)
         positive_float("noise", self.noise)
+        _validate.fits_in_memory(
+            f"Problem(features={self.features})'s parameters", 8 * self.features
+        )
 
     def b_simple(self, excess: float) -> float:
         """The exact B_simple at any point whose excess loss is `excess`."""
@@ -66,6 +70,14 @@ def _loss_one(w, x, y):
 
 def per_sample_grads(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """One gradient per sample, shape (n, d): `torch.func.vmap` of `torch.func.grad` of the loss."""
+    d = len(_validate.tensor("w", w, dim=1, floating=True))
+    n = len(_validate.tensor("x", x, dim=2, floating=True))
+    _validate.tensor("y", y, dim=1, floating=True)
+    if x.shape[1] != d or y.shape != (n,):
+        raise ValueError(
+            f"x must have shape (n, {d}) and y shape (n,) for w of shape ({d},), got x of shape "
+            f"{tuple(x.shape)} and y of shape {tuple(y.shape)}"
+        )
     return torch.func.vmap(torch.func.grad(_loss_one), in_dims=(None, 0, 0))(w, x, y)
 
 
@@ -78,6 +90,7 @@ def noise_scale(grads: torch.Tensor) -> dict:
     if not isinstance(grads, torch.Tensor) or grads.dim() != 2 or len(grads) < 2:
         shape = tuple(grads.shape) if isinstance(grads, torch.Tensor) else type(grads).__name__
         raise ValueError(f"grads must be a (samples ≥ 2, parameters) tensor, got {shape}")
+    _validate.tensor("grads", grads, finite=True)
     n = len(grads)
     g = grads.double()
     mean = g.mean(dim=0)
@@ -99,6 +112,9 @@ def measure_b_simple(
     next to the closed form."""
     check_problem(problem)
     positive_int("samples", samples, minimum=2)
+    _validate.fits_in_memory(  # x, its per-sample gradients and their deviations from the mean
+        f"samples={samples} of {problem.features} features", 3 * 8 * samples * problem.features
+    )
     gen = torch.Generator().manual_seed(seed + 1)
     x, y = problem.sample(samples, gen)
     out = noise_scale(per_sample_grads(problem.point(excess, seed), x, y))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import _validate
 from .._validate import positive_float, positive_int
 from ..compare import grad_diff
 from ..reference import accumulated_grads, full_batch_grads
@@ -32,6 +33,12 @@ def _flat(grads: dict, keys) -> torch.Tensor:
 
 def weights_of(result: dict, parts: list[dict]) -> dict:
     """Least-squares weights w with result ≈ Σ w_i · parts[i], and how much is left unexplained."""
+    _validate.tensor_dict("result", result)
+    for i, part in enumerate(_validate.sequence("parts", parts)):
+        if set(_validate.tensor_dict(f"parts[{i}]", part)) != set(result):
+            raise ValueError(
+                f"parts[{i}] must name the parameters of result {sorted(result)}, got {sorted(part)}"
+            )
     keys = sorted(parts[0])
     a = torch.stack([_flat(p, keys) for p in parts], dim=1)
     b = _flat(result, keys)

@@ -8,12 +8,15 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from . import shapes
+
 STAGE_COLORS = {"F": "tab:blue", "B": "tab:orange"}
 
 
 def plot_accumulators(sweep: dict, *, title: str = "") -> Figure:
     """Relative error against float64 of the accumulated gradient, per accumulator, vs k.
     Lines that coincide are drawn with different dashes and markers so both stay visible."""
+    shapes.accumulators("sweep", sweep)
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     n = sweep["parameters"]
@@ -55,6 +58,7 @@ def _draw_spans(ax, spans, *, labels: bool) -> None:
 
 def plot_schedules(replays: dict, *, title: str = "") -> Figure:
     """One timeline per schedule: blue forward, orange backward passes, numbered by micro-batch."""
+    shapes.replays("replays", replays)
     fig = Figure(figsize=(9, 1.2 + 1.1 * len(replays)), layout="constrained")
     axes = fig.subplots(len(replays), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (name, rep) in zip(axes, replays.items()):
@@ -67,6 +71,7 @@ def plot_schedules(replays: dict, *, title: str = "") -> Figure:
 def plot_bubble(curves: dict, recorded: dict | None = None, *, title: str = "") -> Figure:
     """Bubble vs micro-batches m: the formula (lines), the replayed GPipe order (dots), and the
     orders recorded from the two-process run (crosses)."""
+    shapes.curves("curves", curves, recorded)
     fig = Figure(figsize=(7, 3.4), layout="constrained")
     ax = fig.add_subplot()
     ms = curves["micro_batches"]
@@ -88,6 +93,7 @@ def plot_bubble(curves: dict, recorded: dict | None = None, *, title: str = "") 
 
 def plot_step_weights(experiments: dict, names, *, title: str = "") -> Figure:
     """Bars: the weight each optimizer step's gradient got in the final .grad, per experiment."""
+    names = shapes.step_weights(experiments, names)
     fig = Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.add_subplot()
     width = 0.8 / max(len(experiments[n]["weights"]["weights"]) for n in names)
@@ -116,6 +122,7 @@ def plot_step_weights(experiments: dict, names, *, title: str = "") -> Figure:
 
 def plot_recompiles(results: dict, *, title: str = "") -> Figure:
     """Bars: graphs compiled per fix, dynamic ones hatched."""
+    shapes.recompiles("results", results)
     fig = Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.add_subplot()
     for i, r in enumerate(results.values()):
@@ -142,6 +149,7 @@ def plot_batch_sweep(
 ) -> Figure:
     """Steps and samples to the target loss vs batch size (log-log), the fitted McCandlish curves,
     and B_simple measured at the target loss."""
+    shapes.batch_sweep(sweep, fitted, curve, b_simple)
     fig = Figure(figsize=(10, 3.6), layout="constrained")
     a, b = fig.subplots(1, 2)
     bs = sweep["batch_sizes"]

@@ -13,8 +13,9 @@ import time
 
 import torch
 
+from .. import _validate
 from .._threads import one_thread
-from .._validate import one_of, positive_int
+from .._validate import MAX_STEPS, one_of, positive_int
 
 FIXES = {
     "none": "default torch.compile: static first, dynamic after a size changes",
@@ -91,11 +92,15 @@ def compiled_accumulation(
     from ..data import regression_data
     from ..models import mlp
 
-    if not isinstance(sizes, (list, tuple)) or not sizes:
-        raise ValueError(f"sizes must be a non-empty list of micro-batch sizes, got {sizes!r}")
-    sizes = [positive_int("sizes[...]", s) for s in sizes]
+    sizes = _validate.positive_ints("sizes", sizes)
     one_of("fix", fix, FIXES)
-    positive_int("windows", windows)
+    positive_int(
+        "windows", windows, maximum=MAX_STEPS // len(sizes), why="micro-steps of Python work"
+    )
+    _validate.fits_in_memory(
+        f"sum(sizes) × windows = {sum(sizes)} × {windows} samples",
+        sum(sizes) * windows * (positive_int("features", features) + 1) * 8,
+    )
     window = sum(sizes)
     data = regression_data(n=window * windows, features=features, seed=seed)
     eager = mlp(features, hidden, depth=1, seed=seed)
@@ -156,10 +161,18 @@ def zero_grad_recompiles(
 
     from ..models import mlp
 
-    positive_int("accumulation_steps", accumulation_steps)
-    positive_int("windows", windows)
-    if not isinstance(set_to_none, (list, tuple)) or not set_to_none:
-        raise ValueError(f"set_to_none must be a non-empty list of booleans, got {set_to_none!r}")
+    positive_int("accumulation_steps", accumulation_steps, maximum=MAX_STEPS)
+    positive_int(
+        "windows",
+        windows,
+        maximum=MAX_STEPS // accumulation_steps,
+        why="micro-steps of Python work",
+    )
+    for i, v in enumerate(_validate.sequence("set_to_none", set_to_none)):
+        _validate.flag(f"set_to_none[{i}]", v)
+    _validate.flag("compiled_autograd", compiled_autograd)
+    _validate.flag("post_accumulate_hook", post_accumulate_hook)
+    one_of("backend", backend, BACKENDS)
     model = mlp(4, 16, depth=1, seed=seed)
     hook_calls = torch.zeros((), dtype=torch.int64)
 

@@ -12,7 +12,8 @@ from a real two-process pipeline, then uses them for any number of stages (a sim
 
 from __future__ import annotations
 
-from .._validate import one_of, positive_float, positive_int
+from .._validate import MAX_STEPS, one_of, positive_float, positive_int, positive_ints
+from .shapes import passes
 
 SCHEDULES = ("GPipe", "1F1B")
 
@@ -34,6 +35,7 @@ def schedule_order(schedule: str, stages: int, micro_batches: int) -> list[list[
     one_of("schedule", schedule, SCHEDULES)
     s_count = positive_int("stages", stages)
     m = positive_int("micro_batches", micro_batches)
+    _passes_bound(s_count, m)
     if schedule == "GPipe":
         return [[("F", j) for j in range(m)] + [("B", j) for j in range(m)]] * s_count
     if m < s_count:
@@ -56,8 +58,17 @@ def schedule_order(schedule: str, stages: int, micro_batches: int) -> list[list[
     return orders
 
 
+def _passes_bound(stages: int, micro_batches: int) -> None:
+    if 2 * stages * micro_batches > MAX_STEPS:
+        raise ValueError(
+            f"stages × micro_batches = {stages} × {micro_batches}: {2 * stages * micro_batches:,} "
+            f"passes to lay out, at most {MAX_STEPS:,} (a step of Python work each)"
+        )
+
+
 def in_flight(order: list[tuple[str, int]]) -> int:
     """Most micro-batches whose forward has run and backward has not: activations held at once."""
+    passes("order", order)
     held = peak = 0
     for kind, _ in order:
         held += 1 if kind == "F" else -1
@@ -75,6 +86,10 @@ def replay(orders, t_forward: float = 1.0, t_backward: float = 2.0) -> dict:
     if not isinstance(orders, (list, tuple)) or not orders:
         raise ValueError(f"orders must be a non-empty list of per-stage orders, got {orders!r}")
     n = len(orders)
+    for s, order in enumerate(orders):
+        passes(f"orders[{s}]", order)
+    if sum(len(o) for o in orders) > MAX_STEPS:
+        raise ValueError(f"orders hold more than {MAX_STEPS:,} passes (a step of Python work each)")
     tf = _per_stage("t_forward", t_forward, n)
     tb = _per_stage("t_backward", t_backward, n)
     done: dict[tuple[str, int, int], float] = {}
@@ -121,6 +136,9 @@ def _per_stage(name: str, value, n: int) -> list[float]:
 
 def bubble_curves(stages, micro_batches) -> dict:
     """Replayed bubble (GPipe order, t_B = 2 t_F) against the formula, for every S and m."""
+    stages = positive_ints("stages", stages)
+    micro_batches = positive_ints("micro_batches", micro_batches)
+    _passes_bound(sum(stages), sum(micro_batches))
     out = {"micro_batches": list(micro_batches), "replayed": {}, "formula": {}}
     for s in stages:
         out["replayed"][s] = [

@@ -1,0 +1,110 @@
+"""Lesson 10 (al.bookkeeping): bad inputs and what each must do."""
+
+from __future__ import annotations
+
+import torch
+from fuzz_harness import bad, handled
+
+import accumlab as al
+
+from . import NAN
+
+B = al.bookkeeping
+SMALL = {"batches_per_epoch": 5, "epochs": 2, "accumulation_steps": 2}
+
+
+def _small(**kw):
+    return B.Setup(**{**SMALL, **kw})
+
+
+def _checkpoint():
+    return B.train(_small(), stop_at=3).checkpoint
+
+
+# fmt: off
+CASES = [
+    # counters.py
+    bad("bookkeeping.step_schedule", "batches_per_epoch=10**9", lambda: B.step_schedule(10**9, 4), "batches_per_epoch"),
+    bad("bookkeeping.step_schedule", "epochs=10**9", lambda: B.step_schedule(10, 4, 10**9), "epochs"),
+    bad("bookkeeping.step_schedule", "counter 'Global'", lambda: B.step_schedule(10, 4, counter="Global"), "counter", "'global'"),
+    bad("bookkeeping.step_schedule", "accumulation_steps=0", lambda: B.step_schedule(10, 0), "accumulation_steps", "0"),
+    bad("bookkeeping.Schedule.position_after", "steps_done=99", lambda: B.step_schedule(10, 4).position_after(99), "steps_done", "99"),
+    bad("bookkeeping.scheduler_total_steps", "epochs=0", lambda: B.scheduler_total_steps(10, 4, 0), "epochs", "0"),
+    bad("bookkeeping.scheduler_total_steps", "batches_per_epoch '10'", lambda: B.scheduler_total_steps("10", 4, 1), "batches_per_epoch", "'10'"),
+    bad("bookkeeping.position_from_step", "step=-1", lambda: B.position_from_step(-1, 10, 4), "step", "-1"),
+    bad("bookkeeping.position_from_step", "rule 'k'", lambda: B.position_from_step(3, 10, 4, "k"), "rule", "'k'"),
+    bad("bookkeeping.warmup_lrs", "warmup_steps=10 of 10", lambda: B.warmup_lrs(10, 10, 5), "warmup_steps", "10"),
+    bad("bookkeeping.warmup_lrs", "steps_taken=10**9", lambda: B.warmup_lrs(10, 2, 10**9), "steps_taken"),
+    bad("bookkeeping.warmup_lrs", "total_steps=0", lambda: B.warmup_lrs(0, 0, 5), "total_steps", "0"),
+    bad("bookkeeping.linear_warmup", "warmup_steps > total_steps", lambda: B.linear_warmup(10, 20), "warmup_steps", "20"),
+    bad("bookkeeping.linear_warmup", "total_steps=0", lambda: B.linear_warmup(0, 0), "total_steps", "0"),
+    # logs.py
+    bad("bookkeeping.logged_curves", "trace 'x'", lambda: B.logged_curves("x"), "trace", "str"),
+    bad("bookkeeping.logging_runs", "ks '14'", lambda: B.logging_runs("14"), "ks", "str"),
+    bad("bookkeeping.logging_runs", "k=3 does not divide 64", lambda: B.logging_runs((3,)), "k", "3"),
+    bad("bookkeeping.logging_runs", "steps=10**9", lambda: B.logging_runs((1,), steps=10**9), "steps"),
+    bad("bookkeeping.logging_runs", "lr=nan", lambda: B.logging_runs((1,), lr=NAN), "lr", "nan"),
+    bad("bookkeeping.micro_step_axis", "n_steps=-1", lambda: B.micro_step_axis(-1, 2), "n_steps", "-1"),
+    bad("bookkeeping.micro_step_axis", "n_steps=10**9", lambda: B.micro_step_axis(10**9, 2), "n_steps"),
+    bad("bookkeeping.micro_step_axis", "k=0", lambda: B.micro_step_axis(3, 0), "k", "0"),
+    bad("bookkeeping.mixed_axis_log", "schedule 'x'", lambda: B.mixed_axis_log("x"), "schedule", "str"),
+    bad("bookkeeping.mixed_axis_log", "loss_axis 'step'", lambda: B.mixed_axis_log(B.step_schedule(10, 4), "step"), "loss_axis", "'step'"),
+    # loop.py
+    bad("bookkeeping.Setup", "batches_per_epoch=10**9", lambda: B.Setup(batches_per_epoch=10**9), "batches_per_epoch"),
+    bad("bookkeeping.Setup", "micro_batch_size=10**9", lambda: B.Setup(micro_batch_size=10**9), "micro_batch_size"),
+    bad("bookkeeping.Setup", "optimizer 'AdamW'", lambda: B.Setup(optimizer="AdamW"), "optimizer", "'adamw'"),
+    bad("bookkeeping.Setup", "lr=nan", lambda: B.Setup(lr=NAN), "lr", "nan"),
+    bad("bookkeeping.Setup", "dropout=nan", lambda: B.Setup(dropout=NAN), "dropout", "nan"),
+    bad("bookkeeping.Setup", "warmup_ratio=nan", lambda: B.Setup(warmup_ratio=NAN), "warmup_ratio", "nan"),
+    bad("bookkeeping.Setup", "seed=2**70", lambda: B.Setup(seed=2**70), "seed"),
+    bad("bookkeeping.Setup", "counter 'epoch'", lambda: B.Setup(counter="epoch"), "counter", "'epoch'"),
+    bad("bookkeeping.train", "setup {}", lambda: B.train({}), "setup", "dict"),
+    bad("bookkeeping.train", "stop_at=0", lambda: B.train(_small(), stop_at=0), "stop_at", "0"),
+    bad("bookkeeping.train", "keep_checkpoints 'yes'", lambda: B.train(_small(), keep_checkpoints="yes"), "keep_checkpoints", "'yes'"),
+    # checkpoints.py
+    bad("bookkeeping.save_checkpoint", "checkpoint {}", lambda: B.save_checkpoint({}, "/tmp/x.pt"), "checkpoint"),
+    bad("bookkeeping.save_checkpoint", "path into a missing folder", lambda: B.save_checkpoint(_checkpoint(), "/no/such/folder/ck.pt"), "path", "/no/such/folder"),
+    bad("bookkeeping.save_checkpoint", "path 5", lambda: B.save_checkpoint(_checkpoint(), 5), "path", "5"),
+    bad("bookkeeping.load_checkpoint", "a missing file", lambda: B.load_checkpoint("/no/such/file.pt"), "path", "/no/such/file.pt"),
+    bad("bookkeeping.load_checkpoint", "path None", lambda: B.load_checkpoint(None), "path", "None"),
+    bad("bookkeeping.resume", "checkpoint {}", lambda: B.resume({}), "checkpoint"),
+    bad("bookkeeping.resume", "omit 'rng'", lambda: B.resume(_checkpoint(), omit="rng"), "omit", "'rng'"),
+    bad("bookkeeping.resume", "setup 'x'", lambda: B.resume(_checkpoint(), setup="x"), "setup", "str"),
+    bad("bookkeeping.resume", "a setup with another micro-batch size", lambda: B.resume(_checkpoint(), setup=_small(micro_batch_size=5)), "micro_batch_size"),
+    bad("bookkeeping.final_error", "run 'x'", lambda: B.final_error("x", B.train(_small())), "run", "str"),
+    bad("bookkeeping.final_error", "runs of different models", lambda: B.final_error(B.train(_small()), B.Run(_small(), 0, 0, params={"w": torch.ones(1)})), "run", "reference"),
+    bad("bookkeeping.read_counts", "parts 'x'", lambda: B.read_counts("x", 20, 2), "parts", "str"),
+    bad("bookkeeping.read_counts", "samples=0", lambda: B.read_counts([B.train(_small())], 0, 2), "samples", "0"),
+    bad("bookkeeping.resume_damage", "stop_at=10**6", lambda: B.resume_damage(_small(), 10**6), "stop_at"),
+    bad("bookkeeping.resume_damage", "omissions 'none'", lambda: B.resume_damage(_small(), 3, "none"), "omissions", "str"),
+    bad("bookkeeping.resume_damage", "setup 'x'", lambda: B.resume_damage("x"), "setup", "str"),
+    bad("bookkeeping.resume_damage", "omissions ['rng']", lambda: B.resume_damage(_small(), 3, ["rng"]), "omissions", "'rng'"),
+    # tokens.py
+    bad("bookkeeping.tokens_per_step", "lengths 'abc'", lambda: B.tokens_per_step("abc", 2, 2), "lengths", "str"),
+    bad("bookkeeping.tokens_per_step", "lengths [-1]", lambda: B.tokens_per_step([-1], 2, 2), "lengths", "-1"),
+    bad("bookkeeping.tokens_per_step", "ranks=0", lambda: B.tokens_per_step([3, 4], 2, 2, ranks=0), "ranks", "0"),
+    handled("bookkeeping.tokens_per_step", "lengths as a tensor", lambda: B.tokens_per_step(torch.tensor([3, 4, 5]), 2, 1), lambda b: b.real == [7, 5]),
+    # explorer.py
+    bad("bookkeeping.explorer_setup", "k=99", lambda: B.explorer_setup(99, 3, "global"), "k", "99"),
+    bad("bookkeeping.explorer_setup", "counter 'x'", lambda: B.explorer_setup(4, 3, "x"), "counter", "'x'"),
+    bad("bookkeeping.bookkeeping_data", "stop_at=0", lambda: B.bookkeeping_data(stop_at=0), "stop_at", "0"),
+    bad("bookkeeping.bookkeeping_data", "omission 'rng'", lambda: B.bookkeeping_data(omission="rng"), "omission", "'rng'"),
+    bad("bookkeeping.BookkeepingExplorer", "controls None", lambda: B.BookkeepingExplorer(None, dict, print), "controls", "NoneType"),
+    # plots.py
+    bad("bookkeeping.plot_logged_losses", "curves {}", lambda: B.plot_logged_losses({}), "curves"),
+    bad("bookkeeping.plot_logged_losses", "keys ['x']", lambda: B.plot_logged_losses({1: {"window": [1.0]}}, keys=["x"]), "keys", "'x'"),
+    bad("bookkeeping.plot_logged_losses", "a curve without the key", lambda: B.plot_logged_losses({1: {}}), "curves"),
+    bad("bookkeeping.plot_schedules", "schedules {}", lambda: B.plot_schedules({}), "schedules"),
+    bad("bookkeeping.plot_schedules", "a schedule 'x'", lambda: B.plot_schedules({"a": "x"}), "schedules", "str"),
+    bad("bookkeeping.plot_log_ratio", "runs {}", lambda: B.plot_log_ratio({}), "runs"),
+    bad("bookkeeping.plot_log_ratio", "a run 'x'", lambda: B.plot_log_ratio({"a": "x"}), "runs", "str"),
+    bad("bookkeeping.plot_lr_schedules", "curves {}", lambda: B.plot_lr_schedules({}), "curves"),
+    bad("bookkeeping.plot_lr_schedules", "peak_lr=nan", lambda: B.plot_lr_schedules({"a": [1.0]}, peak_lr=NAN), "peak_lr", "nan"),
+    bad("bookkeeping.plot_resume_damage", "checks []", lambda: B.plot_resume_damage([]), "checks"),
+    bad("bookkeeping.plot_resume_damage", "checks ['x']", lambda: B.plot_resume_damage(["x"]), "checks", "str"),
+    bad("bookkeeping.plot_tokens_per_step", "budget {}", lambda: B.plot_tokens_per_step({}), "budget", "dict"),
+    bad("bookkeeping.plot_bookkeeping_explorer", "data {}", lambda: B.plot_bookkeeping_explorer({}), "data"),
+    bad("bookkeeping.LiveFigure", "called with {}", lambda: B.LiveFigure()({}), "data"),
+    bad("bookkeeping.explorer_summary", "d {}", lambda: B.explorer_summary({}), "d"),
+]
+# fmt: on

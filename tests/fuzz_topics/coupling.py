@@ -1,0 +1,164 @@
+"""Lesson 09 (al.coupling): bad inputs and what each must do."""
+
+from __future__ import annotations
+
+import torch
+from fuzz_harness import bad
+from matplotlib.figure import Figure
+
+import accumlab as al
+
+from . import INF, NAN, data
+
+C = al.coupling
+
+
+def _pairs():
+    return C.pair_data(8, 4)
+
+
+def _enc():
+    return C.encoder(4, 4)
+
+
+def _rl():
+    return C.rl_batch(8)
+
+
+def _agg(**kw):
+    tokens, adv = _rl()
+    kw = {"aggregation": "seq_mean", "micro_batch_size": 2, **kw}
+    return C.aggregated_grads(C.policy(), kw.pop("data", tokens), kw.pop("advantages", adv), **kw)
+
+
+def _mse(model, batch):
+    return C.mse_loss(model, batch)
+
+
+# fmt: off
+CASES = [
+    # principle.py
+    bad("coupling.batch_loss_grads", "batch_loss 'mse'", lambda: C.batch_loss_grads(al.mlp(), data(), "mse"), "batch_loss", "'mse'"),
+    bad("coupling.batch_loss_grads", "batch_loss returns a float", lambda: C.batch_loss_grads(al.mlp(), data(), lambda m, b: 1.0), "batch_loss", "float"),
+    bad("coupling.batch_loss_grads", "batch_loss returns a vector", lambda: C.batch_loss_grads(al.mlp(), data(), lambda m, b: m(b.x)), "batch_loss", "(8, 1)"),
+    bad("coupling.batch_loss_grads", "model 'x'", lambda: C.batch_loss_grads("x", data(), _mse), "model", "str"),
+    bad("coupling.batch_loss_grads", "nan in x", lambda: C.batch_loss_grads(al.mlp(), al.Data(data().x * NAN, data().y), _mse), "data.x", "nan"),
+    bad("coupling.naive_accumulated_grads", "micro_batch_size=0", lambda: C.naive_accumulated_grads(al.mlp(), data(), 0, _mse), "micro_batch_size", "0"),
+    bad("coupling.naive_accumulated_grads", "data 'x'", lambda: C.naive_accumulated_grads(al.mlp(), "x", 2, _mse), "data", "str"),
+    bad("coupling.accumulation_gap", "batch_loss 5", lambda: C.accumulation_gap(al.mlp(), data(), 2, 5), "batch_loss", "5"),
+    bad("coupling.accumulation_gap", "micro_batch_size=10**9", lambda: C.accumulation_gap(al.mlp(), data(), 10**9, _mse), "micro_batch_size"),
+    bad("coupling.mse_loss", "model 'x'", lambda: C.mse_loss("x", data()), "model", "str"),
+    bad("coupling.mse_loss", "batch 'x'", lambda: C.mse_loss(al.mlp(), "x"), "batch", "str"),
+    bad("coupling.mse_loss", "y (8,) against an output (8, 1)", lambda: C.mse_loss(al.mlp(), al.Data(data().x, data().y[:, 0])), "(8, 1)", "(8,)"),
+    # contrastive.py, gradcache.py
+    bad("coupling.pair_data", "n=1", lambda: C.pair_data(1), "n", "1"),
+    bad("coupling.pair_data", "n=10**10", lambda: C.pair_data(10**10), "n"),
+    bad("coupling.pair_data", "dtype int64", lambda: C.pair_data(dtype=torch.int64), "dtype", "int64"),
+    bad("coupling.pair_data", "noise=nan", lambda: C.pair_data(noise=NAN), "noise", "nan"),
+    bad("coupling.pair_data", "seed=-1", lambda: C.pair_data(seed=-1), "seed", "-1"),
+    bad("coupling.encoder", "dim=0", lambda: C.encoder(dim=0), "dim", "0"),
+    bad("coupling.encoder", "dropout=1.5", lambda: C.encoder(dropout=1.5), "dropout", "1.5"),
+    bad("coupling.info_nce", "shapes differ", lambda: C.info_nce(torch.ones(4, 2), torch.ones(3, 2)), "q", "k", "(4, 2)", "(3, 2)"),
+    bad("coupling.info_nce", "temperature=0", lambda: C.info_nce(torch.ones(4, 2), torch.ones(4, 2), 0), "temperature", "0"),
+    bad("coupling.info_nce", "nan in q", lambda: C.info_nce(torch.full((4, 2), NAN), torch.ones(4, 2)), "q", "nan"),
+    bad("coupling.pair_inputs", "batch 'x'", lambda: C.pair_inputs("x"), "batch", "str"),
+    bad("coupling.contrastive_loss", "model 'x'", lambda: C.contrastive_loss("x", _pairs()), "model", "str"),
+    bad("coupling.contrastive_loss", "batch 'x'", lambda: C.contrastive_loss(_enc(), "x"), "batch", "str"),
+    bad("coupling.contrastive_loss", "temperature=inf", lambda: C.contrastive_loss(_enc(), _pairs(), INF), "temperature", "inf"),
+    bad("coupling.contrastive_loss", "8 features into a 4-feature encoder", lambda: C.contrastive_loss(_enc(), C.pair_data(8, 8)), "(16, 8)"),
+    bad("coupling.chance_loss", "n=0", lambda: C.chance_loss(0), "n", "0"),
+    bad("coupling.chance_loss", "n=10**10", lambda: C.chance_loss(10**10), "n"),
+    bad("coupling.contrastive_sweep", "sizes '8'", lambda: C.contrastive_sweep(_enc(), _pairs(), "8"), "sizes", "str"),
+    bad("coupling.contrastive_sweep", "sizes [0]", lambda: C.contrastive_sweep(_enc(), _pairs(), [0]), "sizes", "0"),
+    bad("coupling.contrastive_sweep", "temperature=-1", lambda: C.contrastive_sweep(_enc(), _pairs(), [2], -1.0), "temperature", "-1"),
+    bad("coupling.gradcache_grads", "replay_rng 'yes'", lambda: C.gradcache_grads(_enc(), _pairs(), 2, replay_rng="yes"), "replay_rng", "'yes'"),
+    bad("coupling.gradcache_grads", "micro_batch_size=0", lambda: C.gradcache_grads(_enc(), _pairs(), 0), "micro_batch_size", "0"),
+    bad("coupling.gradcache_grads", "seed=2**70", lambda: C.gradcache_grads(_enc(), _pairs(), 2, seed=2**70), "seed"),
+    bad("coupling.same_masks_reference", "temperature=nan", lambda: C.same_masks_reference(_enc(), _pairs(), 2, temperature=NAN), "temperature", "nan"),
+    bad("coupling.same_masks_reference", "model 'x'", lambda: C.same_masks_reference("x", _pairs(), 2), "model", "str"),
+    bad("coupling.cached_negatives_grads", "data 'x'", lambda: C.cached_negatives_grads(_enc(), "x", 2), "data", "str"),
+    bad("coupling.cached_negatives_grads", "seed=-1", lambda: C.cached_negatives_grads(_enc(), _pairs(), 2, seed=-1), "seed", "-1"),
+    bad("coupling.encoder_saved_bytes", "batch 'x'", lambda: C.encoder_saved_bytes(_enc(), "x"), "batch", "str"),
+    bad("coupling.encoder_saved_bytes", "model 'x'", lambda: C.encoder_saved_bytes("x", _pairs()), "model", "str"),
+    # ema.py
+    bad("coupling.ema_run", "beta=1.0", lambda: C.ema_run(al.mlp(), data(), 2, 2, beta=1.0), "beta", "1.0"),
+    bad("coupling.ema_run", "beta=nan", lambda: C.ema_run(al.mlp(), data(), 2, 2, beta=NAN), "beta", "nan"),
+    bad("coupling.ema_run", "placement 'micro'", lambda: C.ema_run(al.mlp(), data(), 2, 2, placement="micro"), "placement", "'micro'"),
+    bad("coupling.ema_run", "lr=nan", lambda: C.ema_run(al.mlp(), data(), 2, 2, lr=NAN), "lr", "nan"),
+    bad("coupling.ema_run", "data not a multiple of the window", lambda: C.ema_run(al.mlp(), data(), 3, 2), "micro_batch_size", "3"),
+    bad("coupling.ema_run", "model 'x'", lambda: C.ema_run("x", data(), 2, 2), "model", "str"),
+    bad("coupling.ema_old_weight", "accumulation_steps=0", lambda: C.ema_old_weight(al.mlp(), data(), 2, 0), "accumulation_steps", "0"),
+    bad("coupling.ema_old_weight", "beta=-0.5", lambda: C.ema_old_weight(al.mlp(), data(), 2, 2, beta=-0.5), "beta", "-0.5"),
+    bad("coupling.ema_horizon", "old_weight=1.0", lambda: C.ema_horizon(1.0), "old_weight", "1.0"),
+    bad("coupling.ema_horizon", "old_weight '0.5'", lambda: C.ema_horizon("0.5"), "old_weight", "'0.5'"),
+    bad("coupling.accelerate_ema_updates", "gated 'yes'", lambda: C.accelerate_ema_updates(2, 4, gated="yes"), "gated", "'yes'"),
+    bad("coupling.accelerate_ema_updates", "micro_steps=10**9", lambda: C.accelerate_ema_updates(2, 10**9, gated=True), "micro_steps"),
+    bad("coupling.accelerate_ema_updates", "accumulation_steps=0", lambda: C.accelerate_ema_updates(0, 4, gated=True), "accumulation_steps", "0"),
+    # router.py
+    bad("coupling.router_data", "experts=1", lambda: C.router_data(experts=1), "experts", "1"),
+    bad("coupling.router_data", "grouped 'no'", lambda: C.router_data(grouped="no"), "grouped", "'no'"),
+    bad("coupling.router_data", "n=10**11", lambda: C.router_data(10**11), "n"),
+    bad("coupling.router_model", "experts=1", lambda: C.router_model(experts=1), "experts", "1"),
+    bad("coupling.router_model", "features=0", lambda: C.router_model(0), "features", "0"),
+    bad("coupling.routed_fractions", "'x'", lambda: C.routed_fractions("x"), "logits", "'x'"),
+    bad("coupling.load_balance_loss", "logits 1-d", lambda: C.load_balance_loss(torch.ones(4)), "logits", "(4,)"),
+    bad("coupling.load_balance_loss", "total=0", lambda: C.load_balance_loss(torch.ones(4, 2), total=0), "total", "0"),
+    bad("coupling.load_balance_loss", "fractions of 3 experts for 2", lambda: C.load_balance_loss(torch.ones(4, 2), torch.ones(3)), "fractions", "(3,)"),
+    bad("coupling.aux_loss_grads", "mode 'Full'", lambda: C.aux_loss_grads(C.router_model(), C.router_data(16), 4, "Full"), "mode", "'full'"),
+    bad("coupling.aux_loss_grads", "model 'x'", lambda: C.aux_loss_grads("x", C.router_data(16), 4, "full"), "model", "str"),
+    bad("coupling.aux_loss_grads", "micro_batch_size=0", lambda: C.aux_loss_grads(C.router_model(), C.router_data(16), 0, "per_micro_batch"), "micro_batch_size", "0"),
+    # dpsgd.py
+    bad("coupling.per_sample_grads", "model 'x'", lambda: C.per_sample_grads("x", data()), "model", "str"),
+    bad("coupling.per_sample_grads", "class labels", lambda: C.per_sample_grads(al.mlp(8, 16, 3), al.classification_data(8)), "data.y", "int64"),
+    bad("coupling.per_sample_grads", "5 features into a 4-feature model", lambda: C.per_sample_grads(al.mlp(4), data(features=5)), "(8, 5)"),
+    bad("coupling.clipped_grads", "mode 'sample'", lambda: C.clipped_grads(al.mlp(), data(), 2, 1.0, "sample"), "mode", "'sample'"),
+    bad("coupling.clipped_grads", "clip_norm=nan", lambda: C.clipped_grads(al.mlp(), data(), 2, NAN, "window"), "clip_norm", "nan"),
+    bad("coupling.clipped_grads", "data 'x'", lambda: C.clipped_grads(al.mlp(), "x", 2, 1.0, "window"), "data", "str"),
+    bad("coupling.clip_fraction", "clip_norm=-1", lambda: C.clip_fraction(al.mlp(), data(), -1.0), "clip_norm", "-1"),
+    bad("coupling.clip_fraction", "model None", lambda: C.clip_fraction(None, data(), 1.0), "model", "NoneType"),
+    bad("coupling.median_grad_norm", "data 'x'", lambda: C.median_grad_norm(al.mlp(), "x"), "data", "str"),
+    # in_backward.py
+    bad("coupling.fused_optimizer_window", "gate 'first'", lambda: C.fused_optimizer_window(al.mlp(), data(), 2, gate="first"), "gate", "'first'"),
+    bad("coupling.fused_optimizer_window", "optimizer 'Adam'", lambda: C.fused_optimizer_window(al.mlp(), data(), 2, optimizer="Adam"), "optimizer", "'adam'"),
+    bad("coupling.fused_optimizer_window", "lr=nan", lambda: C.fused_optimizer_window(al.mlp(), data(), 2, lr=NAN), "lr", "nan"),
+    bad("coupling.accumulate_then_step", "optimizer 'Adam'", lambda: C.accumulate_then_step(al.mlp(), data(), 2, optimizer="Adam"), "optimizer", "'adam'"),
+    bad("coupling.accumulate_then_step", "model 'x'", lambda: C.accumulate_then_step("x", data(), 2), "model", "str"),
+    bad("coupling.update_length", "different names", lambda: C.update_length({"w": torch.ones(1)}, {"v": torch.ones(1)}), "after", "before"),
+    bad("coupling.update_length", "a value 'x'", lambda: C.update_length({"w": "x"}, {"w": torch.ones(1)}), "after", "'w'"),
+    bad("coupling.update_length", "shapes differ", lambda: C.update_length({"w": torch.ones(2)}, {"w": torch.ones(3)}), "'w'", "(2,)", "(3,)"),
+    # aggregation.py
+    bad("coupling.rl_batch", "n=1", lambda: C.rl_batch(1), "n", "1"),
+    bad("coupling.rl_batch", "min_len > max_len", lambda: C.rl_batch(min_len=5, max_len=3), "min_len", "max_len"),
+    bad("coupling.policy", "vocab=0", lambda: C.policy(0), "vocab", "0"),
+    bad("coupling.token_losses", "advantages of the wrong length", lambda: C.token_losses(C.policy(), _rl()[0], torch.ones(3)), "advantages", "(3,)"),
+    bad("coupling.token_losses", "model 'x'", lambda: C.token_losses("x", *_rl()), "model", "str"),
+    bad("coupling.token_losses", "batch 'x'", lambda: C.token_losses(C.policy(), "x", torch.ones(3)), "batch", "str"),
+    bad("coupling.aggregated_grads", "aggregation 'token_mean'", lambda: _agg(aggregation="token_mean"), "aggregation", "'token_mean'"),
+    bad("coupling.aggregated_grads", "order not a permutation", lambda: _agg(order=torch.zeros(8, dtype=torch.long)), "order"),
+    bad("coupling.aggregated_grads", "ranks=3 does not divide 8", lambda: _agg(ranks=3), "ranks", "3"),
+    bad("coupling.aggregated_grads", "regression data", lambda: _agg(data=data(), advantages=torch.ones(8)), "data"),
+    bad("coupling.aggregated_grads", "advantages [nan]", lambda: _agg(advantages=torch.full((8,), NAN)), "advantages", "nan"),
+    bad("coupling.partition_gaps", "partitions=0", lambda: C.partition_gaps(C.policy(), *_rl(), aggregation="seq_mean", micro_batch_size=2, partitions=0), "partitions", "0"),
+    bad("coupling.partition_gaps", "partitions=10**9", lambda: C.partition_gaps(C.policy(), *_rl(), aggregation="seq_mean", micro_batch_size=2, partitions=10**9), "partitions"),
+    bad("coupling.partition_gaps", "aggregation 'x'", lambda: C.partition_gaps(C.policy(), *_rl(), aggregation="x", micro_batch_size=2), "aggregation", "'x'"),
+    # gaps.py, explorer.py, plots.py
+    bad("coupling.coupling_gaps", "coupling 'Contrastive'", lambda: C.coupling_gaps("Contrastive", 2, 2), "coupling", "'contrastive'"),
+    bad("coupling.coupling_gaps", "window above 128", lambda: C.coupling_gaps("ema", 64, 4), "micro_batch_size", "accumulation_steps"),
+    bad("coupling.explore_coupling", "coupling 'x'", lambda: C.explore_coupling("x"), "coupling", "'x'"),
+    bad("coupling.explore_coupling", "micro_batch_size=0", lambda: C.explore_coupling(micro_batch_size=0), "micro_batch_size", "0"),
+    bad("coupling.plot_gaps", "gaps {}", lambda: C.plot_gaps({}), "gaps"),
+    bad("coupling.plot_gaps", "gaps {'a': nan}", lambda: C.plot_gaps({"a": NAN}), "gaps", "nan"),
+    bad("coupling.plot_gaps", "gaps [1.0]", lambda: C.plot_gaps([1.0]), "gaps", "list"),
+    bad("coupling.plot_contrastive_sweep", "sweep {}", lambda: C.plot_contrastive_sweep({}), "sweep"),
+    bad("coupling.plot_ema", "gaps {}", lambda: C.plot_ema([1, 2], {}), "gaps"),
+    bad("coupling.plot_ema", "steps and gaps of different lengths", lambda: C.plot_ema([1, 2], {"a": [0.1]}), "steps", "gaps"),
+    bad("coupling.plot_gap_sweep", "curves {}", lambda: C.plot_gap_sweep([1, 2], {}), "curves"),
+    bad("coupling.plot_gap_sweep", "sizes 'ab'", lambda: C.plot_gap_sweep("ab", {"a": [0.1, 0.2]}), "sizes", "str"),
+    bad("coupling.plot_partition_gaps", "gaps {}", lambda: C.plot_partition_gaps({}), "gaps"),
+    bad("coupling.plot_partition_gaps", "a gap list empty", lambda: C.plot_partition_gaps({"a": []}), "gaps"),
+    bad("coupling.plot_coupling_explorer", "data {}", lambda: C.plot_coupling_explorer({}), "data"),
+    bad("coupling.update_coupling_figure", "fig 'x'", lambda: C.update_coupling_figure("x", C.explore_coupling()), "fig", "str"),
+    bad("coupling.update_coupling_figure", "a figure it did not build", lambda: C.update_coupling_figure(Figure(), C.explore_coupling()), "fig"),
+    bad("coupling.update_coupling_figure", "data {}", lambda: C.update_coupling_figure(C.plot_coupling_explorer(C.explore_coupling()), {}), "data"),
+]
+# fmt: on

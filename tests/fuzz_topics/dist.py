@@ -1,0 +1,59 @@
+"""Lesson 07 (al.dist, beyond the launcher of tests/test_fuzz_api.py): bad inputs and what each
+must do. Nothing here may start a process: every input is refused first (no_processes=True)."""
+
+from __future__ import annotations
+
+from fuzz_harness import bad
+
+import accumlab as al
+
+from . import INF
+
+D = al.dist
+ROW = {"ranks": 1, "k": 2, "micro_batch": 8, "no_sync": True, "allreduce_calls": 1,
+       "allreduce_bytes": 8, "step_time_s": 0.01}  # fmt: skip
+
+
+def _sync(**kw):
+    return D.sync_experiments(2, progress=False, **kw)
+
+
+# fmt: off
+CASES = [
+    bad("dist.sync_experiments", "k=10**6", lambda: _sync(k=10**6), "k", no_processes=True),
+    bad("dist.sync_experiments", "micro_batch=10**9", lambda: _sync(micro_batch=10**9), "micro_batch", no_processes=True),
+    bad("dist.sync_experiments", "parts 'ddp'", lambda: _sync(parts="ddp"), "parts", "str", no_processes=True),
+    bad("dist.sync_experiments", "parts ['DDP']", lambda: _sync(parts=["DDP"]), "parts", "'DDP'", "'ddp'", no_processes=True),
+    bad("dist.sync_experiments", "timeout=inf", lambda: _sync(timeout=INF), "timeout", no_processes=True),
+    bad("dist.sync_experiments", "device 'gpu'", lambda: _sync(device="gpu"), "device", "'gpu'", no_processes=True),
+    bad("dist.sync_experiments", "world_size=10**4", lambda: D.sync_experiments(10**4, progress=False), "world_size", "10000", no_processes=True),
+    bad("dist.sync_experiments", "sweep_options 'fast'", lambda: _sync(sweep_options="fast"), "sweep_options", "str", no_processes=True),
+    bad("dist.sync_experiments", "sweep_options with an unknown key", lambda: _sync(sweep_options={"kz": (1, 2)}), "sweep_options", "'kz'", no_processes=True),
+    bad("dist.sync_experiments", "seed=-1", lambda: _sync(seed=-1), "seed", "-1", no_processes=True),
+    bad("dist.sync_experiments", "progress 'no'", lambda: D.sync_experiments(2, progress="no"), "progress", "'no'", no_processes=True),
+    bad("dist.launch", "world_size=-1", lambda: D.launch("accumlab.dist.faults:echo", -1), "world_size", "-1", no_processes=True),
+    bad("dist.sweep_view", "rows 'x'", lambda: D.sweep_view("x", 2, 4, 8, True), "rows"),
+    bad("dist.sweep_view", "rows []", lambda: D.sweep_view([], 2, 4, 8, True), "rows"),
+    bad("dist.sweep_view", "a row {}", lambda: D.sweep_view([{}], 1, 2, 8, True), "rows"),
+    bad("dist.sweep_view", "ranks=99", lambda: D.sweep_view([ROW], 99, 2, 8, True), "ranks", "99"),
+    bad("dist.sweep_view", "no_sync 'yes'", lambda: D.sweep_view([ROW], 1, 2, 8, "yes"), "no_sync", "'yes'"),
+    bad("dist.sync_explorer", "rows []", lambda: D.sync_explorer([]), "rows"),
+    bad("dist.sync_explorer", "rows 'x'", lambda: D.sync_explorer("x"), "rows", "str"),
+    bad("dist.checks", "summary {}", lambda: D.checks({}), "summary"),
+    bad("dist.checks", "summary 'x'", lambda: D.checks("x"), "summary", "str"),
+    bad("dist.format_summary", "summary {}", lambda: D.format_summary({}), "summary"),
+    bad("dist.plot_sync_rounds", "ddp {}", lambda: D.plot_sync_rounds({}), "ddp"),
+    bad("dist.plot_sync_rounds", "a mode {}", lambda: D.plot_sync_rounds({"every": {}}), "ddp"),
+    bad("dist.plot_step_times", "rows 'x'", lambda: D.plot_step_times("x", ranks=1, micro_batch=8), "rows", "str"),
+    bad("dist.plot_step_times", "ranks not measured", lambda: D.plot_step_times([ROW], ranks=7, micro_batch=8), "ranks", "7"),
+    bad("dist.plot_fsdp_grad_memory", "fsdp {}", lambda: D.plot_fsdp_grad_memory({}), "fsdp"),
+    bad("dist.plot_token_normalisation", "tokens {}", lambda: D.plot_token_normalisation({}), "tokens"),
+    bad("dist.plot_sync_explorer", "view {}", lambda: D.plot_sync_explorer({}), "view"),
+    bad("dist.choose_plan", "gpu_count=-1", lambda: D.choose_plan(2, -1), "gpu_count"),
+    bad("dist.choose_plan", "world_size=0", lambda: D.choose_plan(0), "world_size", "0"),
+    bad("dist.choose_plan", "device 'gpu'", lambda: D.choose_plan(2, device="gpu"), "device", "'gpu'"),
+    bad("dist.choose_plan", "gpu_ids 'ab'", lambda: D.choose_plan(2, 2, gpu_ids="ab"), "gpu_ids", "'ab'"),
+    bad("dist.record_results", "device 'tpu'", lambda: D.record_results("tpu"), "device", "'tpu'", no_processes=True),
+    bad("dist.record_results", "size 'huge'", lambda: D.record_results("cpu", "huge"), "size", "'huge'", no_processes=True),
+]
+# fmt: on

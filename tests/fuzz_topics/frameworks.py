@@ -1,0 +1,78 @@
+"""Lesson 11 (al.frameworks): bad inputs and what each must do. A learner's loop runs inside
+`run_loop`, so a loop that never ends must be stopped and said so."""
+
+from __future__ import annotations
+
+from fuzz_harness import bad
+
+import accumlab as al
+
+from . import NAN, spin
+
+F = al.frameworks
+
+
+def _plain():
+    return F.run_framework("plain_loop", "regression", 4)
+
+
+def _forward_too_often(problem, model, optimizer, scheduler, folder):
+    while True:
+        for mb in problem.micro_batches():
+            model(mb.x)
+
+
+def _returns_5(problem, model, optimizer, scheduler, folder):
+    return 5
+
+
+def _tiny_table():
+    runs = {
+        d: {n: F.run_framework(n, d, 2) for n in ("reference", "plain_loop")}
+        for d in ("regression", "tokens")
+    }
+    return F.framework_table(runs)
+
+
+# fmt: off
+CASES = [
+    bad("frameworks.make_problem", "data 'Regression'", lambda: F.make_problem("Regression"), "data", "'regression'"),
+    bad("frameworks.make_problem", "k=11", lambda: F.make_problem("regression", 11), "k", "11"),
+    bad("frameworks.make_problem", "lr=nan", lambda: F.make_problem(lr=NAN), "lr", "nan"),
+    bad("frameworks.lr_factor", "step=-1", lambda: F.lr_factor(-1), "step", "-1"),
+    bad("frameworks.lr_factor", "step '1'", lambda: F.lr_factor("1"), "step", "'1'"),
+    bad("frameworks.run_framework", "name 'Accelerate'", lambda: F.run_framework("Accelerate"), "name", "'accelerate'"),
+    bad("frameworks.run_framework", "k=0", lambda: F.run_framework("reference", k=0), "k", "0"),
+    bad("frameworks.run_framework", "an option the runner does not take", lambda: F.run_framework("plain_loop", foo=1), "foo"),
+    bad("frameworks.run_loop", "runner 5", lambda: F.run_loop(5), "runner", "int"),
+    bad("frameworks.run_loop", "runner spins without calling the model", lambda: F.run_loop(spin, time_limit=1.0), "runner", "1 s", slow=True),
+    bad("frameworks.run_loop", "runner forwards forever", lambda: F.run_loop(_forward_too_often), "runner", "forward"),
+    bad("frameworks.run_loop", "runner returns 5", lambda: F.run_loop(_returns_5), "runner", "5"),
+    bad("frameworks.run_loop", "data 'images'", lambda: F.run_loop(_returns_5, "images"), "data", "'images'"),
+    bad("frameworks.run_loop", "time_limit=0", lambda: F.run_loop(_returns_5, time_limit=0), "time_limit", "0"),
+    bad("frameworks.run_all", "names 'reference'", lambda: F.run_all("reference", progress=False), "names", "str"),
+    bad("frameworks.run_all", "data ['images']", lambda: F.run_all(("reference",), ["images"], progress=False), "data", "'images'"),
+    bad("frameworks.run_all", "k=0", lambda: F.run_all(("reference",), k=0, progress=False), "k", "0"),
+    bad("frameworks.check_run", "run 'x'", lambda: F.check_run("x"), "run", "str"),
+    bad("frameworks.final_weight_error", "reference 'x'", lambda: F.final_weight_error(_plain(), "x"), "reference", "str"),
+    bad("frameworks.final_weight_error", "runs on different problems", lambda: F.final_weight_error(_plain(), F.run_framework("reference", "tokens")), "run", "reference"),
+    bad("frameworks.framework_table", "runs {}", lambda: F.framework_table({}), "runs"),
+    bad("frameworks.framework_table", "runs 'x'", lambda: F.framework_table("x"), "runs", "str"),
+    bad("frameworks.framework_table", "a run 'x'", lambda: F.framework_table({"regression": {"reference": "x"}, "tokens": {"reference": "x"}}), "runs", "str"),
+    bad("frameworks.FrameworkTable.row", "name 'x'", lambda: _tiny_table().row("x"), "name", "'x'"),
+    bad("frameworks.plot_step_errors", "table 'x'", lambda: F.plot_step_errors("x"), "table", "str"),
+    bad("frameworks.plot_step_errors", "data 'images'", lambda: F.plot_step_errors(_tiny_table(), data="images"), "data", "'images'"),
+    bad("frameworks.plot_step_explorer", "data {}", lambda: F.plot_step_explorer({}), "data"),
+    bad("frameworks.framework_grid", "names 'reference'", lambda: F.framework_grid("reference", progress=False), "names", "str"),
+    bad("frameworks.framework_grid", "ks [0]", lambda: F.framework_grid(("reference",), ks=[0], progress=False), "ks", "0"),
+    bad("frameworks.framework_grid", "runs 'x'", lambda: F.framework_grid(("reference",), ks=[2], runs="x", progress=False), "runs", "str"),
+    bad("frameworks.explore_frameworks", "grid {}", lambda: F.explore_frameworks({}, "reference", "regression", 2), "reference"),
+    bad("frameworks.explore_frameworks", "grid 'x'", lambda: F.explore_frameworks("x", "reference", "regression", 2), "grid", "str"),
+    bad("frameworks.framework_explorer", "grid {}", lambda: F.framework_explorer({}), "grid"),
+    bad("frameworks.framework_explorer", "grid 'x'", lambda: F.framework_explorer("x"), "grid", "str"),
+    bad("frameworks.trainer_loop", "problem 'x'", lambda: F.trainer_loop("x", None, None, None, "/tmp"), "problem", "str"),
+    bad("frameworks.trainer_loop", "mode 'sum'", lambda: F.trainer_loop(F.make_problem(), None, None, None, "/tmp", mode="sum"), "mode", "'sum'"),
+    bad("frameworks.StandInEngine", "gradient_accumulation_steps=0", lambda: F.StandInEngine(al.mlp(), None, None, 0), "gradient_accumulation_steps", "0"),
+    bad("frameworks.StandInEngine", "model 'x'", lambda: F.StandInEngine("x", None, None, 2), "model", "str"),
+]
+# fmt: on
