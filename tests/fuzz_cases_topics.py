@@ -57,7 +57,7 @@ CASES = [
     bad("autograd.summed_loss_graph", "n=10**6", lambda: al.autograd.summed_loss_graph(al.mlp(), _data(), 10**6), "n"),
     bad("autograd.summed_loss_graph", "model 'x'", lambda: al.autograd.summed_loss_graph("x", _data(), 2), "model"),
     bad("autograd.plot_graph_growth", "rows 'abc'", lambda: al.autograd.plot_graph_growth("abc"), "rows"),
-    bad("accumulation.plot_accumulation_progress", "progress {}", lambda: al.accumulation.plot_accumulation_progress({}), "progress"),
+    bad("accumulation.plot_window_progress", "progress {}", lambda: al.accumulation.plot_window_progress({}), "progress"),
     bad("accumulation.accumulation_explorer", "data 'x'", lambda: al.accumulation.accumulation_explorer(data="x"), "data"),
 ]
 # fmt: on

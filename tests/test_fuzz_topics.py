@@ -52,7 +52,7 @@ OPEN = {
     "scaling.item_loss_sums: pred (4, 1), target (4,)",
     "autograd.summed_loss_graph: model 'x'",
     "autograd.plot_graph_growth: rows 'abc'",
-    "accumulation.plot_accumulation_progress: progress {}",
+    "accumulation.plot_window_progress: progress {}",
     "accumulation.accumulation_explorer: data 'x'",
 }
 
