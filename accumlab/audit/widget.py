@@ -10,9 +10,11 @@ def audit_explorer(names: list[str] | None = None):
     """
     import ipywidgets as W
 
+    from functools import lru_cache
+
     from ..explorer import Explorer
     from .catalogue import CATALOGUE
-    from .plot import plot_audit
+    from .plot import plot_audit, update_audit
 
     names = list(names) if names is not None else list(CATALOGUE)
     unknown = [n for n in names if n not in CATALOGUE]
@@ -20,7 +22,8 @@ def audit_explorer(names: list[str] | None = None):
         raise ValueError(f"names must be catalogue loops ({', '.join(CATALOGUE)}), got {names!r}")
     choice = W.Dropdown(options=names, value=names[0], description="loop")
 
+    @lru_cache(maxsize=None)  # a catalogue loop's audit never changes: run each once
     def compute(loop: str):
         return CATALOGUE[loop].audit()
 
-    return Explorer({"loop": choice}, compute, plot_audit)
+    return Explorer({"loop": choice}, compute, plot_audit, update_audit)
