@@ -43,6 +43,17 @@ def named_artists(fig) -> dict:
     return named
 
 
+def plain_log_ticks(axis, ticks) -> None:
+    """Fixed major ticks at `ticks` with plain labels ("1e-08") and no minor ticks on a log-scale
+    `axis` (e.g. `ax.yaxis`): the default labels are mathtext ($10^{-8}$), and their layout on every
+    draw is most of what an explorer's redraw costs."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    axis.set_major_locator(FixedLocator(list(ticks)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}"))
+    axis.set_minor_locator(NullLocator())
+
+
 def show_figures_inline() -> bool:
     """Register a PNG formatter for Figure in the running IPython shell; False outside IPython."""
     try:

@@ -26,7 +26,8 @@ def plot_audit(report: AuditReport) -> Figure:
     steps, zero_grad and scheduler calls. Bottom: each step's relative gradient error (log scale).
     `update_audit` moves the same figure to another report (lesson 08's explorer)."""
     from matplotlib.figure import Figure  # imported on first plot: `import accumlab` stays light
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    from ..figures import plain_log_ticks
 
     fig = Figure(figsize=(8, 4.4), layout="constrained")
     top, bottom = fig.subplots(2, 1, height_ratios=[1, 1.3])
@@ -46,10 +47,7 @@ def plot_audit(report: AuditReport) -> Figure:
     bottom.scatter([], [], zorder=3, gid="errors")
     bottom.set_yscale("log")
     bottom.set_ylim(FLOOR / 10, 1e4)
-    # fixed ticks with plain labels: log labels are mathtext, laid out again on every draw
-    bottom.yaxis.set_major_locator(FixedLocator([1e-16, 1e-12, 1e-8, 1e-4, 1.0, 1e4]))
-    bottom.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}"))
-    bottom.yaxis.set_minor_locator(NullLocator())
+    plain_log_ticks(bottom.yaxis, [1e-16, 1e-12, 1e-8, 1e-4, 1.0, 1e4])
     bottom.set_xlabel("optimizer step")
     bottom.set_ylabel("‖seen − ref‖ / ‖ref‖")
     bottom.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))

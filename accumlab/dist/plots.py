@@ -151,8 +151,9 @@ def plot_sync_explorer(view: dict) -> Figure:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("k")
-        ax.set_title(label, fontsize=9)
-    fig.axes[0].legend(fontsize=7)
+        # y given: the title stays put, instead of being re-placed after measuring tick labels
+        ax.set_title(label, fontsize=9, y=1.0)
+    fig.axes[0].legend(fontsize=7, loc="upper left")  # a fixed corner: "best" searches per draw
     fig.suptitle("", fontsize=10, gid="title")
     update_sync_explorer(fig, view)
     return fig

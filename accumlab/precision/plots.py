@@ -110,7 +110,9 @@ _DECADES = [10.0**e for e in range(-12, 1)]
 def plot_explorer(data: dict) -> Figure:
     """Lesson 06's explorer: update norms per step, learning rates, accumulation error. A fixed
     layout with few, plain tick labels; the explorer moves its artists with `update_explorer`."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
+    from matplotlib.ticker import MaxNLocator, NullLocator
+
+    from ..figures import plain_log_ticks
 
     fig = Figure(figsize=(11, 3.4))
     fig.subplots_adjust(left=0.06, right=0.99, bottom=0.15, top=0.88, wspace=0.3)
@@ -140,9 +142,7 @@ def plot_explorer(data: dict) -> Figure:
     # fixed ticks with plain labels: log labels are mathtext ($10^{-8}$), laid out on every draw
     c.set_xticks(ks, [str(k) for k in ks])
     c.xaxis.set_minor_locator(NullLocator())
-    c.yaxis.set_major_locator(FixedLocator(_DECADES[::2]))
-    c.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}"))
-    c.yaxis.set_minor_locator(NullLocator())
+    plain_log_ticks(c.yaxis, _DECADES[::2])
     c.set_xlabel("k")
     c.set_ylabel("relative error vs float64")
     c.set_title("", fontsize=10, y=1.0)

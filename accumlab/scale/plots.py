@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import MaxNLocator, NullLocator
+
+from ..figures import plain_log_ticks
 
 STAGE_COLORS = {"F": "tab:blue", "B": "tab:orange"}
 
@@ -183,6 +187,10 @@ def plot_scale_explorer(data: dict, *, errors: dict | None = None) -> Figure:
             PolyCollection([], facecolors=STAGE_COLORS[kind], edgecolors="white", gid=kind)
         )
     timeline.set_xlabel("time (t_F = 1, t_B = 2)")
+    timeline.xaxis.set_major_locator(MaxNLocator(6, integer=True))  # each tick label costs a layout
+    # titles given a y: they stay put, instead of being re-placed after measuring the tick labels
+    for ax in (timeline, curve, precision):
+        ax.set_title("", fontsize=9, y=1.0)
     timeline.text(
         0.5, 0.5, "", ha="center", va="center", wrap=True, transform=timeline.transAxes,
         fontsize=9, gid="message",
@@ -192,6 +200,7 @@ def plot_scale_explorer(data: dict, *, errors: dict | None = None) -> Figure:
     curve.plot([1], [0.0], "o", color="tab:red", label="this step", gid="point")
     _fixed_log2_ticks(curve, ms)
     curve.set_ylim(0, 1)
+    curve.set_yticks([0, 0.5, 1])
     curve.set_xlabel("micro-batches m")
     curve.set_ylabel("bubble (idle share)")
     curve.legend(fontsize=7, loc="upper right")
@@ -204,11 +213,12 @@ def plot_scale_explorer(data: dict, *, errors: dict | None = None) -> Figure:
         low = min(min(v) for v in errors["errors"].values())
         high = max(max(v) for v in errors["errors"].values())
         precision.set_ylim(low / 2, high * 10)  # room for the legend above the lines
-        precision.yaxis.set_minor_locator(NullLocator())
+        decades = range(math.floor(math.log10(low / 2)), math.ceil(math.log10(high * 10)) + 1)
+        plain_log_ticks(precision.yaxis, [10.0**e for e in decades])
         precision.legend(fontsize=6, loc="upper left")
     precision.set_xlabel("k = m micro-batches accumulated")
     precision.set_ylabel("error vs float64")
-    precision.set_title("accumulator precision", fontsize=9)
+    precision.title.set_text("accumulator precision")
     update_scale_explorer(fig, data)
     return fig
 
