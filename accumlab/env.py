@@ -41,8 +41,7 @@ class Env:
         return (
             f"torch {self.torch_version} | device {self.device} | {gpu} | {dot} | "
             f"{self.cpu_count} CPU core(s), {self.threads} torch thread(s) ({self.threads_why}) | "
-            f"seed {self.seed}"
-            + (" | fast mode" if self.fast else "")
+            f"seed {self.seed}" + (" | fast mode" if self.fast else "")
         )
 
 

@@ -99,8 +99,8 @@ class Explorer:
     def _changed(self, _change) -> None:
         try:
             self.refresh()
-        except Exception as err:  # shown to the learner AND kept for tests: never swallowed silently
-            self.error = err
+        except Exception as err:
+            self.error = err  # shown to the learner AND kept for tests: never swallowed silently
             with self.output:
                 self.output.clear_output(wait=True)
                 print(f"{type(err).__name__}: {err}")

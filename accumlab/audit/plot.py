@@ -34,7 +34,7 @@ def plot_audit(report: AuditReport) -> Figure:
     top.set_gid("top")
     bottom.set_gid("bottom")
     top.vlines([], -0.7, 1.5, color="0.9", linewidth=0.8, zorder=0, gid="grid")
-    for gid, y, marker, size, colour, label in _EVENTS:
+    for gid, _, marker, size, colour, label in _EVENTS:
         top.scatter([], [], marker=marker, s=size, color=colour, label=label, gid=gid)
     top.set_yticks([0, 1], ["your loop", "reference"])
     top.set_ylim(-0.7, 1.5)

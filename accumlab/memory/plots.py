@@ -79,7 +79,9 @@ def _draw_footprints(ax, footprints: dict) -> tuple[float, str]:
             )  # fmt: skip
             drawn.add(part)
         top = pieces[-1][1] + pieces[-1][2]
-        ax.annotate(moment, (i + dx, top), ha="center", va="bottom", fontsize=7, gid=f"{i} {moment}")
+        ax.annotate(
+            moment, (i + dx, top), ha="center", va="bottom", fontsize=7, gid=f"{i} {moment}"
+        )
     for i, peak in enumerate(peaks):
         if peak is not None:
             ax.hlines(
