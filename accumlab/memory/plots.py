@@ -79,9 +79,7 @@ def _draw_footprints(ax, footprints: dict) -> tuple[float, str]:
             )  # fmt: skip
             drawn.add(part)
         top = pieces[-1][1] + pieces[-1][2]
-        ax.annotate(
-            moment, (i + dx, top), ha="center", va="bottom", fontsize=7, gid=f"{i} {moment}"
-        )
+        ax.text(i + dx, top, moment, ha="center", va="bottom", fontsize=7, gid=f"{i} {moment}")
     for i, peak in enumerate(peaks):
         if peak is not None:
             ax.hlines(
@@ -232,8 +230,9 @@ def plot_logging_growth(runs: dict[str, dict]) -> Figure:
 
 
 def _explorer_labels(data: dict) -> list[str]:
+    # different even at k = 1: the two groups are keys of one dict
     k = data["accumulation_steps"]
-    return [f"mb={data['micro_batch_size']}, k={k}", f"mb={data['global_batch']}, k=1"]
+    return [f"mb={data['micro_batch_size']} × k={k}", f"mb={data['global_batch']} at once"]
 
 
 def plot_memory_explorer(data: dict) -> Figure:
@@ -249,7 +248,7 @@ def plot_memory_explorer(data: dict) -> Figure:
     left.set_gid("memory")
     right.set_gid("time")
     _draw_footprints(left, dict(zip(labels, (data["footprint"], data["full_batch"]), strict=True)))
-    left.legend(fontsize=6, loc="upper left")
+    left.legend(fontsize=6, loc="upper center", ncol=3)  # 2 rows above the bars (see the y limit)
     left.set_xlim(-0.6, 1.6)
     right.bar(labels, [0.0, 0.0], color="tab:purple", gid="seconds")
     right.set_ylabel("ms per optimizer step")
@@ -276,9 +275,9 @@ def update_memory_explorer(fig: Figure, data: dict) -> None:
             bar.set_y(bottom)
             bar.set_height(height)
         top = max(top, bottom + height)
-        a[f"{i} {moment}"].xy = (a[f"{i} {moment}"].xy[0], bottom + height)
+        a[f"{i} {moment}"].set_y(bottom + height)
     memory = a["memory"]
-    memory.set_ylim(0, top * 1.25)  # room for the moment names above the bars
+    memory.set_ylim(0, top * 1.35)  # room for the moment names and the legend above the bars
     memory.set_ylabel(unit)
     memory.set_xticks([0, 1], labels, fontsize=8)
     memory.set_title(

@@ -114,28 +114,39 @@ def plot_explorer(data: dict) -> Figure:
 
     from ..figures import plain_log_ticks
 
-    fig = Figure(figsize=(11, 3.4))
-    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.15, top=0.88, wspace=0.3)
+    fig = Figure(figsize=(11, 3.6))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.14, top=0.8, wspace=0.3)
     a, b, c = fig.subplots(1, 3)
     for ax, name in ((a, "norms"), (b, "lrs"), (c, "errors")):
         ax.set_gid(name)
-    a.plot([], [], marker="o", label="this loop", gid="norm")
-    a.plot([], [], marker=".", linestyle="--", label="full batch", gid="reference_norm")
+    this = a.plot([], [], marker="o", gid="norm")[0]
+    reference = a.plot([], [], marker=".", linestyle="--", gid="reference_norm")[0]
     a.axhline(0, color="grey", linestyle=":", linewidth=1, gid="limit")
     a.set_xlabel("optimizer step")
     a.set_ylabel("‖update‖")
     # y given: the title stays put, instead of being re-placed after measuring the tick labels
     a.set_title("update size (dotted: peak lr × max_norm)", fontsize=10, y=1.0)
-    a.legend(fontsize=7, loc="upper right")  # a fixed corner: "best" searches on every draw
-    b.plot([], [], marker="o", label="this loop", gid="lr")
-    b.plot([], [], marker=".", linestyle="--", label="per optimizer step", gid="reference_lr")
+    b.plot([], [], marker="o", gid="lr")
+    b.plot([], [], marker=".", linestyle="--", gid="reference_lr")
     b.set_xlabel("optimizer step")
     b.set_ylabel("learning rate")
     b.set_title("schedule", fontsize=10, y=1.0)
-    b.legend(fontsize=7, loc="lower center")
+    # one legend for both panels, above them: inside, any corner hides some setting's curve
+    fig.legend(
+        [this, reference],
+        ["this loop", "full batch, one micro-batch per window (the reference)"],
+        loc="upper left",
+        bbox_to_anchor=(0.05, 1.0),
+        ncol=2,
+        fontsize=8,
+        frameon=False,
+    )
     ks = data["precision"]["ks"]
-    c.plot([], [], marker=".", label="chosen", gid="chosen")
-    c.plot([], [], marker=".", label="float32", gid="float32")
+    c.plot([], [], marker=".", gid="chosen")
+    c.plot([], [], marker=".", gid="float32")
+    # the curves are named at their left end: no legend box to place (or to draw) on each move
+    c.text(0, 0, "", fontsize=7, va="bottom", color="C0", gid="chosen_name")
+    c.text(0, 0, "float32", fontsize=7, va="top", color="C1", gid="float32_name")
     c.axvline(1, color="grey", linestyle="--", linewidth=1, gid="k")
     c.set_xscale("log", base=2)
     c.set_yscale("log")
@@ -146,11 +157,10 @@ def plot_explorer(data: dict) -> Figure:
     c.set_xlabel("k")
     c.set_ylabel("relative error vs float64")
     c.set_title("", fontsize=10, y=1.0)
-    c.legend(fontsize=7, loc="lower left")
     for ax in (a, b):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(4))
-    fig.text(0.5, 0.96, "", ha="center", color="tab:red", gid="warning")
+    fig.text(0.99, 0.96, "", ha="right", color="tab:red", gid="warning")
     update_explorer(fig, data)
     return fig
 
@@ -174,12 +184,17 @@ def update_explorer(fig: Figure, data: dict) -> None:
         a[name].autoscale_view()
     sweep = data["precision"]
     names = list(sweep["errors"])  # the chosen precision, then float32 (once if it is float32)
-    a["chosen"].set_data(sweep["ks"], sweep["errors"][names[0]])
-    a["float32"].set_data(sweep["ks"], sweep["errors"][names[-1]])
-    a["errors"].get_legend().get_texts()[0].set_text(names[0])
-    values = [v for name in names for v in sweep["errors"][name] if v > 0]
-    a["errors"].set_xlim(sweep["ks"][0] / 1.3, sweep["ks"][-1] * 1.3)
-    a["errors"].set_ylim(min(values) / 3, max(values) * 3)
+    ks, chosen, single = sweep["ks"], sweep["errors"][names[0]], sweep["errors"][names[-1]]
+    a["chosen"].set_data(ks, chosen)
+    a["float32"].set_data(ks, single)
+    values = [v for v in chosen + single if v > 0]
+    low, high = min(values) / 3, max(values) * 30  # room above the curves for the names
+    a["errors"].set_xlim(ks[0] / 1.3, ks[-1] * 1.3)
+    a["errors"].set_ylim(low, high)
+    a["chosen_name"].set_text(names[0] if len(names) > 1 else "float32 (chosen)")
+    a["chosen_name"].set_position((ks[0], max(chosen[0], low) * 1.5))
+    a["float32_name"].set_text("float32" if len(names) > 1 else "")
+    a["float32_name"].set_position((ks[0], max(single[0], low) / 1.5))
     a["k"].set_xdata([data["k"]] * 2)
     a["errors"].set_title(
         f"accumulation error (k = {data['k']}: {data['accumulation_error']:.1e})", fontsize=10
