@@ -184,7 +184,14 @@ def measure(points: int, only: str = "") -> dict:
     import accumlab as al
 
     env = al.setup()
+    import torch
+
     from accumlab.explorer import Explorer
+
+    # the first torch.optim optimizer of a process imports torch._dynamo (about 1 s here): a
+    # one-time cost paid by whichever cell first builds one (in lesson 05, cells long before its
+    # explorer), not by the explorer that happens to be timed first
+    torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1)
 
     calls = lessons_calling()
     found = discover()
