@@ -1,10 +1,11 @@
 """How many CPU threads torch should use here, and a block that runs on one (lessons 00+).
 
-torch starts one intra-op thread per core it sees, but a process often gets less than that:
-a container's CPU quota (cgroup `cpu.max`, e.g. about one CPU on Binder while the node has many
-cores), a CPU affinity mask (`taskset`), or cores busy with other work. A parallel op waits for its
-slowest thread, so a thread that has to share a core stalls every op: on a 2-core machine with one
-core busy, a lesson took 6-8x longer with 2 threads than with 1 (README, "Threads").
+torch starts one intra-op thread per CPU its affinity mask allows (`taskset -c 0` gives 1), but a
+process often gets less CPU than that: a container's quota (cgroup `cpu.max`: a pod may see every
+core of its node and be allowed the time of one), or cores busy with other work, which no setting
+shows. A parallel op waits for its slowest thread, so a thread that has to share a core stalls
+every op: on this project's 2-core machine with one core busy, lesson 05 took 33 s with 2 threads
+and 6 s with 1 (README, "Threads on a shared or quota-limited CPU").
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ def choose_threads(environ=None, *, quota=None, affinity=None) -> ThreadChoice:
     (the affinity mask, capped by the cgroup quota, rounded down: a thread on a fraction of a CPU
     waits for the rest of it), less one CPU left to the rest of the machine — the Jupyter server,
     the browser drawing the widgets, other work — where there are more than two; on two or fewer,
-    one thread: the lessons' models are small, and a second thread sharing a busy core made them
-    several times slower, while on an idle core it saved little (README, "Threads").
+    one thread: the lessons' models are small, and a second thread sharing a busy core made a
+    lesson several times slower, while on an idle core it saved nothing measurable (README).
     """
     environ = os.environ if environ is None else environ
     given = environ.get("OMP_NUM_THREADS", "").strip()

@@ -8,10 +8,10 @@ How a change reaches the page, and why it is fast (benchmarks/widget_latency.py 
 - the figure is built ONCE by the topic's pure `plot(data)`; a change calls `update(figure, data)`,
   which moves the existing artists (set data, limits, texts) instead of building a new Figure;
 - its layout is solved once, at the first draw, then frozen: a layout engine (constrained layout)
-  re-measures every text of the figure on every draw, most of a redraw's cost with log-scale ticks;
-- the PNG is drawn once on an Agg canvas the figure keeps (no `bbox_inches="tight"`, which draws a
-  figure twice) and its bytes replace those of an `ipywidgets.Image`: one binary comm message,
-  no output area cleared and re-created.
+  runs again on every draw and measures every text of the figure to do so;
+- the PNG is drawn once on an Agg canvas the figure keeps (`bbox_inches="tight"` would add a pass
+  over every artist) and its bytes replace those of an `ipywidgets.Image`: one binary comm
+  message, no output area cleared and re-created.
 """
 
 from __future__ import annotations

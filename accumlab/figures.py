@@ -11,9 +11,10 @@ import io
 
 
 def figure_png(fig, dpi: int = 100) -> bytes:
-    """The figure as PNG, the way a static cell shows it. No `bbox_inches="tight"`: it draws the
-    figure twice (once to measure, once to print), and the lessons' figures are laid out by
-    constrained layout (or a fixed layout) to fill their canvas already."""
+    """The figure as PNG, the way a static cell shows it. No `bbox_inches="tight"`: it measures
+    every artist in an extra pass (for a figure without a layout engine, a second full draw), and
+    the lessons' figures are laid out by constrained layout (or a fixed layout) to fill their
+    canvas already."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()

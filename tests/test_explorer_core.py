@@ -190,8 +190,8 @@ def test_thread_choice():
     assert choose_threads({}, affinity=2, quota=None).threads == 1
     assert choose_threads({}, affinity=1, quota=None).threads == 1
     assert choose_threads({}, affinity=8, quota=None).threads == 7
-    binder = choose_threads({}, affinity=16, quota=1.0)  # a pod's quota on a big node
-    assert binder.threads == 1 and "quota 1" in binder.reason
+    pod = choose_threads({}, affinity=16, quota=1.0)  # a pod's quota on a big node
+    assert pod.threads == 1 and "quota 1" in pod.reason
     assert choose_threads({}, affinity=16, quota=4.5).threads == 3
 
 
