@@ -39,7 +39,7 @@ def plot_audit(report: AuditReport) -> Figure:
     top.set_yticks([0, 1], ["your loop", "reference"])
     top.set_ylim(-0.7, 1.5)
     top.set_xlabel("micro-batches forwarded so far")
-    top.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    top.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), markerscale=0.5)
     top.set_title("", fontsize=10, y=1.0, gid="title")
     bottom.axhline(
         report.rtol, color="0.5", linestyle="--", linewidth=0.8, label="match tolerance", gid="rtol"
