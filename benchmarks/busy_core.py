@@ -37,9 +37,10 @@ def main(argv=None) -> int:
         busy.kill()  # our own child, by its handle
         busy.wait()
     after = os.getloadavg()[0]
+    shown = ["python" if Path(a).name.startswith("python") and "/" in a else a for a in command]
     note = (
         f"With one core kept busy by `while True: pass` in another process "
-        f"(`python benchmarks/busy_core.py -- {' '.join(command)}`, {dt.date.today().isoformat()}); "
+        f"(`python benchmarks/busy_core.py -- {' '.join(shown)}`, {dt.date.today().isoformat()}); "
         f"load average (1 min) {before:.2f} at the start, {after:.2f} at the end."
     )
     print(note)

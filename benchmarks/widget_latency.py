@@ -6,14 +6,15 @@ encode the PNG and send it to the page.
 
 Explorers are discovered, not listed: every public `al.<topic>.*_explorer` factory (arguments from
 its `example_arguments()` when it needs some, see `accumlab.explorer.explorer_example`), and every
-`al.<topic>.<name>(` a lesson calls must be one of them. Every control is moved across its range
-(all options of a menu, up to `--points` evenly spaced values of a slider, a switch both ways,
-then back to where it started); each interaction is timed from `control.value = v` until the
-explorer has sent its new PNG. The floor is measured in the same run: a plain two-panel line
-figure through the same pipeline (updated in place), and built from scratch as a static cell
-draws it. The measurements run in a real IPython kernel (jupyter_client), so that the bytes really
-travel through a widget comm; `--pinned` repeats the run under `taskset -c 0` (one core, like
-Binder). Load averages are recorded next to every figure: the machine may be shared.
+`al.<topic>.*_explorer(` a lesson calls must be one of them. Every control is moved across its
+range (all options of a menu, up to `--points` evenly spaced values of a slider, a switch both
+ways, then back to where it started); each interaction is timed from `control.value = v` until
+the explorer has sent its new PNG. Two floors are measured in the same run: a plain two-panel line
+figure built anew and encoded as a static cell shows it (the floor of a PNG round trip, which the
+targets use), and the same figure updated through the explorer pipeline (the live floor). The
+measurements run in a real IPython kernel (jupyter_client), so that the bytes really travel
+through a widget comm; `--pinned` repeats the run under `taskset -c 0` (one core). Load averages
+are recorded next to every figure: the machine may be shared.
 """
 
 from __future__ import annotations
@@ -116,7 +117,9 @@ def time_moves(explorer, points: int) -> list[dict]:
                 seconds = time.perf_counter() - start
                 if explorer.error is not None:
                     raise RuntimeError(f"{name} = {value!r}: {explorer.error}")
-                records.append({"control": name, "s": seconds, "compute_s": sum(spent)})
+                records.append(
+                    {"control": name, "value": repr(value), "s": seconds, "compute_s": sum(spent)}
+                )
     finally:
         explorer.compute = compute
     return records
