@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,10 +92,13 @@ def sweep(control, points: int) -> list:
 
 
 def time_moves(explorer, points: int) -> list[dict]:
-    """Move every control across its range; one record per interaction that changed a value."""
+    """Move every control across its range; one record per interaction that changed a value,
+    with the time spent computing and in full (generation 2) garbage collections."""
+    import gc
+
     records = []
     compute = explorer.compute
-    spent = []
+    spent, collecting, started = [], [], [0.0]
 
     def timed(**values):  # the share of each interaction spent computing (not drawing)
         t = time.perf_counter()
@@ -103,7 +107,15 @@ def time_moves(explorer, points: int) -> list[dict]:
         finally:
             spent.append(time.perf_counter() - t)
 
+    def full_collections(phase, info):
+        if info["generation"] == 2:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                collecting.append(time.perf_counter() - started[0])
+
     explorer.compute = timed
+    gc.callbacks.append(full_collections)
     try:
         for name, control in explorer.controls.items():
             for value in sweep(control, points):
@@ -112,16 +124,24 @@ def time_moves(explorer, points: int) -> list[dict]:
                 ):
                     continue  # already there, or out of a range another control narrowed
                 spent.clear()
+                collecting.clear()
                 start = time.perf_counter()
                 control.value = value
                 seconds = time.perf_counter() - start
                 if explorer.error is not None:
                     raise RuntimeError(f"{name} = {value!r}: {explorer.error}")
                 records.append(
-                    {"control": name, "value": repr(value), "s": seconds, "compute_s": sum(spent)}
+                    {
+                        "control": name,
+                        "value": repr(value),
+                        "s": seconds,
+                        "compute_s": sum(spent),
+                        "gc_s": sum(collecting),
+                    }
                 )
     finally:
         explorer.compute = compute
+        gc.callbacks.remove(full_collections)
     return records
 
 
@@ -346,6 +366,11 @@ def table(run: dict, title: str) -> list[str]:
     builds = [e["build_s"] for e in run["explorers"]]
     slow = [e["label"] for e in run["explorers"] if e["build_s"] > TARGET_BUILD_S]
     over = sum(s > TARGET_MAX_S for s in everything)
+    late = [(e["label"], m) for e in run["explorers"] for m in e["moves"] if m["s"] > TARGET_MAX_S]
+    with_gc = [m for _, m in late if m.get("gc_s", 0) > 0.05]
+    where = ", ".join(
+        f"{label.split('.')[0]} ×{n}" for label, n in Counter(name for name, _ in late).items()
+    )
     lines += [
         f"Targets: p90 {_ms(p90)} ms (≤ {_ms(TARGET_P90_S)}: {_mark(p90 <= TARGET_P90_S)}), "
         f"{p90 / static:.1f}× the floor (≤ {TARGET_RATIO}: {_mark(p90 <= TARGET_RATIO * static)}), "
@@ -353,6 +378,9 @@ def table(run: dict, title: str) -> list[str]:
         f"longest build {_ms(max(builds))} ms (≤ {_ms(TARGET_BUILD_S)}: {_mark(not slow)}"
         + (f"; over: {', '.join(slow)}" if slow else "")
         + ").",
+        f"Interactions over {_ms(TARGET_MAX_S)} ms: {where or 'none'}; {len(with_gc)} of them "
+        f"included a full garbage collection of more than 50 ms"
+        + (f" ({', '.join(_ms(m['gc_s']) for m in with_gc)} ms)." if with_gc else "."),
         "",
         f"Showing the same PNG, kernel side (median of {len(f['show_image'])}): `Image.value = png` "
         f"{statistics.median(f['show_image']) * 1e3:.2f} ms; `Output.clear_output` + `display` "
