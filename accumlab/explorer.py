@@ -72,6 +72,7 @@ class Explorer:
         row = W.HBox(list(controls.values()), layout=W.Layout(flex_flow="row wrap"))
         parts = [row, self.summary] if caption is not None else [row]
         self.widget = W.VBox([*parts, self.image, self.output])
+        _spare_from_full_collections()
 
     @property
     def values(self) -> dict:
@@ -111,6 +112,22 @@ class Explorer:
 
     def _ipython_display_(self) -> None:
         display(self.widget)
+
+
+def _spare_from_full_collections() -> None:
+    """Take every object alive now out of the cyclic garbage collector's full passes.
+
+    A full (generation 2) collection walks every tracked object; with torch, matplotlib and
+    ipywidgets loaded a kernel holds about 350k of them, and one pass took 150-370 ms on the
+    2-core CPU: most interactions over 300 ms included one (benchmarks/widget_latency.py). The
+    objects alive when an explorer is built — libraries, the lesson's earlier cells — live on
+    anyway (`gc.freeze` moves them to a generation no collection walks); objects made later are
+    collected as before. Young cyclic garbage is collected first, so that it is not kept; a cycle
+    that became garbage long ago and is still waiting for a full collection is kept."""
+    import gc
+
+    gc.collect(1)
+    gc.freeze()
 
 
 def int_slider(description: str, value: int, lo: int, hi: int) -> W.IntSlider:

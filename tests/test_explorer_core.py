@@ -79,6 +79,26 @@ def test_figure_is_built_once_and_updated(draws):
     assert ex.image.value == first  # the same setting draws the same picture
 
 
+def test_building_spares_live_objects_from_full_collections_but_not_young_garbage():
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    cycle = Node()
+    cycle.me = cycle  # garbage only the cyclic collector can free
+    gone = weakref.ref(cycle)
+    del cycle
+    alive = Node()  # made before the explorer: no full collection walks it afterwards
+    ex = _explorer(update=_update)
+    assert gone() is None  # collected, not frozen
+    tracked = gc.get_objects()  # the generations collections walk (not the frozen one)
+    assert not any(o is alive for o in tracked) and not any(o is ex.figure for o in tracked)
+    later = Node()
+    assert any(o is later for o in gc.get_objects())
+
+
 def test_without_update_each_change_builds_a_new_figure():
     ex = _explorer()
     fig = ex.figure
