@@ -50,8 +50,13 @@ format: $(VENV)/.installed
 check-notebooks: $(VENV)/.installed
 	$(BIN)/python tools/check_notebooks.py notebooks
 
+# every lesson's time and memory; every explorer's latency (all cores, then pinned to one);
+# every lesson again with one core kept busy by another process. Each updates its README table.
 bench: $(VENV)/.installed
 	$(BIN)/python tools/bench_notebooks.py notebooks --out benchmarks/notebooks.md --readme README.md
+	$(BIN)/python benchmarks/widget_latency.py --pinned --out benchmarks/widget_latency.md --readme README.md
+	$(BIN)/python benchmarks/busy_core.py --readme README.md --table benchmarks/notebooks_busy_core.md \
+		-- $(BIN)/python tools/bench_notebooks.py notebooks --out benchmarks/notebooks_busy_core.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -30,6 +30,8 @@ class Env:
     seed: int
     fast: bool
     standin: bool = False  # gpu_count > 0 only because of ACCUMLAB_GPU_STANDIN=cpu
+    threads: int = 0  # torch's intra-op CPU threads, as al.setup() set them
+    threads_why: str = ""  # what that number was chosen from
 
     def __str__(self) -> str:
         gpu = f"{self.gpu_count} GPU(s): {self.gpu_name}" if self.gpu_count else "no GPU"
@@ -38,8 +40,8 @@ class Env:
         dot = "Graphviz dot found" if self.has_dot else "no Graphviz dot (text graphs)"
         return (
             f"torch {self.torch_version} | device {self.device} | {gpu} | {dot} | "
-            f"{self.cpu_count} CPU core(s) | seed {self.seed}"
-            + (" | fast mode" if self.fast else "")
+            f"{self.cpu_count} CPU core(s), {self.threads} torch thread(s) ({self.threads_why}) | "
+            f"seed {self.seed}" + (" | fast mode" if self.fast else "")
         )
 
 
@@ -59,18 +61,27 @@ def seed_everything(seed: int) -> None:
         pass
 
 
-def setup(seed: int = 0, *, fast: bool | None = None) -> Env:
-    """Seed Python, NumPy and torch, and describe the machine. Introduced in lesson 00.
+def setup(seed: int = 0, *, fast: bool | None = None, threads: int | None = None) -> Env:
+    """Seed Python, NumPy and torch, size torch's CPU thread pool, and describe the machine.
+    Introduced in lesson 00.
 
     `fast` (default: the ACCUMLAB_FAST environment variable) asks lessons for smaller sweeps; the
-    relations they assert are the same, only the number of points drawn changes.
+    relations they assert are the same, only the number of points drawn changes. `threads`
+    (default: chosen from the CPUs this process may really use, see `accumlab._threads`) is
+    torch's intra-op thread count.
     """
-    from ._validate import flag
+    from ._threads import ThreadChoice, choose_threads
+    from ._validate import flag, positive_int
     from ._validate import seed as check_seed
 
     seed = check_seed("seed", seed)  # numpy takes seeds below 2**32 only
     if fast is not None:
         flag("fast", fast)
+    if threads is not None:
+        most = 4 * (os.cpu_count() or 1)
+        threads = positive_int("threads", threads, maximum=most, why="4 per CPU core")
+    choice = choose_threads() if threads is None else ThreadChoice(threads, "asked for")
+    torch.set_num_threads(choice.threads)
     seed_everything(seed)
     from .figures import show_figures_inline
 
@@ -89,6 +100,8 @@ def setup(seed: int = 0, *, fast: bool | None = None) -> Env:
         seed=seed,
         fast=bool(fast),
         standin=standin,
+        threads=torch.get_num_threads(),
+        threads_why=choice.reason,
     )
 
 

@@ -11,9 +11,48 @@ import io
 
 
 def figure_png(fig, dpi: int = 100) -> bytes:
+    """The figure as PNG, the way a static cell shows it. No `bbox_inches="tight"`: it measures
+    every artist in an extra pass (for a figure without a layout engine, a second full draw), and
+    the lessons' figures are laid out by constrained layout (or a fixed layout) to fill their
+    canvas already."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()
+
+
+def render_png(fig) -> bytes:
+    """The figure as PNG at its own dpi, drawn once on the Agg canvas it keeps between calls (an
+    explorer's redraw). A new canvas per call would also throw away matplotlib's cache of text
+    metrics, which is kept per renderer (the canvas holds one)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    # light compression: the bytes go to the browser once, not to disk
+    canvas.print_png(buffer, pil_kwargs={"compress_level": 1})
+    return buffer.getvalue()
+
+
+def named_artists(fig) -> dict:
+    """{name: artist} for the figure's axes, and the artists in it, that were given a name
+    (`gid=`) when it was built: how an explorer's update function finds what its plot function
+    drew, without keeping a second object beside the figure."""
+    named = {}
+    for artist in (*fig.get_children(), *(a for ax in fig.axes for a in ax.get_children())):
+        if artist.get_gid() is not None:
+            named[artist.get_gid()] = artist
+    return named
+
+
+def plain_log_ticks(axis, ticks) -> None:
+    """Fixed major ticks at `ticks` with plain labels ("1e-08") and no minor ticks on a log-scale
+    `axis` (e.g. `ax.yaxis`): the default labels are mathtext ($10^{-8}$), and their layout on every
+    draw is most of what an explorer's redraw costs."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    axis.set_major_locator(FixedLocator(list(ticks)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}"))
+    axis.set_minor_locator(NullLocator())
 
 
 def show_figures_inline() -> bool:

@@ -306,13 +306,12 @@ def test_plots_return_figures():
     assert len(figures[0].axes) == 6 and len(figures[1].axes) == 3
 
 
-def test_live_figure_updates_in_place():
-    live = bk.LiveFigure()
-    fig = live(bk.bookkeeping_data(k=4))
-    sizes = live.artists["sizes"].get_ydata()
-    again = live(bk.bookkeeping_data(k=2, counter="global", stop_at=40))
-    assert again is fig  # same figure, same artists, new data
-    assert max(sizes) == 4 and set(live.artists["sizes"].get_ydata()) == {2}
+def test_explorer_figure_updates_in_place():
+    fig = bk.plot_bookkeeping_explorer(bk.bookkeeping_data(k=4))
+    line = fig.axes[0].lines[0]
+    assert max(line.get_ydata()) == 4
+    bk.update_bookkeeping_explorer(fig, bk.bookkeeping_data(k=2, counter="global", stop_at=40))
+    assert fig.axes[0].lines[0] is line and set(line.get_ydata()) == {2}  # same artist, new data
 
 
 def test_bookkeeping_data():

@@ -16,7 +16,6 @@ import pytest
 import torch
 
 import accumlab as al
-from accumlab.frameworks.plots import StepErrorFigure
 
 F = al.frameworks
 
@@ -306,7 +305,10 @@ def test_plots_return_figures(table):
     )
     fig = F.plot_step_explorer(data)
     assert list(fig.axes[0].lines[-1].get_xdata()) == [1, 2, 3]  # lines[0]: the dashed threshold
-    assert isinstance(StepErrorFigure().update(data), type(fig))
+    wide = F.plot_step_explorer(data, max_steps=10)
+    assert wide.axes[0].get_xlim() == (0.5, 10.5)
+    F.update_step_explorer(wide, {**data, "grad_error": data["grad_error"][:2]})
+    assert list(wide.axes[0].lines[-1].get_xdata()) == [1, 2]
 
 
 def test_every_public_name_resolves():

@@ -31,6 +31,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "Finding": "findings",
         "StepCheck": "findings",
         "plot_audit": "plot",
+        "update_audit": "plot",
         "audit_explorer": "widget",
     },
 )

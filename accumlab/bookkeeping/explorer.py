@@ -100,27 +100,11 @@ def bookkeeping_data(
     }
 
 
-class BookkeepingExplorer(Explorer):
-    """An Explorer with a line of numbers under the controls (text in an HTML widget costs
-    nothing to redraw; drawn in the figure it would cost a text layout per move)."""
-
-    def __init__(self, controls, compute, plot):
-        self.summary = W.HTML()
-        super().__init__(controls, compute, plot)
-        row, output = self.widget.children
-        self.widget = W.VBox([row, self.summary, output])
-
-    def refresh(self) -> None:
-        from .plots import explorer_summary
-
-        super().refresh()
-        self.summary.value = explorer_summary(self.data)
-
-
-def bookkeeping_explorer() -> BookkeepingExplorer:
+def bookkeeping_explorer() -> Explorer:
     """Build the lesson 10 explorer. The interruption slider's range follows the epochs and
-    batches sliders, so every reachable setting is valid."""
-    from .plots import LiveFigure
+    batches sliders, so every reachable setting is valid. Its numbers are a line of text above
+    the figure (`explorer_summary`): text in HTML costs nothing to redraw."""
+    from .plots import explorer_summary, plot_bookkeeping_explorer, update_bookkeeping_explorer
 
     k = int_slider("accumulation steps k", 4, 1, MAX_K)
     epochs = int_slider("epochs", 3, 1, MAX_EPOCHS)
@@ -147,4 +131,10 @@ def bookkeeping_explorer() -> BookkeepingExplorer:
         "stop_at": stop,
         "omission": omission,
     }
-    return BookkeepingExplorer(controls, compute, LiveFigure())
+    return Explorer(
+        controls,
+        compute,
+        plot_bookkeeping_explorer,
+        update_bookkeeping_explorer,
+        caption=explorer_summary,
+    )

@@ -133,91 +133,87 @@ def plot_tokens_per_step(budget) -> Figure:
 _ERROR_TICKS = [1e-16, 1e-8, 1.0]
 
 
-class LiveFigure:
-    """The explorer's figure: built once with a fixed layout, then updated in place (new data on
-    the same artists), so a slider move costs a redraw, not a re-layout. Calling it with explorer
-    data returns the same Figure every time."""
+def plot_bookkeeping_explorer(data: dict) -> Figure:
+    """The explorer's four panels for `bookkeeping_data(...)` output: window size per optimizer
+    step (top left), how many steps had each size (top right), the logged loss (bottom left), and
+    the resumed weights' error after each step (bottom right). Fixed layout; the explorer moves
+    its artists with `update_bookkeeping_explorer`."""
+    explorer("data", data)
+    from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLocator
 
-    def __init__(self):
-        self.figure: Figure | None = None
+    # every text costs a layout on each redraw (a legend ~15 ms): short labels here; the
+    # numbers and the colours' meaning go in the explorer's summary line (explorer_summary)
+    fig = Figure(figsize=(9.5, 5.2))
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.97, hspace=0.35, wspace=0.3)
+    (ax_w, ax_h), (ax_l, ax_e) = fig.subplots(2, 2)
+    for ax, name in ((ax_w, "ax_w"), (ax_h, "ax_h"), (ax_l, "ax_l"), (ax_e, "ax_e")):
+        ax.set_gid(name)
+    ax_w.plot([], [], drawstyle="steps-mid", color="tab:blue", gid="sizes")
+    ax_w.plot([], [], "o", color="tab:red", gid="straddle")
+    ax_w.vlines([], 0, 1, colors="black", linestyles="dotted", linewidth=1, gid="epochs_w")
+    ax_w.axvline(0, color="tab:purple", linewidth=1.5, gid="stop_w")
+    ax_w.set_ylabel("window size")
+    ax_h.vlines([], 0, [], colors="tab:blue", linewidth=8, gid="hist")
+    ax_h.set_xlabel("window size")
+    ax_h.set_ylabel("optimizer steps")
+    # the true mean wide underneath, the logged Σ loss / k thin on top: green shows where they part
+    ax_l.plot([], [], color="tab:green", linewidth=3, gid="log_window")
+    ax_l.plot([], [], color="tab:orange", linewidth=1, gid="log_scaled")
+    ax_l.vlines([], 0, 1, colors="black", linestyles="dotted", linewidth=1, gid="epochs_l")
+    ax_l.set_xlabel("optimizer step")
+    ax_l.set_ylabel("logged loss")
+    ax_e.plot([], [], color="tab:red", marker=".", gid="errors")
+    ax_e.axvline(0, color="tab:purple", linewidth=1.5, gid="stop_e")
+    ax_e.set_yscale("log")
+    ax_e.set_ylim(FLOOR / 10, 10)
+    # fixed ticks and labels: no tick search or mathtext layout on a slider move
+    ax_e.yaxis.set_major_locator(FixedLocator(_ERROR_TICKS))
+    ax_e.yaxis.set_major_formatter(FixedFormatter([f"{t:.0e}" for t in _ERROR_TICKS]))
+    ax_e.yaxis.set_minor_locator(NullLocator())
+    ax_e.set_xlabel("optimizer step")
+    ax_e.set_ylabel("resumed weights' error")
+    # three labelled ticks per axis: tick labels are most of a redraw's cost
+    for ax in (ax_w, ax_h, ax_l, ax_e):
+        ax.xaxis.set_major_locator(MaxNLocator(3, integer=True))
+    for ax in (ax_w, ax_h, ax_l):
+        ax.yaxis.set_major_locator(MaxNLocator(3))
+    update_bookkeeping_explorer(fig, data)
+    return fig
 
-    def __call__(self, data: dict) -> Figure:
-        explorer("data", data)
-        if self.figure is None:
-            self._build()
-        self._update(data)
-        return self.figure
 
-    def _build(self) -> None:
-        from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLocator
+def update_bookkeeping_explorer(fig: Figure, d: dict) -> None:
+    """Move the artists of `plot_bookkeeping_explorer`'s figure to `d` (new data, same artists)."""
+    from ..figures import named_artists
 
-        # every text costs a layout on each redraw (a legend ~15 ms): short labels here; the
-        # numbers and the colours' meaning go in the explorer's summary line (explorer_summary)
-        fig = Figure(figsize=(9.5, 5.2))
-        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.97, hspace=0.35, wspace=0.3)
-        (ax_w, ax_h), (ax_l, ax_e) = fig.subplots(2, 2)
-        a = {"fig": fig, "ax_w": ax_w, "ax_h": ax_h, "ax_l": ax_l, "ax_e": ax_e}
-        (a["sizes"],) = ax_w.plot([], [], drawstyle="steps-mid", color="tab:blue")
-        (a["straddle"],) = ax_w.plot([], [], "o", color="tab:red")
-        a["epochs_w"] = ax_w.vlines([], 0, 1, colors="black", linestyles="dotted", linewidth=1)
-        a["stop_w"] = ax_w.axvline(0, color="tab:purple", linewidth=1.5)
-        ax_w.set_ylabel("window size")
-        a["hist"] = ax_h.vlines([], 0, [], colors="tab:blue", linewidth=8)
-        ax_h.set_xlabel("window size")
-        ax_h.set_ylabel("optimizer steps")
-        # the true mean wide underneath, the logged Σ loss / k thin on top: green shows where they part
-        (a["log_window"],) = ax_l.plot([], [], color="tab:green", linewidth=3)
-        (a["log_scaled"],) = ax_l.plot([], [], color="tab:orange", linewidth=1)
-        a["epochs_l"] = ax_l.vlines([], 0, 1, colors="black", linestyles="dotted", linewidth=1)
-        ax_l.set_xlabel("optimizer step")
-        ax_l.set_ylabel("logged loss")
-        (a["errors"],) = ax_e.plot([], [], color="tab:red", marker=".")
-        a["stop_e"] = ax_e.axvline(0, color="tab:purple", linewidth=1.5)
-        ax_e.set_yscale("log")
-        ax_e.set_ylim(FLOOR / 10, 10)
-        # fixed ticks and labels: no tick search or mathtext layout on a slider move
-        ax_e.yaxis.set_major_locator(FixedLocator(_ERROR_TICKS))
-        ax_e.yaxis.set_major_formatter(FixedFormatter([f"{t:.0e}" for t in _ERROR_TICKS]))
-        ax_e.yaxis.set_minor_locator(NullLocator())
-        ax_e.set_xlabel("optimizer step")
-        ax_e.set_ylabel("resumed weights' error")
-        # three labelled ticks per axis: tick labels are most of a redraw's cost
-        for ax in (ax_w, ax_h, ax_l, ax_e):
-            ax.xaxis.set_major_locator(MaxNLocator(3, integer=True))
-        for ax in (ax_w, ax_h, ax_l):
-            ax.yaxis.set_major_locator(MaxNLocator(3))
-        self.figure, self.artists = fig, a
-
-    def _update(self, d: dict) -> None:
-        a, s = self.artists, d["schedule"]
-        steps = list(range(1, s.steps + 1))
-        boundaries, done = [], 0
-        for n in s.steps_per_epoch()[:-1]:
-            done += n
-            boundaries.append(done + 0.5)
-        top = max(s.sizes) + 1
-        a["sizes"].set_data(steps, s.sizes)
-        straddle = s.straddling()
-        a["straddle"].set_data([t + 1 for t in straddle], [s.sizes[t] for t in straddle])
-        a["epochs_w"].set_segments([[(x, 0), (x, top)] for x in boundaries])
-        a["stop_w"].set_xdata([d["stop_step"] + 0.5] * 2)
-        a["ax_w"].set_xlim(0, s.steps + 1)
-        a["ax_w"].set_ylim(0, top)
-        hist = s.histogram()
-        a["hist"].set_segments([[(size, 0), (size, count)] for size, count in hist.items()])
-        a["ax_h"].set_xlim(0, 2 * s.accumulation_steps + 1)
-        a["ax_h"].set_ylim(0, max(hist.values()) * 1.15)
-        logs = d["logs"]
-        a["log_window"].set_data(steps, logs["window"])
-        a["log_scaled"].set_data(steps, logs["sum_of_scaled"])
-        values = logs["window"] + logs["sum_of_scaled"]
-        lo, hi = min(values), max(values)
-        a["epochs_l"].set_segments([[(x, lo), (x, hi * 1.05)] for x in boundaries])
-        a["ax_l"].set_xlim(0, s.steps + 1)
-        a["ax_l"].set_ylim(lo * 0.95 if lo > 0 else lo, hi * 1.05)
-        a["errors"].set_data(d["error_steps"], [max(e, FLOOR) for e in d["errors"]])
-        a["stop_e"].set_xdata([d["stop_step"] + 0.5] * 2)
-        a["ax_e"].set_xlim(0, max(s.steps, d["steps"]) + 1)
+    a, s = named_artists(fig), d["schedule"]
+    steps = list(range(1, s.steps + 1))
+    boundaries, done = [], 0
+    for n in s.steps_per_epoch()[:-1]:
+        done += n
+        boundaries.append(done + 0.5)
+    top = max(s.sizes) + 1
+    a["sizes"].set_data(steps, s.sizes)
+    straddle = s.straddling()
+    a["straddle"].set_data([t + 1 for t in straddle], [s.sizes[t] for t in straddle])
+    a["epochs_w"].set_segments([[(x, 0), (x, top)] for x in boundaries])
+    a["stop_w"].set_xdata([d["stop_step"] + 0.5] * 2)
+    a["ax_w"].set_xlim(0, s.steps + 1)
+    a["ax_w"].set_ylim(0, top)
+    hist = s.histogram()
+    a["hist"].set_segments([[(size, 0), (size, count)] for size, count in hist.items()])
+    a["ax_h"].set_xlim(0, 2 * s.accumulation_steps + 1)
+    a["ax_h"].set_ylim(0, max(hist.values()) * 1.15)
+    logs = d["logs"]
+    a["log_window"].set_data(steps, logs["window"])
+    a["log_scaled"].set_data(steps, logs["sum_of_scaled"])
+    values = logs["window"] + logs["sum_of_scaled"]
+    lo, hi = min(values), max(values)
+    a["epochs_l"].set_segments([[(x, lo), (x, hi * 1.05)] for x in boundaries])
+    a["ax_l"].set_xlim(0, s.steps + 1)
+    a["ax_l"].set_ylim(lo * 0.95 if lo > 0 else lo, hi * 1.05)
+    a["errors"].set_data(d["error_steps"], [max(e, FLOOR) for e in d["errors"]])
+    a["stop_e"].set_xdata([d["stop_step"] + 0.5] * 2)
+    a["ax_e"].set_xlim(0, max(s.steps, d["steps"]) + 1)
 
 
 def explorer_summary(d: dict) -> str:
@@ -236,10 +232,3 @@ def explorer_summary(d: dict) -> str:
         "<br>Top left: red dots, windows spanning two epochs; dotted, epoch ends; purple, the "
         "interruption. Bottom left: green, the true window mean; orange, Σ loss / k."
     )
-
-
-def plot_bookkeeping_explorer(data: dict) -> Figure:
-    """The explorer's four panels for `bookkeeping_data(...)` output, as a new Figure: window
-    size per optimizer step (top left), how many steps had each size (top right), the logged
-    loss (bottom left), and the resumed weights' error after each step (bottom right)."""
-    return LiveFigure()(data)  # which checks `data`

@@ -4,7 +4,6 @@ plain compute function tests call directly."""
 
 from __future__ import annotations
 
-import io
 from functools import lru_cache
 
 from .._threads import one_thread
@@ -32,54 +31,16 @@ def explore_coupling(
     return {"coupling": coupling, "rows": [dict(r) for r in rows]}
 
 
-def _png(fig) -> bytes:
-    """The figure as PNG bytes, drawn on the canvas it keeps between calls. Half of what
-    `savefig` costs here: no new canvas per call, no tight bounding box (the layout is fixed), and
-    light compression (the image is sent to the browser, not stored)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from PIL import Image
-
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    canvas.draw()
-    buffer = io.BytesIO()
-    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
-    image.save(buffer, format="png", compress_level=1)
-    return buffer.getvalue()
-
-
 def coupling_explorer():
-    """Build lesson 09's explorer. The figure is built once; each change moves its bars and texts
-    and re-renders the PNG (no new figure, no layout engine). Slider ranges keep
-    micro-batch size × k within the WINDOW samples the couplings hold."""
+    """Build lesson 09's explorer: the figure is built once, and a change moves its bars and
+    texts (`update_coupling_figure`). Slider ranges keep micro-batch size × k within the WINDOW
+    samples the couplings hold."""
     import ipywidgets as W
-    from IPython.display import display
 
-    from ..explorer import Explorer, int_slider
+    from ..explorer import Explorer, int_slider, selection_slider
     from .plots import plot_coupling_explorer, update_coupling_figure
 
-    class CouplingExplorer(Explorer):
-        image = None
-
-        def refresh(self) -> None:
-            self.data = self.compute(**self.values)
-            if self.figure is None:
-                self.figure = plot_coupling_explorer(self.data)
-                self.figure.set_dpi(80)  # the widget's resolution: fewer pixels to draw than 100
-                self.image = W.Image(format="png")
-            else:
-                update_coupling_figure(self.figure, self.data)
-            self.image.value = _png(self.figure)
-            with self.output:  # the Image widget is shown again, not re-created
-                self.output.clear_output(wait=True)
-                display(self.image)
-
-    mb = W.SelectionSlider(
-        options=list(MICRO_SIZES),
-        value=8,
-        description="micro-batch size",
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
+    mb = selection_slider("micro-batch size", MICRO_SIZES, 8)
     k = int_slider("accumulation steps k", 4, 1, WINDOW // 8)
     coupling = W.Dropdown(options=list(COUPLINGS), value="contrastive", description="coupling")
 
@@ -88,4 +49,4 @@ def coupling_explorer():
 
     mb.observe(clamp_k, names="value")
     controls = {"coupling": coupling, "micro_batch_size": mb, "accumulation_steps": k}
-    return CouplingExplorer(controls, explore_coupling, plot_coupling_explorer)
+    return Explorer(controls, explore_coupling, plot_coupling_explorer, update_coupling_figure)

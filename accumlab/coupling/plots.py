@@ -4,8 +4,8 @@ figure has a fixed layout and is updated in place (`update_coupling_figure`), ne
 from __future__ import annotations
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullLocator
 
+from ..figures import plain_log_ticks
 from . import shapes
 
 FLOOR = 1e-17  # a gap of exactly 0 is drawn here: a log axis cannot show 0
@@ -137,12 +137,12 @@ def plot_coupling_explorer(data: dict) -> Figure:
     ax.set_xticks(xs, [r["coupling"] for r in rows])
     ax.set_yscale("log")
     ax.set_ylim(FLOOR / 3, 30)
-    # fixed ticks: the log locator would recompute them on every redraw
-    ax.yaxis.set_major_locator(FixedLocator([1e-16, 1e-12, 1e-8, 1e-4, 1.0]))
-    ax.yaxis.set_minor_locator(NullLocator())
+    plain_log_ticks(ax.yaxis, [1e-16, 1e-12, 1e-8, 1e-4, 1.0])
     ax.set_ylabel("relative L2 gap to the big batch", fontsize=8)
     ax.axhline(1e-12, color="grey", linestyle=":", linewidth=1)
     ax.legend(fontsize=8, loc="upper right")
+    # a title given a y stays put, instead of being re-placed after measuring the tick labels
+    ax.set_title("", fontsize=9, y=1.0)
     del naive, fix  # update_coupling_figure finds them again as ax.containers
     update_coupling_figure(fig, data)
     return fig

@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "plot_fsdp_grad_memory": "plots",
         "plot_step_times": "plots",
         "plot_sync_explorer": "plots",
+        "update_sync_explorer": "plots",
         "plot_sync_rounds": "plots",
         "plot_token_normalisation": "plots",
         "sweep_view": "explorer",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .._validate import flag
 from . import shapes
+from ..explorer import Explorer, explorer_example
 
 
 def sweep_grid(rows: list[dict]) -> dict:
@@ -59,37 +60,32 @@ def sweep_view(
     }
 
 
-def sync_explorer(rows: list[dict], *, source: str = ""):
+def _example() -> dict:
+    from .lesson import sync_experiments
+
+    # lesson 07's sweep, measured here: 2 ranks launched once (a few seconds)
+    return {"rows": sync_experiments(2, parts=("sweep",), progress=False)["sweep"]}
+
+
+@explorer_example(_example)
+def sync_explorer(rows: list[dict], *, source: str = "") -> Explorer:
     """Lesson 07: an Explorer over a measured sweep. Sliders only offer measured values."""
     import ipywidgets as W
 
-    from ..explorer import Explorer, int_slider
-    from .plots import plot_sync_explorer
+    from ..explorer import int_slider, selection_slider
+    from .plots import plot_sync_explorer, update_sync_explorer
 
     grid = sweep_grid(rows)
     if grid["ranks"] != list(range(grid["ranks"][0], grid["ranks"][-1] + 1)):
         raise ValueError(f"the sweep must cover consecutive rank counts, got {grid['ranks']}")
-    style = {"description_width": "initial"}
     controls = {
         "ranks": int_slider("ranks", grid["ranks"][-1], grid["ranks"][0], grid["ranks"][-1]),
-        "k": W.SelectionSlider(
-            options=grid["k"],
-            value=grid["k"][len(grid["k"]) // 2],
-            description="micro-steps k",
-            continuous_update=False,
-            style=style,
-        ),
-        "micro_batch": W.SelectionSlider(
-            options=grid["micro_batch"],
-            value=grid["micro_batch"][0],
-            description="micro-batch",
-            continuous_update=False,
-            style=style,
-        ),
+        "k": selection_slider("micro-steps k", grid["k"], grid["k"][len(grid["k"]) // 2]),
+        "micro_batch": selection_slider("micro-batch", grid["micro_batch"], grid["micro_batch"][0]),
         "no_sync": W.Checkbox(value=True, description="no_sync on k−1 micro-steps"),
     }
 
     def compute(ranks, k, micro_batch, no_sync):
         return sweep_view(rows, ranks, k, micro_batch, no_sync, source=source)
 
-    return Explorer(controls, compute, plot_sync_explorer)
+    return Explorer(controls, compute, plot_sync_explorer, update_sync_explorer)

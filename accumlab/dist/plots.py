@@ -134,45 +134,59 @@ def plot_token_normalisation(tokens: dict) -> Figure:
     return fig
 
 
+_SYNC_KEYS = (
+    ("allreduce_calls", "all-reduce calls / step", 1),
+    ("allreduce_bytes", "KiB all-reduced / step", 1 / 1024),
+    ("step_time_s", "ms / step (measured)", 1e3),
+)
+
+
 def plot_sync_explorer(view: dict) -> Figure:
     """Lesson 07's widget: all-reduce calls, bytes and step time against k for the chosen ranks and
-    micro-batch, both ways of syncing; the chosen (k, no_sync) point is ringed."""
+    micro-batch, both ways of syncing; the chosen (k, no_sync) point is ringed. The explorer moves
+    its artists with `update_sync_explorer`."""
     shapes.view("view", view)
+    from matplotlib.ticker import NullLocator
+
     fig = Figure(figsize=(9, 3), layout="constrained")
-    axes = fig.subplots(1, 3)
-    keys = (
-        ("allreduce_calls", "all-reduce calls / step", 1),
-        ("allreduce_bytes", "KiB all-reduced / step", 1 / 1024),
-        ("step_time_s", "ms / step (measured)", 1e3),
-    )
-    sel = view["selected"]
-    for ax, (key, label, scale) in zip(axes, keys, strict=True):
+    for ax, (key, label, _) in zip(fig.subplots(1, 3), _SYNC_KEYS, strict=True):
+        ax.set_gid(key)
         for no_sync, style in ((False, "o-"), (True, "s--")):
-            ks, ys = view["series"][no_sync]["k"], view["series"][no_sync][key]
-            ax.plot(
-                ks,
-                [y * scale for y in ys],
-                style,
-                label="no_sync" if no_sync else "sync every step",
-            )
-        ax.plot(
-            [sel["k"]],
-            [sel[key] * scale],
-            "o",
-            markersize=14,
-            markerfacecolor="none",
-            color="black",
-        )
+            name = "no_sync" if no_sync else "sync every step"
+            ax.plot([], [], style, label=name, gid=f"{key} {no_sync}")
+        ax.plot([], [], "o", markersize=14, markerfacecolor="none", color="black", gid=f"{key} ring")
         ax.set_xscale("log", base=2)
-        ax.set_xticks(view["series"][False]["k"], [str(k) for k in view["series"][False]["k"]])
-        ax.set_ylim(bottom=0)
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("k")
-        ax.set_title(label, fontsize=9)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(
+        # y given: the title stays put, instead of being re-placed after measuring tick labels
+        ax.set_title(label, fontsize=9, y=1.0)
+    fig.axes[0].legend(fontsize=7, loc="upper left")  # a fixed corner: "best" searches per draw
+    fig.suptitle("", fontsize=10, gid="title")
+    update_sync_explorer(fig, view)
+    return fig
+
+
+def update_sync_explorer(fig: Figure, view: dict) -> None:
+    """Move `plot_sync_explorer`'s lines, ring, limits and title to `view` (`al.dist.sweep_view`)."""
+    from ..figures import named_artists
+
+    a = named_artists(fig)
+    sel = view["selected"]
+    ks = view["series"][False]["k"]
+    for key, _, scale in _SYNC_KEYS:
+        top = 0.0
+        for no_sync in (False, True):
+            series = view["series"][no_sync]
+            ys = [y * scale for y in series[key]]
+            a[f"{key} {no_sync}"].set_data(series["k"], ys)
+            top = max([top, *ys])
+        a[f"{key} ring"].set_data([sel["k"]], [sel[key] * scale])
+        ax = a[key]
+        ax.set_xlim(min(ks) / 1.3, max(ks) * 1.3)
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.set_ylim(0, top * 1.1 or 1.0)
+    a["title"].set_text(
         f"{view['ranks']} rank(s), micro-batch {view['micro_batch']}: "
         f"{sel['allreduce_calls']} all-reduce(s), {sel['allreduce_bytes'] / 1024:.0f} KiB, "
-        f"{sel['step_time_s'] * 1e3:.2f} ms per step{view.get('source', '')}",
-        fontsize=10,
+        f"{sel['step_time_s'] * 1e3:.2f} ms per step{view.get('source', '')}"
     )
-    return fig

@@ -39,6 +39,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         # plots.py and explorer.py
         "plot_step_errors": "plots",
         "plot_step_explorer": "plots",
+        "update_step_explorer": "plots",
         "explore_frameworks": "explorer",
         "framework_explorer": "explorer",
         "framework_grid": "explorer",

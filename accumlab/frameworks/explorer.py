@@ -10,11 +10,11 @@ from __future__ import annotations
 import ipywidgets as W
 
 from .. import _validate
-from ..explorer import Explorer, int_slider
+from ..explorer import Explorer, explorer_example, int_slider
 from . import shapes
 from .hooks import FrameworkRun
 from .measure import StepCheck, check_run
-from .plots import StepErrorFigure
+from .plots import plot_step_explorer, update_step_explorer
 from .problem import DATASETS, make_problem
 from .runs import ALL, FRAMEWORKS, run_framework
 
@@ -67,6 +67,7 @@ def explore_frameworks(grid: dict, framework: str, data: str, k: int) -> dict:
     }
 
 
+@explorer_example(lambda: {"grid": framework_grid(progress=False)})  # lesson 11's cell before it
 def framework_explorer(grid: dict | None = None) -> Explorer:
     """Build lesson 11's explorer over `grid` (default: every framework, data set and k in KS,
     run now — a few seconds, with a progress bar)."""
@@ -89,10 +90,13 @@ def framework_explorer(grid: dict | None = None) -> Explorer:
     data = W.Dropdown(options=datas, value=datas[0], description="data")
     k = int_slider("accumulation steps k", ks[-1] if 4 not in ks else 4, ks[0], ks[-1])
     # as many step slots as the smallest k can make, and no more: every tick label costs render time
-    figure = StepErrorFigure(max(len(checks) for checks in grid.values()))
+    max_steps = max(len(checks) for checks in grid.values())
 
     def compute(framework: str, data: str, k: int) -> dict:
         return explore_frameworks(grid, framework, data, k)
 
+    def plot(data: dict):
+        return plot_step_explorer(data, max_steps=max_steps)
+
     controls = {"framework": framework, "data": data, "k": k}
-    return Explorer(controls, compute, figure.update)
+    return Explorer(controls, compute, plot, update_step_explorer)

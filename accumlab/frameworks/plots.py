@@ -63,58 +63,55 @@ def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens"))
     return fig
 
 
-class StepErrorFigure:
-    """The explorer's figure, built once: `update(data)` moves the artists (no new axes, no
-    re-layout), which keeps a control change well under the cost of a redraw from scratch."""
-
-    def __init__(self, max_steps: int = MAX_STEPS):
-        self.figure = Figure(figsize=(9, 3.4))
-        # a fixed layout: constrained layout would re-solve the whole figure on every change
-        self.figure.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.80, wspace=0.28)
-        self.ax_grad, self.ax_loss = self.figure.subplots(1, 2)
-        steps = list(range(1, max_steps + 1))
-        for ax, ylabel in (
-            (self.ax_grad, "gradient: ‖used − ref‖ / ‖ref‖"),
-            (self.ax_loss, "logged loss: |logged − true| / true"),
-        ):
-            ax.set_yscale("log")
-            ax.set_ylim(FLOOR / 2, CEILING)
-            # few fixed ticks with plain labels, no minor ones: log labels are mathtext ($10^{-16}$),
-            # parsed again on every draw — most of a redraw's cost
-            ax.set_yticks(TICKS, [f"{t:.0e}" for t in TICKS])
-            ax.yaxis.set_minor_locator(NullLocator())
-            ax.set_xlim(0.5, max_steps + 0.5)
-            ax.set_xticks(steps)
-            ax.set_xlabel("optimizer step")
-            ax.set_ylabel(ylabel, fontsize=9)
-            ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
-        (self.grad_line,) = self.ax_grad.plot([], [], "o-", color="C3")
-        (self.loss_line,) = self.ax_loss.plot([], [], "s-", color="C0")
-        self.missing = self.ax_grad.text(
-            0.02, 0.94, "", transform=self.ax_grad.transAxes, fontsize=8, va="top"
-        )
-        self.no_log = self.ax_loss.text(
-            0.5, 0.5, "", transform=self.ax_loss.transAxes, ha="center", fontsize=10
-        )
-        self.title = self.figure.suptitle("", fontsize=9)
-
-    def update(self, data: dict) -> Figure:
-        steps = list(range(1, len(data["grad_error"]) + 1))
-        self.grad_line.set_data(steps, _floored(data["grad_error"]))
-        losses = _floored(data["loss_error"])
-        logged = not all(math.isnan(v) for v in losses)
-        self.loss_line.set_data(steps if logged else [], losses if logged else [])
-        self.no_log.set_text("" if logged else "logs no loss by itself")
-        lost = data["expected_steps"] - len(steps)
-        self.missing.set_text(f"{lost} window(s) never stepped" if lost > 0 else "")
-        self.title.set_text(
-            f"{data['label']} · {data['data']} · k = {data['k']} · windows {data['windows']}\n"
-            f"backward saw: {data['divided_by']}   (exact 0 drawn at {FLOOR:g}; dashed: {EXACT:g})"
-        )
-        return self.figure
-
-
-def plot_step_explorer(data: dict) -> Figure:
-    """The explorer's figure for one setting, built from scratch (tests and static use)."""
+def plot_step_explorer(data: dict, *, max_steps: int | None = None) -> Figure:
+    """The explorer's figure for one setting: gradient error (left) and logged-loss error (right)
+    of each optimizer step, with room for `max_steps` steps (default: this setting's). A fixed
+    layout; the explorer moves its artists with `update_step_explorer`."""
     shapes.explorer("data", data)
-    return StepErrorFigure(max(len(data["grad_error"]), 1)).update(data)
+    max_steps = max_steps or max(len(data["grad_error"]), 1)
+    fig = Figure(figsize=(9, 3.4))
+    # a fixed layout: constrained layout would re-solve the whole figure on every change
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.80, wspace=0.28)
+    ax_grad, ax_loss = fig.subplots(1, 2)
+    steps = list(range(1, max_steps + 1))
+    for ax, ylabel in (
+        (ax_grad, "gradient: ‖used − ref‖ / ‖ref‖"),
+        (ax_loss, "logged loss: |logged − true| / true"),
+    ):
+        ax.set_yscale("log")
+        ax.set_ylim(FLOOR / 2, CEILING)
+        # few fixed ticks with plain labels, no minor ones: log labels are mathtext ($10^{-16}$),
+        # parsed again on every draw — most of a redraw's cost
+        ax.set_yticks(TICKS, [f"{t:.0e}" for t in TICKS])
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_xlim(0.5, max_steps + 0.5)
+        ax.set_xticks(steps)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
+    ax_grad.plot([], [], "o-", color="C3", gid="grad")
+    ax_loss.plot([], [], "s-", color="C0", gid="loss")
+    ax_grad.text(0.02, 0.94, "", transform=ax_grad.transAxes, fontsize=8, va="top", gid="missing")
+    ax_loss.text(0.5, 0.5, "", transform=ax_loss.transAxes, ha="center", fontsize=10, gid="no_log")
+    fig.suptitle("", fontsize=9, gid="title")
+    update_step_explorer(fig, data)
+    return fig
+
+
+def update_step_explorer(fig: Figure, data: dict) -> None:
+    """Move `plot_step_explorer`'s artists to `data` (no new axes, no re-layout)."""
+    from ..figures import named_artists
+
+    a = named_artists(fig)
+    steps = list(range(1, len(data["grad_error"]) + 1))
+    a["grad"].set_data(steps, _floored(data["grad_error"]))
+    losses = _floored(data["loss_error"])
+    logged = not all(math.isnan(v) for v in losses)
+    a["loss"].set_data(steps if logged else [], losses if logged else [])
+    a["no_log"].set_text("" if logged else "logs no loss by itself")
+    lost = data["expected_steps"] - len(steps)
+    a["missing"].set_text(f"{lost} window(s) never stepped" if lost > 0 else "")
+    a["title"].set_text(
+        f"{data['label']} · {data['data']} · k = {data['k']} · windows {data['windows']}\n"
+        f"backward saw: {data['divided_by']}   (exact 0 drawn at {FLOOR:g}; dashed: {EXACT:g})"
+    )

@@ -47,6 +47,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "plot_memory_vs_k": "plots",
         "moments": "plots",
         "plot_step_time": "plots",
+        "update_memory_explorer": "plots",
         "explore_memory": "explorer",
         "memory_explorer": "explorer",
         "record_results": "record:record",

@@ -63,16 +63,8 @@ def memory_explorer():
     import ipywidgets as W
 
     from ..explorer import Explorer, int_slider
-    from .plots import plot_memory_explorer
-
-    def choice(description, options, value):
-        return W.SelectionSlider(
-            options=list(options),
-            value=value,
-            description=description,
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
+    from ..explorer import selection_slider as choice
+    from .plots import plot_memory_explorer, update_memory_explorer
 
     controls = {
         "micro_batch_size": choice("micro-batch size", MICRO_SIZES, 8),
@@ -82,6 +74,4 @@ def memory_explorer():
         "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="adam", description="optimizer"),
         "checkpointing": W.Checkbox(value=False, description="checkpointing"),
     }
-    explorer = Explorer(controls, explore_memory, plot_memory_explorer)
-    explorer.widget.children[0].layout.flex_flow = "row wrap"  # six controls: wrap, don't overflow
-    return explorer
+    return Explorer(controls, explore_memory, plot_memory_explorer, update_memory_explorer)

@@ -50,32 +50,47 @@ def moments(fp) -> dict[str, dict[str, int]]:
     }
 
 
-def _draw_footprints(ax, footprints: dict) -> tuple[float, str]:
+def _stacks(footprints: dict) -> tuple[float, str, list]:
+    """(divisor, unit, bars): per label i and moment, the x offset and the (part, bottom,
+    height) of each stacked piece in that unit, from `Footprint`s (or their `as_dict()`)."""
     bars = {label: moments(fp) for label, fp in footprints.items()}
     peaks = [_as_dict(fp).get("peak") for fp in footprints.values()]
     largest = max(
         [sum(m.values()) for b in bars.values() for m in b.values()] + [p or 0 for p in peaks]
     )
     div, unit = byte_unit(largest)
-    drawn = set()
+    out = []
     for i, both in enumerate(bars.values()):
         for dx, (moment, parts) in zip((-0.21, 0.21), both.items(), strict=True):
-            bottom = 0.0
+            pieces, bottom = [], 0.0
             for part, value in parts.items():
-                ax.bar(
-                    i + dx, value / div, 0.4, bottom=bottom, color=PART_COLOURS[part],
-                    label=None if part in drawn else part,
-                )  # fmt: skip
-                drawn.add(part)
+                pieces.append((part, bottom, value / div))
                 bottom += value / div
-            ax.annotate(moment, (i + dx, bottom), ha="center", va="bottom", fontsize=7)
-        if peaks[i] is not None:
+            out.append((i, dx, moment, pieces))
+    return div, unit, out
+
+
+def _draw_footprints(ax, footprints: dict) -> tuple[float, str]:
+    div, unit, stacks = _stacks(footprints)
+    peaks = [_as_dict(fp).get("peak") for fp in footprints.values()]
+    drawn = set()
+    for i, dx, moment, pieces in stacks:
+        for part, bottom, height in pieces:
+            ax.bar(
+                i + dx, height, 0.4, bottom=bottom, color=PART_COLOURS[part],
+                label=None if part in drawn else part, gid=f"{i} {moment} {part}",
+            )  # fmt: skip
+            drawn.add(part)
+        top = pieces[-1][1] + pieces[-1][2]
+        ax.text(i + dx, top, moment, ha="center", va="bottom", fontsize=7, gid=f"{i} {moment}")
+    for i, peak in enumerate(peaks):
+        if peak is not None:
             ax.hlines(
-                peaks[i] / div, i - 0.45, i + 0.45, colors="black", linewidth=2,
+                peak / div, i - 0.45, i + 0.45, colors="black", linewidth=2,
                 label=None if "peak" in drawn else "measured peak of a step",
             )  # fmt: skip
             drawn.add("peak")
-    ax.set_xticks(range(len(bars)), list(bars), fontsize=8)
+    ax.set_xticks(range(len(footprints)), list(footprints), fontsize=8)
     ax.set_ylabel(unit)
     return div, unit
 
@@ -222,22 +237,65 @@ def plot_logging_growth(runs: dict[str, dict]) -> Figure:
     return fig
 
 
+def _explorer_labels(data: dict) -> list[str]:
+    # different even at k = 1: the two groups are keys of one dict
+    k = data["accumulation_steps"]
+    return [f"mb={data['micro_batch_size']} × k={k}", f"mb={data['global_batch']} at once"]
+
+
 def plot_memory_explorer(data: dict) -> Figure:
     """Lesson 05's explorer: the memory of the chosen micro-batch next to the whole global batch at
-    once (left: the two moments and the measured peak), and their ms per optimizer step (right)."""
+    once (left: the two moments, stacked by part), and their ms per optimizer step (right). A
+    fixed layout; the explorer moves its bars with `update_memory_explorer`."""
     shapes.explorer("data", data)
-    k = data["accumulation_steps"]
-    labels = [f"mb={data['micro_batch_size']}, k={k}", f"mb={data['global_batch']}, k=1"]
-    fig = Figure(figsize=(9.5, 3.6), layout="constrained")
+    from matplotlib.ticker import MaxNLocator
+
+    labels = _explorer_labels(data)
+    fig = Figure(figsize=(9.5, 3.6))
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.12, top=0.9, wspace=0.22)
     left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+    left.set_gid("memory")
+    right.set_gid("time")
     _draw_footprints(left, dict(zip(labels, (data["footprint"], data["full_batch"]), strict=True)))
-    left.legend(fontsize=6, loc="upper left")
-    left.set_title(
+    left.legend(fontsize=6, loc="upper center", ncol=3)  # 2 rows above the bars (see the y limit)
+    left.set_xlim(-0.6, 1.6)
+    right.bar(labels, [0.0, 0.0], color="tab:purple", gid="seconds")
+    right.set_ylabel("ms per optimizer step")
+    # y given: the title stays put, instead of being re-placed after measuring the tick labels
+    right.set_title("time (one measurement each)", fontsize=9, y=1.0)
+    right.tick_params(axis="x", labelsize=8)
+    for ax in (left, right):
+        ax.yaxis.set_major_locator(MaxNLocator(5))
+    update_memory_explorer(fig, data)
+    return fig
+
+
+def update_memory_explorer(fig: Figure, data: dict) -> None:
+    """Move `plot_memory_explorer`'s bars, labels and limits to `data` (`explore_memory(...)`)."""
+    from ..figures import named_artists
+
+    a = named_artists(fig)
+    labels = _explorer_labels(data)
+    _, unit, stacks = _stacks(dict(zip(labels, (data["footprint"], data["full_batch"]))))
+    top = 0.0
+    for i, _, moment, pieces in stacks:
+        for part, bottom, height in pieces:
+            bar = a[f"{i} {moment} {part}"]
+            bar.set_y(bottom)
+            bar.set_height(height)
+        top = max(top, bottom + height)
+        a[f"{i} {moment}"].set_y(bottom + height)
+    memory = a["memory"]
+    memory.set_ylim(0, top * 1.35)  # room for the moment names and the legend above the bars
+    memory.set_ylabel(unit)
+    memory.set_xticks([0, 1], labels, fontsize=8)
+    memory.set_title(
         f"memory ({data['optimizer']}{', checkpointing' if data['checkpointing'] else ''})",
         fontsize=9,
+        y=1.0,
     )
-    right.bar(labels, [data["seconds"] * 1000, data["full_seconds"] * 1000], color="tab:purple")
-    right.set_ylabel("ms per optimizer step")
-    right.set_title("time (one measurement each)", fontsize=9)
-    right.tick_params(axis="x", labelsize=8)
-    return fig
+    ms = [data["seconds"] * 1000, data["full_seconds"] * 1000]
+    for bar, value in zip(fig.axes[1].patches, ms, strict=True):
+        bar.set_height(value)
+    a["time"].set_ylim(0, max(ms) * 1.15)
+    a["time"].set_xticks([0, 1], labels)

@@ -36,6 +36,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "max_param_gap": "adam",
         # plots.py, explorer.py, record.py
         "plot_explorer": "plots",
+        "update_explorer": "plots",
         "plot_precision": "plots",
         "plot_scales": "plots",
         "plot_schedules": "plots",

@@ -93,7 +93,7 @@ def amp_explorer():
     import ipywidgets as W
 
     from ..explorer import Explorer, int_slider
-    from .plots import plot_explorer
+    from .plots import plot_explorer, update_explorer
 
     style = {"description_width": "initial"}
     controls = {
@@ -121,7 +121,7 @@ def amp_explorer():
             style=style,
         ),
     }
-    return Explorer(controls, explorer_data, plot_explorer)
+    return Explorer(controls, explorer_data, plot_explorer, update_explorer)
 
 
 __all__ = ["amp_explorer", "explorer_data"]

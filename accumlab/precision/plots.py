@@ -113,44 +113,101 @@ def plot_update_norms(
     return fig
 
 
+_DECADES = [10.0**e for e in range(-12, 1)]
+
+
 def plot_explorer(data: dict) -> Figure:
-    """Lesson 06's explorer: update norms per step, learning rates, accumulation error."""
+    """Lesson 06's explorer: update norms per step, learning rates, accumulation error. A fixed
+    layout with few, plain tick labels; the explorer moves its artists with `update_explorer`."""
     shapes.explorer("data", data)
-    fig = Figure(figsize=(11, 3.4), layout="constrained")
+    from matplotlib.ticker import MaxNLocator, NullLocator
+
+    from ..figures import plain_log_ticks
+
+    fig = Figure(figsize=(11, 3.6))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.14, top=0.8, wspace=0.3)
     a, b, c = fig.subplots(1, 3)
-    steps = range(len(data["update_norms"]))
-    a.plot(steps, data["update_norms"], marker="o", label="this loop")
-    a.plot(steps, data["reference_update_norms"], marker=".", linestyle="--", label="full batch")
-    if data["max_norm"] is not None:
-        a.axhline(
-            data["lr_max"] * data["max_norm"],
-            color="grey",
-            linestyle=":",
-            linewidth=1,
-            label="peak lr × max_norm",
-        )
+    for ax, name in ((a, "norms"), (b, "lrs"), (c, "errors")):
+        ax.set_gid(name)
+    this = a.plot([], [], marker="o", gid="norm")[0]
+    reference = a.plot([], [], marker=".", linestyle="--", gid="reference_norm")[0]
+    a.axhline(0, color="grey", linestyle=":", linewidth=1, gid="limit")
     a.set_xlabel("optimizer step")
     a.set_ylabel("‖update‖")
-    a.set_title("update size", fontsize=10)
-    a.legend(fontsize=7)
-    b.plot(steps, data["lrs"], marker="o", label="this loop")
-    b.plot(steps, data["reference_lrs"], marker=".", linestyle="--", label="per optimizer step")
+    # y given: the title stays put, instead of being re-placed after measuring the tick labels
+    a.set_title("update size (dotted: peak lr × max_norm)", fontsize=10, y=1.0)
+    b.plot([], [], marker="o", gid="lr")
+    b.plot([], [], marker=".", linestyle="--", gid="reference_lr")
     b.set_xlabel("optimizer step")
     b.set_ylabel("learning rate")
-    b.set_title("schedule", fontsize=10)
-    b.legend(fontsize=7)
-    errors = data["precision"]["errors"]
-    for name, values in errors.items():
-        c.plot(data["precision"]["ks"], values, marker=".", label=name)
-    c.axvline(data["k"], color="grey", linestyle="--", linewidth=1)
+    b.set_title("schedule", fontsize=10, y=1.0)
+    # one legend for both panels, above them: inside, any corner hides some setting's curve
+    fig.legend(
+        [this, reference],
+        ["this loop", "full batch, one micro-batch per window (the reference)"],
+        loc="upper left",
+        bbox_to_anchor=(0.05, 1.0),
+        ncol=2,
+        fontsize=8,
+        frameon=False,
+    )
+    ks = data["precision"]["ks"]
+    c.plot([], [], marker=".", gid="chosen")
+    c.plot([], [], marker=".", gid="float32")
+    # the curves are named at their left end: no legend box to place (or to draw) on each move
+    c.text(0, 0, "", fontsize=7, va="bottom", color="C0", gid="chosen_name")
+    c.text(0, 0, "float32", fontsize=7, va="top", color="C1", gid="float32_name")
+    c.axvline(1, color="grey", linestyle="--", linewidth=1, gid="k")
     c.set_xscale("log", base=2)
     c.set_yscale("log")
+    # fixed ticks with plain labels: log labels are mathtext ($10^{-8}$), laid out on every draw
+    c.set_xticks(ks, [str(k) for k in ks])
+    c.xaxis.set_minor_locator(NullLocator())
+    plain_log_ticks(c.yaxis, _DECADES[::2])
     c.set_xlabel("k")
     c.set_ylabel("relative error vs float64")
-    c.set_title(
+    c.set_title("", fontsize=10, y=1.0)
+    for ax in (a, b):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(4))
+    fig.text(0.99, 0.96, "", ha="right", color="tab:red", gid="warning")
+    update_explorer(fig, data)
+    return fig
+
+
+def update_explorer(fig: Figure, data: dict) -> None:
+    """Move `plot_explorer`'s lines, limits and texts to `data` (`al.precision.explorer_data`)."""
+    from ..figures import named_artists
+
+    a = named_artists(fig)
+    steps = range(len(data["update_norms"]))
+    a["norm"].set_data(steps, data["update_norms"])
+    a["reference_norm"].set_data(steps, data["reference_update_norms"])
+    clipped = data["max_norm"] is not None
+    a["limit"].set_visible(clipped)
+    if clipped:
+        a["limit"].set_ydata([data["lr_max"] * data["max_norm"]] * 2)
+    a["lr"].set_data(steps, data["lrs"])
+    a["reference_lr"].set_data(steps, data["reference_lrs"])
+    for name in ("norms", "lrs"):
+        a[name].relim(visible_only=True)
+        a[name].autoscale_view()
+    sweep = data["precision"]
+    names = list(sweep["errors"])  # the chosen precision, then float32 (once if it is float32)
+    ks, chosen, single = sweep["ks"], sweep["errors"][names[0]], sweep["errors"][names[-1]]
+    a["chosen"].set_data(ks, chosen)
+    a["float32"].set_data(ks, single)
+    values = [v for v in chosen + single if v > 0]
+    low, high = min(values) / 3, max(values) * 30  # room above the curves for the names
+    a["errors"].set_xlim(ks[0] / 1.3, ks[-1] * 1.3)
+    a["errors"].set_ylim(low, high)
+    a["chosen_name"].set_text(names[0] if len(names) > 1 else "float32 (chosen)")
+    a["chosen_name"].set_position((ks[0], max(chosen[0], low) * 1.5))
+    a["float32_name"].set_text("float32" if len(names) > 1 else "")
+    a["float32_name"].set_position((ks[0], max(single[0], low) / 1.5))
+    a["k"].set_xdata([data["k"]] * 2)
+    a["errors"].set_title(
         f"accumulation error (k = {data['k']}: {data['accumulation_error']:.1e})", fontsize=10
     )
-    c.legend(fontsize=7)
-    if not all(math.isfinite(v) for v in data["update_norms"]):
-        fig.suptitle("non-finite update", color="tab:red")
-    return fig
+    finite = all(math.isfinite(v) for v in data["update_norms"])
+    a["warning"].set_text("" if finite else "non-finite update")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from .._validate import one_of, positive_int
-from ..explorer import Explorer, int_slider
+from ..explorer import Explorer, explorer_example, int_slider
 from .schedule import SCHEDULES, bubble_fraction, in_flight, replay, schedule_order
 
 MAX_STAGES = 8
@@ -51,29 +51,17 @@ def explorer_data(micro_batches: int = 4, stages: int = 2, schedule: str = "GPip
     return out
 
 
-class ImageExplorer(Explorer):
-    """An `accumlab.explorer.Explorer` showing `view`'s figure as an image widget whose bytes are
-    replaced on a change: one draw at a fixed layout, instead of the tight-bounding-box render
-    Jupyter's figure display does (measured about twice as slow for this figure). The Output area
-    below it still shows an error, if a change raises one."""
+def _example() -> dict:
+    from .accumulator import accumulator_errors
 
-    def __init__(self, controls, compute, view):
-        self.view = view
-        self.image = W.Image(format="png")  # before __init__: it runs the first refresh
-        super().__init__(controls, compute, view.update)
-        row, output = self.widget.children
-        self.widget.children = (row, self.image, output)
-
-    def refresh(self) -> None:
-        self.data = self.compute(**self.values)
-        self.figure = self.plot(self.data)
-        self.image.value = self.view.png()
+    return {"errors": accumulator_errors([2**i for i in range(9)])}  # as lesson 12 builds it
 
 
-def scale_explorer(errors: dict | None = None):
+@explorer_example(_example)
+def scale_explorer(errors: dict | None = None) -> Explorer:
     """Lesson 12: sliders for micro-batches m and stages S, a menu for the schedule. `errors` is an
     `al.scale.accumulator_errors(...)` result to mark k = m on (computed once, in the lesson)."""
-    from .plots import ExplorerFigure
+    from .plots import plot_scale_explorer, update_scale_explorer
 
     if errors is not None and not (
         isinstance(errors, dict) and {"ks", "errors"} <= set(errors) and errors["errors"]
@@ -82,10 +70,13 @@ def scale_explorer(errors: dict | None = None):
             "errors must be the dict al.scale.accumulator_errors(...) returns, got "
             f"{type(errors).__name__}"
         )
-    view = ExplorerFigure(MAX_STAGES, MAX_MICRO_BATCHES, errors)
     controls = {
         "micro_batches": int_slider("micro-batches per step m", 4, 1, MAX_MICRO_BATCHES),
         "stages": int_slider("pipeline stages S", 2, 1, MAX_STAGES),
         "schedule": W.Dropdown(options=list(SCHEDULES), value="GPipe", description="schedule"),
     }
-    return ImageExplorer(controls, explorer_data, view)
+
+    def plot(data: dict):
+        return plot_scale_explorer(data, errors=errors)
+
+    return Explorer(controls, explorer_data, plot, update_scale_explorer)

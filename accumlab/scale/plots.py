@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import io
+import math
 
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import MaxNLocator, NullLocator
 
+from ..figures import plain_log_ticks
 from . import shapes
 
 STAGE_COLORS = {"F": "tab:blue", "B": "tab:orange"}
@@ -178,96 +179,92 @@ def plot_batch_sweep(
     return fig
 
 
-class ExplorerFigure:
-    """Lesson 12's explorer figure, built once: `update(data)` moves its artists and returns it.
-
-    Fixed layout (no constrained layout, fixed limits where possible) so a redraw costs one draw.
-    """
-
-    def __init__(self, max_stages: int, max_micro_batches: int, errors: dict | None):
-        self.figure = Figure(figsize=(11, 3.4))
-        self.figure.subplots_adjust(left=0.07, right=0.99, bottom=0.16, top=0.88, wspace=0.3)
-        self.timeline, self.curve, self.precision = self.figure.subplots(
-            1, 3, gridspec_kw={"width_ratios": [1.6, 1, 1]}
+def plot_scale_explorer(data: dict, *, errors: dict | None = None) -> Figure:
+    """Lesson 12's explorer figure for `explorer_data(...)`: the pipeline's timeline (left), the
+    bubble formula against m (middle) and, given `al.scale.accumulator_errors(...)` as `errors`,
+    the accumulation error against k = m (right). A fixed layout and fixed limits where possible;
+    the explorer moves its artists with `update_scale_explorer`."""
+    fig = Figure(figsize=(11, 3.4))
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.16, top=0.88, wspace=0.3)
+    timeline, curve, precision = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.6, 1, 1]})
+    timeline.set_gid("timeline")
+    curve.set_gid("curve")
+    for kind in ("F", "B"):
+        timeline.add_collection(
+            PolyCollection([], facecolors=STAGE_COLORS[kind], edgecolors="white", gid=kind)
         )
-        self.polys = {}
-        for kind in ("F", "B"):
-            self.polys[kind] = PolyCollection([], facecolors=STAGE_COLORS[kind], edgecolors="white")
-            self.timeline.add_collection(self.polys[kind])
-        self.timeline.set_xlabel("time (t_F = 1, t_B = 2)")
-        self.message = self.timeline.text(
-            0.5,
-            0.5,
-            "",
-            ha="center",
-            va="center",
-            wrap=True,
-            transform=self.timeline.transAxes,
-            fontsize=9,
-        )
-        ms = list(range(1, max_micro_batches + 1))
-        (self.formula,) = self.curve.plot(
-            ms, [0.0] * len(ms), color="tab:blue", label="(S−1)/(m+S−1)"
-        )
-        (self.point,) = self.curve.plot([1], [0.0], "o", color="tab:red", label="this step")
-        _fixed_log2_ticks(self.curve, ms)
-        self.curve.set_ylim(0, 1)
-        self.curve.set_xlabel("micro-batches m")
-        self.curve.set_ylabel("bubble (idle share)")
-        self.curve.legend(fontsize=7, loc="upper right")
-        self.marker = None
-        if errors:
-            for name, values in errors["errors"].items():
-                self.precision.plot(errors["ks"], values, marker=".", label=name)
-            self.marker = self.precision.axvline(1, color="tab:red", linestyle="--")
-            _fixed_log2_ticks(self.precision, errors["ks"])
-            self.precision.set_yscale("log")
-            low = min(min(v) for v in errors["errors"].values())
-            high = max(max(v) for v in errors["errors"].values())
-            self.precision.set_ylim(low / 2, high * 10)  # room for the legend above the lines
-            self.precision.yaxis.set_minor_locator(NullLocator())
-            self.precision.legend(fontsize=6, loc="upper left")
-        self.precision.set_xlabel("k = m micro-batches accumulated")
-        self.precision.set_ylabel("error vs float64")
-        self.precision.set_title("accumulator precision", fontsize=9)
+    timeline.set_xlabel("time (t_F = 1, t_B = 2)")
+    timeline.xaxis.set_major_locator(MaxNLocator(6, integer=True))  # each tick label costs a layout
+    # titles given a y: they stay put, instead of being re-placed after measuring the tick labels
+    for ax in (timeline, curve, precision):
+        ax.set_title("", fontsize=9, y=1.0)
+    timeline.text(
+        0.5, 0.5, "", ha="center", va="center", wrap=True, transform=timeline.transAxes,
+        fontsize=9, gid="message",
+    )  # fmt: skip
+    ms = list(range(1, len(data["formula_curve"]) + 1))
+    curve.plot(ms, [0.0] * len(ms), color="tab:blue", label="(S−1)/(m+S−1)", gid="formula")
+    curve.plot([1], [0.0], "o", color="tab:red", label="this step", gid="point")
+    _fixed_log2_ticks(curve, ms)
+    curve.set_ylim(0, 1)
+    curve.set_yticks([0, 0.5, 1])
+    curve.set_xlabel("micro-batches m")
+    curve.set_ylabel("bubble (idle share)")
+    curve.legend(fontsize=7, loc="upper right")
+    if errors:
+        for name, values in errors["errors"].items():
+            precision.plot(errors["ks"], values, marker=".", label=name)
+        precision.axvline(1, color="tab:red", linestyle="--", gid="marker")
+        _fixed_log2_ticks(precision, errors["ks"])
+        precision.set_yscale("log")
+        low = min(min(v) for v in errors["errors"].values())
+        high = max(max(v) for v in errors["errors"].values())
+        precision.set_ylim(low / 2, high * 10)  # room for the legend above the lines
+        decades = range(math.floor(math.log10(low / 2)), math.ceil(math.log10(high * 10)) + 1)
+        plain_log_ticks(precision.yaxis, [10.0**e for e in decades])
+        precision.legend(fontsize=6, loc="upper left")
+    precision.set_xlabel("k = m micro-batches accumulated")
+    precision.set_ylabel("error vs float64")
+    precision.title.set_text("accumulator precision")
+    update_scale_explorer(fig, data)
+    return fig
 
-    def png(self, dpi: int = 80) -> bytes:
-        """The figure as PNG at its fixed layout (no tight bounding box: that would draw twice)."""
-        buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png", dpi=dpi)
-        return buffer.getvalue()
 
-    def update(self, data: dict) -> Figure:
-        s, m = data["stages"], data["micro_batches"]
-        spans = data["spans"] or []
-        for kind in ("F", "B"):
-            self.polys[kind].set_verts(
-                [
-                    [(a, st - 0.4), (e, st - 0.4), (e, st + 0.4), (a, st + 0.4)]
-                    for st, stage in enumerate(spans)
-                    for k, _, a, e in stage
-                    if k == kind
-                ]
-            )
-        self.timeline.set_xlim(0, max(data["makespan"], 1.0))
-        self.timeline.set_ylim(s - 0.5, -0.5)
-        self.timeline.set_yticks(range(s), [f"stage {i}" for i in range(s)])
-        self.message.set_text(data["refused"] or "")
-        self.timeline.set_title(
-            f"{data['schedule']}, S = {s}, m = {m}: "
-            + (
-                "refused"
-                if data["refused"]
-                else f"bubble {data['bubble']:.0%}, ≤ {data['in_flight']} micro-batches' activations held"
-            ),
-            fontsize=9,
+def update_scale_explorer(fig: Figure, data: dict) -> None:
+    """Move `plot_scale_explorer`'s artists to `data`."""
+    from ..figures import named_artists
+
+    a = named_artists(fig)
+    s, m = data["stages"], data["micro_batches"]
+    spans = data["spans"] or []
+    for kind in ("F", "B"):
+        a[kind].set_verts(
+            [
+                [(start, st - 0.4), (end, st - 0.4), (end, st + 0.4), (start, st + 0.4)]
+                for st, stage in enumerate(spans)
+                for k, _, start, end in stage
+                if k == kind
+            ]
         )
-        self.formula.set_ydata(data["formula_curve"])
-        self.point.set_data([m], [data["formula"]])
-        self.curve.set_title(f"S = {s} stages", fontsize=9)
-        if self.marker is not None:
-            self.marker.set_xdata([m, m])
-        return self.figure
+    timeline = a["timeline"]
+    timeline.set_xlim(0, max(data["makespan"], 1.0))
+    timeline.set_ylim(s - 0.5, -0.5)
+    timeline.set_yticks(range(s), [f"stage {i}" for i in range(s)])
+    a["message"].set_text(data["refused"] or "")
+    timeline.set_title(
+        f"{data['schedule']}, S = {s}, m = {m}: "
+        + (
+            "refused"
+            if data["refused"]
+            else f"bubble {data['bubble']:.0%}, ≤ {data['in_flight']} micro-batches' activations held"
+        ),
+        fontsize=9,
+    )
+    a["formula"].set_ydata(data["formula_curve"])
+    a["point"].set_data([m], [data["formula"]])
+    a["curve"].set_title(f"S = {s} stages", fontsize=9)
+    if "marker" in a:
+        a["marker"].set_xdata([m, m])
 
 
 def _fixed_log2_ticks(ax, values) -> None:

@@ -490,20 +490,36 @@ def screenshot(page, target: Path) -> Path:
 
 
 _EXPLORER_JS = r"""
-(label) => {
+async (label) => {
   const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
   const slider = panel && [...panel.querySelectorAll('.widget-slider')].find(
     s => (s.querySelector('.widget-label')?.textContent || '').trim() === label);
   if (!slider) return null;
-  // an Explorer is VBox([HBox(controls), Output]): its figure lives in the Output next to the slider
+  // an Explorer is VBox([HBox(controls), ..., Image, Output]): its figure is the Image widget
+  // next to the slider, the Output shows an error if a change raised one
   const box = slider.closest('.widget-vbox');
+  const img = box && box.querySelector('img.widget-image');
   const out = box && box.querySelector('.widget-output');
-  const img = out && out.querySelector('img');
+  // the image's bytes, hashed (FNV-1a): its blob: URL is new on every update, even for the
+  // same picture, so only the content tells whether the figure changed
+  let image = '';
+  if (img && img.src) {
+    try {
+      const bytes = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+      let h = 0x811c9dc5;
+      for (const b of bytes) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+      image = bytes.length ? `${bytes.length}:${h.toString(16)}` : '';
+    } catch (e) {
+      image = '';  // revoked by a newer update while it was read: ask again
+    }
+  }
   return {
     value: (slider.querySelector('.widget-readout')?.textContent || '').trim(),
     // noUiSlider reports the handle position in percent of the range
     atMax: parseFloat(slider.querySelector('.noUi-handle')?.getAttribute('aria-valuenow')) >= 100,
-    image: img ? img.getAttribute('src') : '',
+    image,
+    // decoded and laid out by the browser: a figure a learner sees, not just bytes received
+    shown: !!(img && img.complete && img.naturalWidth > 0 && img.getBoundingClientRect().width > 0),
     output: out ? (out.innerText || '').trim().slice(0, 300) : '',
   };
 }
@@ -511,7 +527,8 @@ _EXPLORER_JS = r"""
 
 
 def explorer_state(page, label: str) -> dict | None:
-    """The slider labelled `label`: its readout, and the image and text of its explorer's figure."""
+    """The slider labelled `label`: its readout, and the content (hashed), visibility and error
+    text of its explorer's figure."""
     return page.evaluate(_EXPLORER_JS, label)
 
 
@@ -533,7 +550,7 @@ def press_on_slider(page, label: str, key: str, *, timeout: float = 30.0) -> tup
     deadline = time.monotonic() + timeout
     after = explorer_state(page, label)
     while time.monotonic() < deadline:
-        if after["image"] and after["image"] != before["image"]:
+        if after["image"] and after["image"] != before["image"] and after["shown"]:
             return before, after
         time.sleep(0.25)
         after = explorer_state(page, label)

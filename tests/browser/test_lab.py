@@ -36,6 +36,7 @@ def check_keyboard_explorer(page) -> None:
     the opposite key moves it back and redraws again (press_on_slider fails when no redraw comes)."""
     state = explorer_state(page, EXPLORER_SLIDER)
     assert state is not None, f"no slider labelled {EXPLORER_SLIDER!r}: is the explorer shown?"
+    assert state["image"] and state["shown"], f"the explorer shows no figure: {state}"
     there, back_key, step = (
         ("ArrowLeft", "ArrowRight", -1) if state["atMax"] else ("ArrowRight", "ArrowLeft", 1)
     )
