@@ -37,11 +37,26 @@ def named_artists(fig) -> dict:
     """{name: artist} for the figure's axes, and the artists in it, that were given a name
     (`gid=`) when it was built: how an explorer's update function finds what its plot function
     drew, without keeping a second object beside the figure."""
-    named = {}
+    from matplotlib.figure import Figure
+
+    if not isinstance(fig, Figure):
+        raise ValueError(
+            "fig must be the matplotlib Figure the explorer's plot function built, got "
+            f"{type(fig).__name__} {fig!r:.60}"
+        )
+    named = _Named()
     for artist in (*fig.get_children(), *(a for ax in fig.axes for a in ax.get_children())):
         if artist.get_gid() is not None:
             named[artist.get_gid()] = artist
     return named
+
+
+class _Named(dict):
+    def __missing__(self, gid):
+        # an update function handed a figure some other plot function built
+        raise ValueError(
+            f"fig has no artist named {gid!r}: pass the figure this explorer's plot function built"
+        )
 
 
 def plain_log_ticks(axis, ticks) -> None:

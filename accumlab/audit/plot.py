@@ -60,6 +60,7 @@ def plot_audit(report: AuditReport) -> Figure:
 def update_audit(fig: Figure, report: AuditReport) -> None:
     """Move `plot_audit`'s figure to `report`: the same artists with new positions, colours and
     texts; the per-step notes are the only artists made anew."""
+    instance("report", report, AuditReport, "the AuditReport al.audit(...) returns")
     from ..figures import named_artists
 
     a = named_artists(fig)

@@ -183,6 +183,7 @@ def plot_bookkeeping_explorer(data: dict) -> Figure:
 
 def update_bookkeeping_explorer(fig: Figure, d: dict) -> None:
     """Move the artists of `plot_bookkeeping_explorer`'s figure to `d` (new data, same artists)."""
+    explorer("d", d)
     from ..figures import named_artists
 
     a, s = named_artists(fig), d["schedule"]

@@ -168,6 +168,7 @@ def plot_sync_explorer(view: dict) -> Figure:
 
 def update_sync_explorer(fig: Figure, view: dict) -> None:
     """Move `plot_sync_explorer`'s lines, ring, limits and title to `view` (`al.dist.sweep_view`)."""
+    shapes.view("view", view)
     from ..figures import named_artists
 
     a = named_artists(fig)

@@ -100,6 +100,7 @@ def plot_step_explorer(data: dict, *, max_steps: int | None = None) -> Figure:
 
 def update_step_explorer(fig: Figure, data: dict) -> None:
     """Move `plot_step_explorer`'s artists to `data` (no new axes, no re-layout)."""
+    shapes.explorer("data", data)
     from ..figures import named_artists
 
     a = named_artists(fig)

@@ -272,6 +272,7 @@ def plot_memory_explorer(data: dict) -> Figure:
 
 def update_memory_explorer(fig: Figure, data: dict) -> None:
     """Move `plot_memory_explorer`'s bars, labels and limits to `data` (`explore_memory(...)`)."""
+    shapes.explorer("data", data)
     from ..figures import named_artists
 
     a = named_artists(fig)

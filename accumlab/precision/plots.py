@@ -177,6 +177,7 @@ def plot_explorer(data: dict) -> Figure:
 
 def update_explorer(fig: Figure, data: dict) -> None:
     """Move `plot_explorer`'s lines, limits and texts to `data` (`al.precision.explorer_data`)."""
+    shapes.explorer("data", data)
     from ..figures import named_artists
 
     a = named_artists(fig)

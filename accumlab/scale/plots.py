@@ -184,6 +184,9 @@ def plot_scale_explorer(data: dict, *, errors: dict | None = None) -> Figure:
     bubble formula against m (middle) and, given `al.scale.accumulator_errors(...)` as `errors`,
     the accumulation error against k = m (right). A fixed layout and fixed limits where possible;
     the explorer moves its artists with `update_scale_explorer`."""
+    shapes.explorer("data", data)
+    if errors is not None:
+        shapes.accumulators("errors", errors)
     fig = Figure(figsize=(11, 3.4))
     fig.subplots_adjust(left=0.07, right=0.99, bottom=0.16, top=0.88, wspace=0.3)
     timeline, curve, precision = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.6, 1, 1]})
@@ -232,6 +235,7 @@ def plot_scale_explorer(data: dict, *, errors: dict | None = None) -> Figure:
 
 def update_scale_explorer(fig: Figure, data: dict) -> None:
     """Move `plot_scale_explorer`'s artists to `data`."""
+    shapes.explorer("data", data)
     from ..figures import named_artists
 
     a = named_artists(fig)

@@ -25,6 +25,22 @@ CURVES = {
 }
 RECOMPILES = {str: {"dynamic": nonempty([bool])}}
 SWEEP = {"batch_sizes": nonempty([int]), "steps": nonempty([float]), "samples": nonempty([float])}
+EXPLORER = {
+    "schedule": str,
+    "stages": int,
+    "micro_batches": int,
+    "formula": float,
+    "formula_curve": nonempty([float]),
+    "refused": (str, type(None)),
+    "spans": (list, type(None)),
+    "makespan": float,
+    "bubble": (float, type(None)),
+    "in_flight": (int, type(None)),
+}
+
+
+def explorer(name: str, value) -> dict:
+    return result(name, value, EXPLORER, "what al.scale.explorer_data(...) returns")
 
 
 def passes(name: str, order) -> list:

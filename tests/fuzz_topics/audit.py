@@ -4,6 +4,7 @@ so a loop that never ends or steps far too often must come back as a report that
 from __future__ import annotations
 
 from fuzz_harness import bad, handled
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -52,6 +53,7 @@ CASES = [
     bad("audit.catalogue_loop", "'nope'", lambda: A.catalogue_loop("nope"), "'nope'"),
     bad("audit.catalogue_loop", "5", lambda: A.catalogue_loop(5), "name", "5"),
     bad("audit.plot_audit", "report 'x'", lambda: A.plot_audit("x"), "report", "str"),
+    bad("audit.update_audit", "report 'x'", lambda: A.update_audit(Figure(), "x"), "report", "str"),
     bad("audit.audit_explorer", "names 'correct_loop'", lambda: A.audit_explorer("correct_loop"), "names", "str"),
     bad("audit.audit_explorer", "names ['nope']", lambda: A.audit_explorer(["nope"]), "names", "'nope'"),
 ]

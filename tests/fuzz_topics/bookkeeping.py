@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from fuzz_harness import bad, handled
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -89,7 +90,6 @@ CASES = [
     bad("bookkeeping.explorer_setup", "counter 'x'", lambda: B.explorer_setup(4, 3, "x"), "counter", "'x'"),
     bad("bookkeeping.bookkeeping_data", "stop_at=0", lambda: B.bookkeeping_data(stop_at=0), "stop_at", "0"),
     bad("bookkeeping.bookkeeping_data", "omission 'rng'", lambda: B.bookkeeping_data(omission="rng"), "omission", "'rng'"),
-    bad("bookkeeping.BookkeepingExplorer", "controls None", lambda: B.BookkeepingExplorer(None, dict, print), "controls", "NoneType"),
     # plots.py
     bad("bookkeeping.plot_logged_losses", "curves {}", lambda: B.plot_logged_losses({}), "curves"),
     bad("bookkeeping.plot_logged_losses", "keys ['x']", lambda: B.plot_logged_losses({1: {"window": [1.0]}}, keys=["x"]), "keys", "'x'"),
@@ -104,7 +104,7 @@ CASES = [
     bad("bookkeeping.plot_resume_damage", "checks ['x']", lambda: B.plot_resume_damage(["x"]), "checks", "str"),
     bad("bookkeeping.plot_tokens_per_step", "budget {}", lambda: B.plot_tokens_per_step({}), "budget", "dict"),
     bad("bookkeeping.plot_bookkeeping_explorer", "data {}", lambda: B.plot_bookkeeping_explorer({}), "data"),
-    bad("bookkeeping.LiveFigure", "called with {}", lambda: B.LiveFigure()({}), "data"),
+    bad("bookkeeping.update_bookkeeping_explorer", "data {}", lambda: B.update_bookkeeping_explorer(Figure(), {}), "d"),
     bad("bookkeeping.explorer_summary", "d {}", lambda: B.explorer_summary({}), "d"),
 ]
 # fmt: on

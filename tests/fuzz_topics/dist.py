@@ -4,6 +4,7 @@ must do. Nothing here may start a process: every input is refused first (no_proc
 from __future__ import annotations
 
 from fuzz_harness import bad
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -49,6 +50,7 @@ CASES = [
     bad("dist.plot_fsdp_grad_memory", "fsdp {}", lambda: D.plot_fsdp_grad_memory({}), "fsdp"),
     bad("dist.plot_token_normalisation", "tokens {}", lambda: D.plot_token_normalisation({}), "tokens"),
     bad("dist.plot_sync_explorer", "view {}", lambda: D.plot_sync_explorer({}), "view"),
+    bad("dist.update_sync_explorer", "view {}", lambda: D.update_sync_explorer(Figure(), {}), "view"),
     bad("dist.choose_plan", "gpu_count=-1", lambda: D.choose_plan(2, -1), "gpu_count"),
     bad("dist.choose_plan", "world_size=0", lambda: D.choose_plan(0), "world_size", "0"),
     bad("dist.choose_plan", "device 'gpu'", lambda: D.choose_plan(2, device="gpu"), "device", "'gpu'"),

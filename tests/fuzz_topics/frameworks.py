@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from fuzz_harness import bad
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -63,6 +64,7 @@ CASES = [
     bad("frameworks.plot_step_errors", "table 'x'", lambda: F.plot_step_errors("x"), "table", "str"),
     bad("frameworks.plot_step_errors", "data 'images'", lambda: F.plot_step_errors(_tiny_table(), data="images"), "data", "'images'"),
     bad("frameworks.plot_step_explorer", "data {}", lambda: F.plot_step_explorer({}), "data"),
+    bad("frameworks.update_step_explorer", "data {}", lambda: F.update_step_explorer(Figure(), {}), "data"),
     bad("frameworks.framework_grid", "names 'reference'", lambda: F.framework_grid("reference", progress=False), "names", "str"),
     bad("frameworks.framework_grid", "ks [0]", lambda: F.framework_grid(("reference",), ks=[0], progress=False), "ks", "0"),
     bad("frameworks.framework_grid", "runs 'x'", lambda: F.framework_grid(("reference",), ks=[2], runs="x", progress=False), "runs", "str"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from fuzz_harness import bad, handled
+from matplotlib.figure import Figure
 from torch import nn
 
 import accumlab as al
@@ -87,6 +88,7 @@ CASES = [
     bad("memory.plot_logging_growth", "runs {}", lambda: M.plot_logging_growth({}), "runs"),
     bad("memory.plot_logging_growth", "a run {}", lambda: M.plot_logging_growth({"a": {}}), "runs"),
     bad("memory.plot_memory_explorer", "data {}", lambda: M.plot_memory_explorer({}), "data"),
+    bad("memory.update_memory_explorer", "data {}", lambda: M.update_memory_explorer(Figure(), {}), "data"),
     bad("memory.plot_memory_vs_k", "sweep {}", lambda: M.plot_memory_vs_k({}), "sweep"),
     bad("memory.plot_step_time", "timing {}", lambda: M.plot_step_time({}), "timing"),
     bad("memory.proportional_deviation", "sizes [0, 0]", lambda: M.proportional_deviation([0, 0], [1.0, 2.0]), "sizes"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from fuzz_harness import bad, handled
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -83,6 +84,7 @@ CASES = [
     bad("precision.micro_batch_grads", "features=10**9", lambda: P.micro_batch_grads(4, features=10**9), "features"),
     bad("precision.micro_batch_grads", "seed=-1", lambda: P.micro_batch_grads(4, seed=-1), "seed", "-1"),
     bad("precision.plot_explorer", "data {}", lambda: P.plot_explorer({}), "data"),
+    bad("precision.update_explorer", "data {}", lambda: P.update_explorer(Figure(), {}), "data"),
     bad("precision.plot_precision", "sweep {}", lambda: P.plot_precision({}), "sweep"),
     bad("precision.plot_scales", "traces {}", lambda: P.plot_scales({}), "traces"),
     bad("precision.plot_scales", "a trace 5", lambda: P.plot_scales({"a": 5}), "traces", "int"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from fuzz_harness import bad, handled
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -14,6 +15,11 @@ S = al.scale
 
 # fmt: off
 CASES = [
+    bad("scale.plot_scale_explorer", "data {}", lambda: S.plot_scale_explorer({}), "data"),
+    bad("scale.plot_scale_explorer", "errors {}", lambda: S.plot_scale_explorer(S.explorer_data(), errors={}), "errors"),
+    bad("scale.update_scale_explorer", "data {}", lambda: S.update_scale_explorer(Figure(), {}), "data"),
+    bad("scale.update_scale_explorer", "fig 'x'", lambda: S.update_scale_explorer("x", S.explorer_data()), "fig", "str"),
+    bad("scale.update_scale_explorer", "another figure", lambda: S.update_scale_explorer(Figure(), S.explorer_data()), "fig", "artist"),
     # accumulator.py
     bad("scale.MainGrad", "model 'x'", lambda: S.MainGrad("x"), "model", "str"),
     bad("scale.MainGrad", "dtype 'float32'", lambda: S.MainGrad(al.mlp(), "float32"), "dtype", "'float32'"),
