@@ -58,7 +58,7 @@ CASES = [
     bad("batchnorm.batch_gradient_diff", "micro_batch_size=0", lambda: B.batch_gradient_diff(_bn(), _data(), 0), "micro_batch_size", "0"),
     bad("batchnorm.batch_gradient_diff", "loss 'CE'", lambda: B.batch_gradient_diff(_bn(), _data(), 4, loss="CE"), "loss", "'CE'"),
     bad("batchnorm.batch_gradient_diff", "regression data", lambda: B.batch_gradient_diff(_bn(), data(16, 8), 4), "cross_entropy"),
-    bad("batchnorm.batch_gradient_diff", "4 features into an 8-feature model", lambda: B.batch_gradient_diff(_bn(), al.classification_data(16, 4, 3), 4), "(16, 4)"),
+    bad("batchnorm.batch_gradient_diff", "4 features into an 8-feature model", lambda: B.batch_gradient_diff(_bn(), al.classification_data(16, 4, 3), 4), "(4, 4)"),
     bad("batchnorm.gradient_mismatch", "micro_batch_sizes '48'", lambda: B.gradient_mismatch(_bn(), _data(), "48"), "micro_batch_sizes", "str"),
     bad("batchnorm.gradient_mismatch", "micro_batch_sizes []", lambda: B.gradient_mismatch(_bn(), _data(), []), "micro_batch_sizes"),
     bad("batchnorm.gradient_mismatch", "micro_batch_sizes [0]", lambda: B.gradient_mismatch(_bn(), _data(), [0]), "micro_batch_sizes[0]", "0"),
@@ -127,7 +127,7 @@ CASES = [
     bad("batchnorm.recalibrate", "data 'x'", lambda: B.recalibrate(_bn(), "x"), "data", "str"),
     bad("batchnorm.recalibrate", "batch_size=1", lambda: B.recalibrate(_bn(), _data(), 1), "batch_size", "1"),
     bad("batchnorm.recalibrate", "a model without BatchNorm", lambda: B.recalibrate(B.norm_model("group"), _data()), "BatchNorm"),
-    bad("batchnorm.recalibrate", "4 features into an 8-feature model", lambda: B.recalibrate(_bn(), al.classification_data(16, 4, 3)), "(16, 4)"),
+    bad("batchnorm.recalibrate", "4 features into an 8-feature model", lambda: B.recalibrate(_bn(), al.classification_data(16, 4, 3)), "(1, 4)"),
     # coupling.py
     bad("batchnorm.ReplayedDropout", "p=1.5", lambda: B.ReplayedDropout(1.5, 8), "p", "1.5"),
     bad("batchnorm.ReplayedDropout", "p=1", lambda: B.ReplayedDropout(1.0, 8), "p", "1.0"),
