@@ -40,7 +40,8 @@ def saved_bytes_around_backward(model, data, *, loss: str = "mse") -> dict:
     loss_fn = get_loss(loss)
     model = copy.deepcopy(model)  # the caller's model and its .grad stay untouched
     with LiveSavedTensors(exclude=[*model.parameters(), data.x, data.y]) as live:
-        value = loss_fn(forward(model, data, "the whole data"), data.y)[0] / max(loss_fn.count(data.y), 1)
+        total, count = loss_fn(forward(model, data, "the whole data"), data.y)
+        value = total / max(count, 1)
         after_forward, nodes_before = live.bytes, count_nodes(value)
         value.backward()
         after_backward, nodes_after = live.bytes, count_nodes(value)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from .._threads import one_thread
 from .. import _validate
+from .._threads import one_thread
 from .._validate import one_of
 from ..data import Data
 from ..explorer import Explorer, int_slider
@@ -28,7 +28,8 @@ def explore_batchnorm(
 ) -> dict:
     """Everything lesson 04's widget draws for one setting: per-micro-batch statistics, the gradient
     error of accumulating vs the full batch, and (BatchNorm only) the running-mean trajectory."""
-    one_of("norm", norm, NORMS), check_momentum("momentum", momentum)
+    one_of("norm", norm, NORMS)
+    check_momentum("momentum", momentum)
     data = _validate.data("data", data) if data is not None else batchnorm_data()
     window = len(data.first_window(micro_batch_size, accumulation_steps))
     model = with_momentum(norm_model(norm), momentum) if norm == "batch" else norm_model(norm)

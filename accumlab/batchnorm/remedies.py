@@ -34,8 +34,10 @@ class GhostBatchNorm1d(nn.BatchNorm1d):
 
     def __init__(self, num_features: int, ghost_batch_size: int, **kwargs):
         positive_int("num_features", num_features)
-        # weight, bias, running mean and variance: four float32 values per feature
-        _validate.fits_in_memory(f"GhostBatchNorm1d(num_features={num_features}, ...)", 16 * num_features)
+        # weight, bias, running mean and variance: four values (of up to 8 bytes) per feature
+        _validate.fits_in_memory(
+            f"GhostBatchNorm1d(num_features={num_features}, ...)", 32 * num_features
+        )
         super().__init__(num_features, **kwargs)
         self.ghost_batch_size = positive_int("ghost_batch_size", ghost_batch_size, minimum=2)
 

@@ -8,8 +8,8 @@ import copy
 import torch
 from torch import nn
 
-from .._threads import one_thread
 from .. import _validate
+from .._threads import one_thread
 from .._validate import MAX_STEPS, positive_float, positive_int
 from ..data import Data
 from ..engine import Recipe, forward, run

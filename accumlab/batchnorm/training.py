@@ -143,7 +143,9 @@ def accuracy_over_seeds(
     from .layers import batchnorm_layers
     from .recalibration import recalibrate
 
-    seeds = [_validate.seed(f"seeds[{i}]", s) for i, s in enumerate(_validate.sequence("seeds", seeds))]
+    seeds = [
+        _validate.seed(f"seeds[{i}]", s) for i, s in enumerate(_validate.sequence("seeds", seeds))
+    ]
     _setups(setups)
     _train_test(train, test)
     positive_int("epochs", epochs)
@@ -198,7 +200,9 @@ def dropout_expectation(
     check_micro_batches(model, data, micro_batch_size)
     # per draw: one accumulated window of micro-batches and one full batch
     steps = draws * (-(-len(data) // micro_batch_size) + 1)
-    _validate.within_max_steps(f"draws × micro-batches per draw = {draws} × {steps // draws}", steps)
+    _validate.within_max_steps(
+        f"draws × micro-batches per draw = {draws} × {steps // draws}", steps
+    )
     names = sorted(n for n, _ in model.named_parameters())
 
     def flat(g):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._threads import one_thread
 from .. import _validate
+from .._threads import one_thread
 from .._validate import positive_int
 from ..compare import grad_diff
 from ..data import Data

@@ -304,7 +304,9 @@ def linear_scaling_gap(
     k = positive_int("accumulation_steps", accumulation_steps)
     window = data.first_window(micro_batch_size, k)
     lrs = [positive_float(f"lrs[{i}]", lr) for i, lr in enumerate(_validate.sequence("lrs", lrs))]
-    _validate.within_max_steps(f"len(lrs) × 2k micro-steps = {len(lrs)} × {2 * k}", 2 * k * len(lrs))
+    _validate.within_max_steps(
+        f"len(lrs) × 2k micro-steps = {len(lrs)} × {2 * k}", 2 * k * len(lrs)
+    )
     rows = []
     for lr in lrs:
         small = run(Recipe(micro_batch_size, 1), model, window, loss=loss, optimizer="sgd", lr=lr)
