@@ -228,8 +228,9 @@ def within_max_steps(count: str, steps: int) -> None:
     `count` says how the number was made from the arguments ("draws × (k + 1) micro-steps")."""
     if steps > MAX_STEPS:
         raise ValueError(
-            f"{count} = {steps:,}; accumlab runs at most {MAX_STEPS:,} steps in one call (a step "
-            "of a lesson model takes about a millisecond on a CPU: more is a typo, not a lesson)"
+            f"{count} = {steps:,}; accumlab runs at most {MAX_STEPS:,} steps in one call (a "
+            "million passes of even a lesson model take tens of seconds or more on a CPU: more "
+            "is a typo, not a lesson)"
         )
 
 

@@ -17,16 +17,21 @@ from .layers import _check_data, _module, batchnorm_layers, check_micro_batches
 from .stats import norm_inputs
 
 
-def check_momentum(name: str, value, *, below_one: bool = False) -> float:
-    """A BatchNorm momentum: the weight of the NEW batch, in (0, 1] ((0, 1) with below_one). Out of
-    range, (1 − momentum)^k turns negative or grows, and every formula built on it is silently
-    wrong."""
-    number = positive_float(name, value)
-    if number > 1 or (below_one and number == 1):
-        bound = "(0, 1)" if below_one else "(0, 1]"
+def check_momentum(name: str, value, *, below_one: bool = False, allow_none: bool = False):
+    """A BatchNorm momentum: the weight of the NEW batch, in (0, 1] ((0, 1) with below_one; or
+    None, PyTorch's cumulative average, with allow_none). Out of range, (1 − momentum)^k turns
+    negative or grows, and every formula built on it is silently wrong."""
+    if allow_none and value is None:
+        return None
+    bound = ("(0, 1)" if below_one else "(0, 1]") + (" or None" if allow_none else "")
+    try:
+        number = positive_float(name, value)
+    except ValueError:
+        number = None
+    if number is None or number > 1 or (below_one and number == 1):
         raise ValueError(
-            f"{name} must be in {bound} (the weight of the new batch in the running statistics), "
-            f"got {value!r}"
+            f"{name} must be a number in {bound} (the weight of the new batch in the running "
+            f"statistics), got {value!r}"
         )
     return number
 
@@ -35,8 +40,7 @@ def with_momentum(model: nn.Module, momentum: float | None) -> nn.Module:
     """A copy of `model` whose BatchNorm layers use `momentum` (PyTorch's: weight of the NEW batch),
     or None: PyTorch's cumulative average, where update t weighs 1/t (every batch alike)."""
     _module(model)
-    if momentum is not None:
-        check_momentum("momentum", momentum)
+    check_momentum("momentum", momentum, allow_none=True)
     model = copy.deepcopy(model)
     for bn in batchnorm_layers(model):
         bn.momentum = momentum

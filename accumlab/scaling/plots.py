@@ -150,7 +150,7 @@ def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
 def plot_scaling_explorer(data: dict) -> Figure:
     """Lesson 03's explorer: per-window gradient errors (left) and each token's weight divided by
     its full-batch weight (right: white = exact, blue = under-weighted, red = over-weighted)."""
-    shapes.explorer("data", data)
+    shapes.explorer(data)
     fig = Figure(figsize=(10, 3.8), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[1, 1.4])
     _error_bars(left, data["checks"])

@@ -63,5 +63,5 @@ def linear_scaling_gap(rows, title) -> None:
     _title(title)
 
 
-def explorer(name: str, value) -> dict:
-    return result(name, value, EXPLORER, "what al.scaling.loss_scaling_data(...) returns")
+def explorer(data) -> None:
+    result("data", data, EXPLORER, "what al.scaling.loss_scaling_data(...) returns")

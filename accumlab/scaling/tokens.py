@@ -54,12 +54,13 @@ def per_token(per_sample: torch.Tensor, lengths) -> torch.Tensor:
     Lesson 03."""
     lengths = _counts(lengths, "lengths")
     values = _per_sample("per_sample", per_sample, len(lengths), "lengths")
-    for i, (n, v) in enumerate(zip(lengths, values.tolist(), strict=True)):
-        if n == 0 and v != 0:
-            raise ValueError(
-                f"lengths[{i}] is 0 but per_sample[{i}] = {v:g}: a sequence without real tokens "
-                "cannot carry a value, it would vanish from the result"
-            )
+    lost = ((torch.tensor(lengths) == 0) & (values != 0)).nonzero()
+    if len(lost):
+        i = int(lost[0])
+        raise ValueError(
+            f"lengths[{i}] is 0 but per_sample[{i}] = {float(values[i]):g}: a sequence without "
+            "real tokens cannot carry a value, it would vanish from the result"
+        )
     width = max(max(lengths), 1)
     _validate.fits_in_memory(
         f"per_token for lengths of up to {width} tokens ({len(lengths)} sequences)",
