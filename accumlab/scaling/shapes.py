@@ -8,7 +8,8 @@ import torch
 from .. import _validate
 from .._validate import nonempty, positive_float, positive_int, result
 from ..engine import Recipe
-from .weights import Weights, WindowCheck, _counts
+from . import _checks
+from .weights import Weights, WindowCheck
 
 GAP_ROW = {"lr": float, "relative_gap": float}
 EXPLORER = {
@@ -33,7 +34,7 @@ def sample_weights(weights, title) -> None:
 
 def token_weights(panels, lengths, micro_batch_size, title) -> list[int]:
     """{label: (sequences, tokens) tensor of finite weights} for the sequences `lengths` names."""
-    lengths = _counts(lengths, "lengths")
+    lengths = _checks.counts(lengths, "lengths")
     what = "a dict from labels to al.scaling.token_weights(...) results"
     result("panels", panels, {str: torch.Tensor}, what)
     for label, matrix in panels.items():

@@ -15,7 +15,8 @@ from .._validate import one_of, positive_int
 from ..data import Data
 from ..engine import NORMALIZATIONS, Recipe, forward
 from ..losses import Loss, get_loss
-from .weights import _counts, _per_sample, effective_weights
+from . import _checks
+from .weights import effective_weights
 
 TOKEN_COUNTS = ("local", "global")  # what each rank divides its summed loss by
 
@@ -39,7 +40,7 @@ def token_weights(
     Raises ValueError for a negative length, a window with zero real tokens, a "mean"/"none"
     micro-batch with zero real tokens, or an unknown normalisation or last-window policy.
     """
-    lengths = _counts(lengths, "lengths")
+    lengths = _checks.counts(lengths, "lengths")
     positive_int("micro_batch_size", micro_batch_size)
     if accumulation_steps is None:
         accumulation_steps = math.ceil(len(lengths) / micro_batch_size)
@@ -52,8 +53,8 @@ def token_weights(
 def per_token(per_sample: torch.Tensor, lengths) -> torch.Tensor:
     """Spread one value per sequence over its real tokens: shape (n, max(lengths)), 0 on padding.
     Lesson 03."""
-    lengths = _counts(lengths, "lengths")
-    values = _per_sample("per_sample", per_sample, len(lengths), "lengths")
+    lengths = _checks.counts(lengths, "lengths")
+    values = _checks.per_sample("per_sample", per_sample, len(lengths), "lengths")
     lost = ((torch.tensor(lengths) == 0) & (values != 0)).nonzero()
     if len(lost):
         i = int(lost[0])
@@ -76,7 +77,7 @@ def combined_loss(tokens, means, normalization: str = "global") -> float:
     "global" gives the true mean over all tokens; "mean" the mean of the micro-batch means
     (the 10/90-token toy of lesson 03: 1.9 vs 1.5).
     """
-    tokens = _counts(tokens, "tokens")
+    tokens = _checks.counts(tokens, "tokens")
     means = _validate.finite_floats("means", means)
     _validate.same_length(tokens=tokens, means=means)
     one_of("normalization", normalization, NORMALIZATIONS)

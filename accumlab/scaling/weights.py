@@ -18,6 +18,7 @@ from .._validate import MAX_STEPS, positive_float, positive_int
 from ..data import IGNORE_INDEX, Data
 from ..engine import Recipe, Trace, forward
 from ..losses import Loss, get_loss
+from . import _checks
 
 
 @dataclass(frozen=True)
@@ -43,37 +44,6 @@ class Weights:
         return bool(torch.allclose(self.per_item, self.reference, rtol=rtol, atol=0.0))
 
 
-def _counts(counts, name: str = "counts") -> list[int]:
-    if isinstance(counts, torch.Tensor):
-        counts = counts.tolist()
-    counts = _validate.sequence(name, counts)
-    # one step of Python work per sample (and per micro-batch) below
-    positive_int(f"len({name})", len(counts), maximum=MAX_STEPS, why="one step of work per sample")
-    for i, c in enumerate(counts):
-        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
-            raise ValueError(f"{name}[{i}] must be a non-negative integer, got {c!r}")
-    return counts
-
-
-def _per_sample(name: str, value, n: int, like: str) -> torch.Tensor:
-    """One finite number per sample (`like` names what gives their number, n), as a float64
-    tensor of shape (n,)."""
-    if isinstance(value, torch.Tensor):
-        _validate.tensor(name, value, dim=1, finite=True)
-    else:
-        value = _validate.finite_floats(name, value)
-    values = torch.as_tensor(value, dtype=torch.float64)
-    if values.shape != (n,):
-        raise ValueError(
-            f"{name} must hold one number per sample, {n} as in {like}, got {len(values)}"
-        )
-    return values
-
-
-def _trace(trace) -> Trace:
-    return _validate.instance("trace", trace, Trace, "what al.run(...) returns (a Trace)")
-
-
 def effective_weights(counts, recipe: Recipe) -> Weights:
     """Each sample's per-item weight when a dataset whose samples hold `counts` items is run
     through `recipe` (one epoch, no update in between). Lesson 03.
@@ -84,7 +54,7 @@ def effective_weights(counts, recipe: Recipe) -> Weights:
     """
     if not isinstance(recipe, Recipe):
         raise ValueError(f"recipe must be an accumlab.Recipe, got {type(recipe).__name__}")
-    counts = _counts(counts)
+    counts = _checks.counts(counts)
     n, mb, k = len(counts), recipe.micro_batch_size, recipe.accumulation_steps
     if mb > n:
         raise ValueError(f"micro_batch_size must be at most the number of samples ({n}), got {mb}")
@@ -168,7 +138,7 @@ def weighted_grads(model: nn.Module, data: Data, per_item, *, loss: str | Loss =
     check that `effective_weights` predicts what `al.run` accumulates."""
     _validate.model("model", model)
     _validate.data("data", data)
-    w = _per_sample("per_item", per_item, len(data), "data")
+    w = _checks.per_sample("per_item", per_item, len(data), "data")
 
     def objective(m: nn.Module) -> torch.Tensor:
         sums = item_loss_sums(loss, forward(m, data, "the whole data"), data.y)
@@ -193,7 +163,7 @@ def mean_loss(model: nn.Module, data: Data, *, loss: str | Loss = "mse") -> floa
 def epoch_grads(trace: Trace) -> dict[str, torch.Tensor]:
     """Sum of the gradients every optimizer step saw (with optimizer=None and SGD in mind: the
     epoch's update ÷ -lr). Lesson 03."""
-    _trace(trace)
+    _checks.trace(trace)
     if not trace.window_grads:
         return {n: torch.zeros_like(p) for n, p in trace.initial_params.items()}
     return {n: sum(g[n] for g in trace.window_grads) for n in trace.window_grads[0]}
@@ -208,7 +178,7 @@ def scale_grads(grads: dict[str, torch.Tensor], factor: float) -> dict[str, torc
 
 def update_of(trace: Trace) -> dict[str, torch.Tensor]:
     """Total parameter change over a run: last parameters minus the initial ones. Lesson 03."""
-    _trace(trace)
+    _checks.trace(trace)
     if not trace.params:
         raise ValueError("the trace holds no optimizer step")
     return {n: trace.params[-1][n] - p for n, p in trace.initial_params.items()}
@@ -258,7 +228,7 @@ def logged_losses(trace: Trace) -> dict[str, list[float]]:
     last_scaled:   the last micro-batch's scaled loss (a common logging slip)
     k_times_last:  k × that (the usual attempt to undo the division)
     """
-    _trace(trace)
+    _checks.trace(trace)
     per_window: dict[int, list[float]] = {}
     backward = [e for e in trace.events if e.kind == "backward"]
     for event, scaled in zip(backward, trace.scaled_losses, strict=True):
