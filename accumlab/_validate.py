@@ -223,6 +223,17 @@ def fits_in_memory(what: str, nbytes: int) -> None:
 MAX_STEPS = 1_000_000
 
 
+def within_max_steps(count: str, steps: int) -> None:
+    """Refuse a call whose loops would run more than MAX_STEPS steps, before the first one runs.
+    `count` says how the number was made from the arguments ("draws × (k + 1) micro-steps")."""
+    if steps > MAX_STEPS:
+        raise ValueError(
+            f"{count} = {steps:,}; accumlab runs at most {MAX_STEPS:,} steps in one call (a "
+            "million passes of even a lesson model take tens of seconds or more on a CPU: more "
+            "is a typo, not a lesson)"
+        )
+
+
 # lists of numbers and the dicts accumlab returns: checked in _validate_results, reached from here
 from ._validate_results import (  # noqa: E402, F401 - re-exported for the callers
     check_schema,

@@ -2,10 +2,10 @@
 never a hang, a silent result or an exception leaking from torch/matplotlib (see
 tests/fuzz_harness.py for the verdicts, tests/test_fuzz_api.py for the core's table).
 
-The cases live in one module per topic, tests/fuzz_topics/<topic>.py (lessons 00-04's in
-tests/fuzz_cases_topics.py); all of them run in ONE worker, so the table costs one start-up.
-test_every_public_callable_of_a_topic_has_a_case fails when a topic's `__init__` table names a
-callable that no case calls. See every verdict at once:
+The cases live in one module per topic, tests/fuzz_topics/<topic>.py; all of them run in ONE
+worker, so the table costs one start-up. test_every_public_callable_of_a_topic_has_a_case fails
+when a topic (any name in `al.TOPICS`) has no table, or when its `__init__` table names a callable
+that no case calls. See every verdict at once:
     python tests/fuzz_harness.py tests/test_fuzz_topics.py
 """
 
@@ -14,14 +14,30 @@ from __future__ import annotations
 import importlib
 import inspect
 
-import fuzz_cases_topics
 import pytest
 from fuzz_harness import PASS, Worker
-from fuzz_topics import audit, bookkeeping, coupling, dist, frameworks, memory, precision, scale
+from fuzz_topics import (
+    accumulation,
+    audit,
+    autograd,
+    batchnorm,
+    bookkeeping,
+    coupling,
+    dist,
+    frameworks,
+    memory,
+    precision,
+    scale,
+    scaling,
+)
 
 import accumlab as al
 
 TABLES = {
+    "accumulation": accumulation,
+    "autograd": autograd,
+    "scaling": scaling,
+    "batchnorm": batchnorm,
     "memory": memory,
     "precision": precision,
     "dist": dist,
@@ -31,33 +47,11 @@ TABLES = {
     "frameworks": frameworks,
     "scale": scale,
 }
-CASES = [c for table in TABLES.values() for c in table.CASES] + fuzz_cases_topics.CASES
-
-# lessons 00-04's cases that their topics do not handle yet: expected failures, not run (one of
-# them hangs for the whole time limit). Remove an id once its topic handles the case.
-OPEN = {
-    "batchnorm.micro_batch_weights: accumulation_steps=10**9",
-    "batchnorm.old_weight_formula: updates=-1",
-    "batchnorm.gradient_mismatch: micro_batch_sizes '48'",
-    "batchnorm.freeze_batchnorm: model 'x'",
-    "batchnorm.accuracy: data 'x'",
-    "scaling.combined_loss: tokens and means of different lengths",
-    "scaling.combined_loss: tokens [0, 0]",
-    "scaling.combined_loss: means [nan]",
-    "scaling.token_weights: lengths 'abc'",
-    "scaling.per_token: lengths with a 0",
-    "scaling.sample_weights: n=10**9",
-    "scaling.scale_grads: factor nan",
-    "scaling.linear_scaling_gap: lrs 'abc'",
-    "scaling.item_loss_sums: pred (4, 1), target (4,)",
-    "autograd.summed_loss_graph: model 'x'",
-    "autograd.plot_graph_growth: rows 'abc'",
-    "accumulation.plot_window_progress: progress {}",
-    "accumulation.accumulation_explorer: data 'x'",
-}
+CASES = [c for table in TABLES.values() for c in table.CASES]
 
 # Records accumlab hands back (lessons read their fields and never build one), and exceptions
 NOT_ENTRY_POINTS = {
+    "scaling": {"Weights", "WindowCheck"},
     "memory": {"Footprint", "Choice"},
     "precision": {"AmpTrace"},
     "dist": {"Plan"},
@@ -68,14 +62,7 @@ NOT_ENTRY_POINTS = {
 
 
 def _param(case):
-    marks = []
-    if case.id in OPEN:
-        marks.append(
-            pytest.mark.xfail(reason="not handled yet by lessons 00-04's topic", run=False)
-        )
-    if case.slow:
-        marks.append(pytest.mark.slow)
-    return pytest.param(case, id=case.id, marks=marks)
+    return pytest.param(case, id=case.id, marks=[pytest.mark.slow] if case.slow else [])
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +87,8 @@ def _takes_arguments(value) -> bool:
 
 def test_every_public_callable_of_a_topic_has_a_case():
     covered = {".".join(c.target.split(".")[:2]) for c in CASES}
-    missing = []
-    for topic in TABLES:
+    missing = [f"{topic} (no table)" for topic in al.TOPICS if topic not in TABLES]
+    for topic in al.TOPICS:
         module = importlib.import_module(f"accumlab.{topic}")
         for name in module.__all__:
             value = getattr(module, name)

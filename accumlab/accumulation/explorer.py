@@ -16,8 +16,9 @@ def accumulation_explorer(model=None, data=None, *, loss: str = "mse") -> Explor
     from ..data import regression_data
     from ..models import mlp
     from .plots import ProgressPlot
-    from .progress import window_progress
+    from .progress import explorer_inputs, window_progress
 
+    explorer_inputs(model, data, loss)
     data = data if data is not None else regression_data(n=32, features=2, seed=0)
     model = model if model is not None else mlp(features=2, hidden=3, depth=1, seed=0)
     n = len(data)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from . import shapes
+
 MAX_LINES = 8  # more lines than this make a plot unreadable
 
 
@@ -13,11 +15,12 @@ class ProgressPlot:
     calls with the same parameter names move the lines and rescale, without a new layout pass."""
 
     def __init__(self, *, title: str | None = None):
-        self.title = title
+        self.title = shapes.title("title", title)
         self.figure: Figure | None = None
         self._names: list[str] | None = None
 
     def __call__(self, progress: dict) -> Figure:
+        shapes.progress("progress", progress)
         if self.figure is None or progress["names"] != self._names:
             self._build(progress["names"])
         self._update(progress)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._validate import one_of
+from .. import _validate
+from .._validate import flag, one_of
 from ..compare import grad_diff
 from ..data import Data
 from ..engine import ZERO_GRAD_PLACEMENTS, Recipe, run
+from ..losses import get_loss
 from ..reference import full_batch_grads
 
 
@@ -31,9 +33,10 @@ def window_progress(
     Returns {"names", "accumulated" (k, values), "full" (values,), "samples", "zero_grad",
     "divide_by_k", "diff" (the optimizer's gradient vs the full batch, a GradDiff)}.
     """
+    _validate.model("model", model)
+    _validate.data("data", data)
     one_of("zero_grad", zero_grad, ZERO_GRAD_PLACEMENTS)
-    if not isinstance(divide_by_k, bool):
-        raise ValueError(f"divide_by_k must be True or False, got {divide_by_k!r}")
+    flag("divide_by_k", divide_by_k)
     window = data.first_window(micro_batch_size, accumulation_steps)
     recipe = Recipe(
         micro_batch_size,
@@ -59,7 +62,26 @@ def window_progress(
 
 def value_names(model: nn.Module) -> list[str]:
     """One name per scalar of the model's parameters: `w`, or `0.weight[3]`."""
+    _validate.instance("model", model, nn.Module, "a torch.nn.Module such as al.mlp()")
     out = []
     for n, p in model.named_parameters():
         out += [n] if p.numel() == 1 else [f"{n}[{i}]" for i in range(p.numel())]
     return out
+
+
+# the explorer's accumulation-steps slider runs from 1 to len(data) // 4
+EXPLORER_MIN_SAMPLES = 4
+
+
+def explorer_inputs(model, data, loss) -> None:
+    """What `accumulation_explorer` is given, checked before its sliders are sized from it."""
+    if model is not None:
+        _validate.model("model", model)
+    if data is not None:
+        _validate.data("data", data)
+        if len(data) < EXPLORER_MIN_SAMPLES:
+            raise ValueError(
+                f"data must hold at least {EXPLORER_MIN_SAMPLES} samples for this explorer (its "
+                f"accumulation-steps slider runs up to len(data) // 4), got {len(data)}"
+            )
+    get_loss(loss)

@@ -10,8 +10,9 @@ def graph_growth_explorer(model=None, data=None) -> Explorer:
     from ..data import regression_data
     from ..models import mlp
     from .plots import GrowthPlot
-    from .summed import graph_growth
+    from .summed import explorer_inputs, graph_growth
 
+    explorer_inputs(model, data)
     data = data if data is not None else regression_data(n=32, features=4, seed=0)
     model = model if model is not None else mlp(features=4, hidden=16, depth=2, seed=0)
     n = int_slider("samples summed n", 8, 1, len(data))

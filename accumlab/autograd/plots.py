@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from . import shapes
+
 SERIES = (  # key prefix, label, marker, line style (dashed: it lies on top of another line)
     ("summed", "sum n losses, one backward", "o", "-"),
     ("per_sample", "backward after every sample", "s", "-"),
@@ -19,6 +21,7 @@ class GrowthPlot:
         self.figure: Figure | None = None
 
     def __call__(self, rows: list[dict]) -> Figure:
+        shapes.rows("rows", rows)
         if self.figure is None:
             self._build()
         n = [r["n"] for r in rows]

@@ -6,6 +6,8 @@ import copy
 
 import torch
 
+from .. import _validate
+from ..engine import forward
 from ..graph import count_nodes
 from ..losses import get_loss
 from ..saved import LiveSavedTensors
@@ -33,10 +35,13 @@ def saved_bytes_around_backward(model, data, *, loss: str = "mse") -> dict:
     of nodes behind the loss before and after; and whether every parameter's `.grad` was filled.
 
     Parameters and data are excluded: they stay alive whatever backward does."""
+    _validate.model("model", model)
+    _validate.data("data", data)
     loss_fn = get_loss(loss)
     model = copy.deepcopy(model)  # the caller's model and its .grad stay untouched
     with LiveSavedTensors(exclude=[*model.parameters(), data.x, data.y]) as live:
-        value = loss_fn(model(data.x), data.y)[0] / max(loss_fn.count(data.y), 1)
+        total, count = loss_fn(forward(model, data, "the whole data"), data.y)
+        value = total / max(count, 1)
         after_forward, nodes_before = live.bytes, count_nodes(value)
         value.backward()
         after_backward, nodes_after = live.bytes, count_nodes(value)

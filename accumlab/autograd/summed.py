@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import torch
 
+from .. import _validate
 from .._validate import positive_int
+from ..engine import forward
 from ..graph import count_nodes
 from ..losses import get_loss
 from ..saved import saved_storages
+
+# after each of the n additions a batched forward of all samples so far is measured too, so the
+# work grows as n²: n = 1000 takes seconds on a 2-core CPU, and the lessons use n ≤ 32
+MAX_SUMMED = 1000
 
 
 def graph_growth(model, data, n: int, *, loss: str = "mse") -> list[dict]:
@@ -20,7 +26,9 @@ def graph_growth(model, data, n: int, *, loss: str = "mse") -> list[dict]:
     Returns one row per i = 1..n: {"n", "summed_nodes", "summed_saved_bytes", "per_sample_nodes",
     "per_sample_saved_bytes", "batched_nodes", "batched_saved_bytes"}.
     """
-    positive_int("n", n)
+    _validate.model("model", model)
+    _validate.data("data", data)
+    positive_int("n", n, maximum=MAX_SUMMED, why="the work grows as n²")
     if n > len(data):
         raise ValueError(f"n must be at most the number of samples ({len(data)}), got {n}")
     loss_fn = get_loss(loss)
@@ -28,7 +36,7 @@ def graph_growth(model, data, n: int, *, loss: str = "mse") -> list[dict]:
     exclude = [*model.parameters(), data.x, data.y]
 
     def one(i):
-        return loss_fn(model(data.x[i : i + 1]), data.y[i : i + 1])[0]
+        return loss_fn(forward(model, data[i], f"sample {i}"), data.y[i : i + 1])[0]
 
     holder = {}
     per_sample_bytes = sum(saved_storages(lambda: holder.update(one=one(0)), exclude).values())
@@ -78,3 +86,17 @@ def summed_loss_graph(model, data, n: int, *, loss: str = "mse") -> dict:
     what the sum saves, in a graph with one sample's nodes.
     """
     return graph_growth(model, data, n, loss=loss)[-1]
+
+
+def explorer_inputs(model, data) -> None:
+    """What `graph_growth_explorer` is given, checked before its slider (1..len(data)) is built."""
+    if model is not None:
+        _validate.model("model", model)
+    if data is not None:
+        _validate.data("data", data)
+        if len(data) > MAX_SUMMED:
+            raise ValueError(
+                f"data holds {len(data)} samples; the explorer's slider runs up to len(data) and "
+                f"graph_growth takes at most n = {MAX_SUMMED} (the work grows as n²): pass "
+                f"data[:{MAX_SUMMED}]"
+            )

@@ -8,6 +8,7 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._validate import positive_int
 from ..compare import GradDiff, grad_diff
 from ..data import Data, regression_data
@@ -21,13 +22,26 @@ class ReplayedDropout(nn.Module):
     micro-batches see the same per-sample masks. Lesson 04."""
 
     def __init__(self, p: float, total: int, seed: int = 0):
+        _validate.fraction("p", p)  # p = 1 would divide the kept values by 0
+        positive_int("total", total)
+        _validate.seed("seed", seed)
         super().__init__()
         self.p, self.total, self.seed = p, total, seed
         self.mask: torch.Tensor | None = None
         self.cursor = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cursor + len(x) > self.total:
+            raise ValueError(
+                f"ReplayedDropout holds masks for total={self.total} samples and has handed out "
+                f"{self.cursor}: a batch of {len(x)} runs past them (feed it consecutive batches "
+                "that add up to total)"
+            )
         if self.mask is None:
+            _validate.fits_in_memory(
+                f"ReplayedDropout masks for {self.total} samples of shape {tuple(x.shape[1:])}",
+                2 * self.total * x[0].numel() * x.element_size(),
+            )
             g = torch.Generator().manual_seed(self.seed)
             keep = torch.rand((self.total, *x.shape[1:]), generator=g, dtype=x.dtype) >= self.p
             self.mask = keep.to(x.dtype) / (1 - self.p)
@@ -41,6 +55,9 @@ def replayed_dropout_diff(
 ) -> GradDiff:
     """Accumulated vs full-batch gradient when every nn.Dropout gives each sample the same mask in
     both runs. Exact when each sample's loss depends only on its own mask. Lesson 04."""
+    _validate.model("model", model)
+    _validate.data("data", data)
+    _validate.seed("seed", seed)
     model = copy.deepcopy(model)
     replaced = 0
     for parent in list(model.modules()):
@@ -61,6 +78,13 @@ class TinyGRU(nn.Module):
         super().__init__()
         positive_int("features", features)
         positive_int("hidden", hidden)
+        _validate.float_dtype("dtype", dtype)
+        # the GRU's three gates: input and hidden weights and two biases each; then the head
+        count = 3 * hidden * (features + hidden + 2) + hidden + 1
+        _validate.fits_in_memory(
+            f"TinyGRU(features={features}, hidden={hidden}) ({count:,} parameters)",
+            count * dtype.itemsize,
+        )
         with seeded(seed):
             self.gru = nn.GRU(features, hidden, batch_first=True).to(dtype)
             self.head = nn.Linear(hidden, 1).to(dtype)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipywidgets as W
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of
 from ..data import Data
@@ -12,7 +13,7 @@ from ..explorer import Explorer, int_slider
 from ..models import NORMS
 from .layers import batchnorm_data, norm_model
 from .plots import plot_batchnorm_explorer
-from .running import running_mean_trajectory, with_momentum
+from .running import check_momentum, running_mean_trajectory, with_momentum
 from .stats import batch_gradient_diff, micro_batch_stats
 
 
@@ -28,7 +29,8 @@ def explore_batchnorm(
     """Everything lesson 04's widget draws for one setting: per-micro-batch statistics, the gradient
     error of accumulating vs the full batch, and (BatchNorm only) the running-mean trajectory."""
     one_of("norm", norm, NORMS)
-    data = data if data is not None else batchnorm_data()
+    check_momentum("momentum", momentum)
+    data = _validate.data("data", data) if data is not None else batchnorm_data()
     window = len(data.first_window(micro_batch_size, accumulation_steps))
     model = with_momentum(norm_model(norm), momentum) if norm == "batch" else norm_model(norm)
     batch = data[:window]
@@ -48,7 +50,7 @@ def explore_batchnorm(
 def batchnorm_explorer(data=None) -> Explorer:
     """Build the lesson 04 explorer. Slider ranges make invalid settings unreachable: micro-batches
     hold at least 2 samples (BatchNorm needs a variance) and micro-batch × k never exceeds the data."""
-    data = data if data is not None else batchnorm_data()
+    data = _validate.data("data", data) if data is not None else batchnorm_data()
     n = len(data)
     if n < 4:
         raise ValueError(f"data must hold at least 4 samples for this explorer, got {n}")

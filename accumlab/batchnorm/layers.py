@@ -12,6 +12,7 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._validate import one_of, positive_int
 from ..data import Data, classification_data
 from ..engine import forward
@@ -22,13 +23,17 @@ _NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm)
 
 def batchnorm_layers(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
     """Every BatchNorm layer of `model`, in order. Lesson 04."""
+    _module(model)
     return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
 
 
-def _check_data(data) -> Data:
-    if not isinstance(data, Data):
-        raise ValueError(f"data must be an accumlab.Data, got {type(data).__name__}")
-    return data
+def _module(model, name: str = "model") -> nn.Module:
+    """Any torch.nn.Module (frozen or not): for functions that copy or rearrange its layers."""
+    return _validate.instance(name, model, nn.Module, "a torch.nn.Module such as al.mlp()")
+
+
+def _check_data(data, name: str = "data") -> Data:
+    return _validate.data(name, data)
 
 
 def check_micro_batches(model: nn.Module, data: Data, micro_batch_size: int) -> None:
@@ -37,6 +42,7 @@ def check_micro_batches(model: nn.Module, data: Data, micro_batch_size: int) -> 
 
     PyTorch decides, on a copy of the model: BatchNorm1d on (1, C) fails, while BatchNorm2d on a
     single (1, C, H, W) image with H·W > 1 has H·W values per channel and is accepted."""
+    _validate.model("model", model)
     _check_data(data)
     positive_int("micro_batch_size", micro_batch_size)
     if micro_batch_size > len(data):

@@ -11,6 +11,7 @@ from torch import nn
 
 from .._threads import one_thread
 from ..data import Data
+from ..engine import forward
 from .layers import _check_data, batchnorm_layers, check_micro_batches
 
 
@@ -43,7 +44,7 @@ def layer_statistics(model: nn.Module, data: Data, micro_batch_size: int) -> dic
         )
         try:
             with torch.no_grad():
-                copy_(mb.x)
+                forward(copy_, mb, f"a micro-batch of {len(mb)}")
         finally:
             handle.remove()
         x, y = seen["x"], seen["y"]

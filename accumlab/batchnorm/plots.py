@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from . import shapes
+
 FLOOR = 1e-17  # an exact 0 cannot sit on a log axis: it is drawn here and the axis says so
 MAX_CHANNELS = 4  # more channels than this turn the statistics plot into noise
 
@@ -41,6 +43,7 @@ def _stats_axes(ax_mean, ax_var, stats: dict, channels: int = MAX_CHANNELS) -> N
 
 def plot_micro_batch_stats(stats: dict, *, channels: int = MAX_CHANNELS) -> Figure:
     """Per-micro-batch mean and variance at the first norm layer against the full batch's."""
+    shapes.micro_batch_stats(stats, channels)
     fig = Figure(figsize=(9, 3.2), layout="constrained")
     ax_mean, ax_var = fig.subplots(1, 2)
     _stats_axes(ax_mean, ax_var, stats, channels)
@@ -51,6 +54,7 @@ def plot_gradient_mismatch(
     curves: dict, *, xlabel: str = "micro-batch size", title: str = ""
 ) -> Figure:
     """Max relative gradient error vs the full batch, one line per label: {label: (xs, errors)}."""
+    shapes.gradient_mismatch(curves, xlabel, title)
     fig = Figure(figsize=(6.5, 3.4), layout="constrained")
     ax = fig.add_subplot()
     ticks = set()
@@ -75,6 +79,7 @@ def plot_old_weight(
 ) -> Figure:
     """How much of the old running mean survives each micro-batch update, with `momentum` and with
     the matched momentum; crosses mark the values measured from the buffers ({label: (k, weight)})."""
+    shapes.old_weight(momentum, matched, accumulation_steps, measured)
     fig = Figure(figsize=(6.5, 3.4), layout="constrained")
     ax = fig.add_subplot()
     j = list(range(accumulation_steps + 1))
@@ -113,6 +118,7 @@ def _trajectory_axes(ax, traj: dict) -> None:
 
 def plot_running_trajectory(traj: dict) -> Figure:
     """One channel's running mean after every forward: accumulating vs full-batch steps."""
+    shapes.trajectory(traj)
     fig = Figure(figsize=(6.5, 3.4), layout="constrained")
     _trajectory_axes(fig.add_subplot(), traj)
     return fig
@@ -120,6 +126,7 @@ def plot_running_trajectory(traj: dict) -> Figure:
 
 def plot_training(result: dict) -> Figure:
     """Loss per optimizer step (left) and final test accuracy (right) for each training setup."""
+    shapes.training(result)
     fig = Figure(figsize=(10, 3.4), layout="constrained")
     ax_loss, ax_acc = fig.subplots(1, 2, width_ratios=[3, 2])
     styles = ["-", "-", "--", ":"]
@@ -139,6 +146,7 @@ def plot_training(result: dict) -> Figure:
 def plot_dropout_expectation(result: dict) -> Figure:
     """Gap between the averaged accumulated and full-batch gradients vs the number of dropout draws,
     with the 1/√draws slope of averaging independent noise."""
+    shapes.dropout_expectation(result)
     fig = Figure(figsize=(6.5, 3.4), layout="constrained")
     ax = fig.add_subplot()
     n, gap = result["draws"], result["rel_gap"]
@@ -153,6 +161,7 @@ def plot_dropout_expectation(result: dict) -> Figure:
 
 def plot_batchnorm_explorer(data: dict) -> Figure:
     """Lesson 04's widget: statistics per micro-batch, the gradient error, the running mean."""
+    shapes.explorer(data)
     # a fixed layout: the explorer redraws this figure on every change, and constrained layout
     # would re-measure every label each time
     fig = Figure(figsize=(12, 3.6))

@@ -8,8 +8,10 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._validate import positive_int
 from ..data import Data
+from ..engine import forward
 from .layers import _check_data, batchnorm_layers
 
 
@@ -21,6 +23,7 @@ def recalibrate(model: nn.Module, data: Data, batch_size: int | None = None) -> 
 
     No gradient is needed, so the forwards run under no_grad: a batch far larger than the training
     micro-batch costs no activation memory for backward. Lesson 04."""
+    _validate.model("model", model)
     _check_data(data)
     if not batchnorm_layers(model):
         raise ValueError("model has no BatchNorm layer: there are no running statistics to rebuild")
@@ -36,5 +39,10 @@ def recalibrate(model: nn.Module, data: Data, batch_size: int | None = None) -> 
         )
     model = copy.deepcopy(model)
     with torch.no_grad():
+        # update_bn calls the model itself: a sample in eval mode first (no statistic changes),
+        # so data the model cannot take is said in accumlab's words
+        mode = model.training
+        forward(model.eval(), data[:1], "a sample of data")
+        model.train(mode)
         torch.optim.swa_utils.update_bn(list(data.x.split(batch_size)), model)
     return model

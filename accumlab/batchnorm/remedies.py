@@ -8,9 +8,10 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._validate import positive_int
 from ..data import Data
-from .layers import _check_data, batchnorm_layers
+from .layers import _check_data, _module, batchnorm_layers
 from .stats import batch_gradient_diff
 
 
@@ -18,6 +19,7 @@ def freeze_batchnorm(model: nn.Module) -> nn.Module:
     """A copy of `model` whose BatchNorm layers are in eval mode: they normalise with their running
     statistics and no longer update them, so each sample's output ignores its micro-batch (the
     usual setting when fine-tuning). Other layers keep their mode. Lesson 04."""
+    _module(model)
     model = copy.deepcopy(model)
     for bn in batchnorm_layers(model):
         bn.eval()
@@ -31,6 +33,11 @@ class GhostBatchNorm1d(nn.BatchNorm1d):
     2017). In eval mode it is a plain BatchNorm1d. Lesson 04."""
 
     def __init__(self, num_features: int, ghost_batch_size: int, **kwargs):
+        positive_int("num_features", num_features)
+        # weight, bias, running mean and variance: four values (of up to 8 bytes) per feature
+        _validate.fits_in_memory(
+            f"GhostBatchNorm1d(num_features={num_features}, ...)", 32 * num_features
+        )
         super().__init__(num_features, **kwargs)
         self.ghost_batch_size = positive_int("ghost_batch_size", ghost_batch_size, minimum=2)
 
@@ -52,6 +59,7 @@ class GhostBatchNorm1d(nn.BatchNorm1d):
 def ghost_batchnorm(model: nn.Module, ghost_batch_size: int) -> nn.Module:
     """A copy of `model` with every BatchNorm1d replaced by a GhostBatchNorm1d carrying the same
     weights, running statistics and momentum. Lesson 04."""
+    _module(model)
     positive_int("ghost_batch_size", ghost_batch_size, minimum=2)
     model = copy.deepcopy(model)
     for parent in list(model.modules()):
@@ -82,11 +90,15 @@ def sync_batchnorm_sweep(
     accumulation with micro-batches of that size. The global batch is all of `data`, so each R uses
     k = len(data) / (R × micro_batch_size) micro-steps. Lesson 04.
     """
+    _validate.model("model", model)
     _check_data(data)
     positive_int("micro_batch_size", micro_batch_size)
+    ranks = _validate.positive_ints("ranks", ranks)
+    # per rank count: one window of len(data) / group micro-batches and one full batch
+    steps = sum(-(-len(data) // (r * micro_batch_size)) + 1 for r in ranks)
+    _validate.within_max_steps(f"micro-batches over all {len(ranks)} ranks", steps)
     out = {"ranks": [], "statistics_size": [], "accumulation_steps": [], "max_rel": []}
     for r in ranks:
-        positive_int("ranks", r)
         group = r * micro_batch_size
         if len(data) % group:
             raise ValueError(

@@ -8,21 +8,39 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
-from .._validate import positive_float, positive_int
+from .._validate import MAX_STEPS, positive_float, positive_int
 from ..data import Data
-from ..engine import Recipe, run
-from .layers import _check_data, batchnorm_layers, check_micro_batches
+from ..engine import Recipe, forward, run
+from .layers import _check_data, _module, batchnorm_layers, check_micro_batches
 from .stats import norm_inputs
+
+
+def check_momentum(name: str, value, *, below_one: bool = False, allow_none: bool = False):
+    """A BatchNorm momentum: the weight of the NEW batch, in (0, 1] ((0, 1) with below_one; or
+    None, PyTorch's cumulative average, with allow_none). Out of range, (1 − momentum)^k turns
+    negative or grows, and every formula built on it is silently wrong."""
+    if allow_none and value is None:
+        return None
+    bound = ("(0, 1)" if below_one else "(0, 1]") + (" or None" if allow_none else "")
+    try:
+        number = positive_float(name, value)
+    except ValueError:
+        number = None
+    if number is None or number > 1 or (below_one and number == 1):
+        raise ValueError(
+            f"{name} must be a number in {bound} (the weight of the new batch in the running "
+            f"statistics), got {value!r}"
+        )
+    return number
 
 
 def with_momentum(model: nn.Module, momentum: float | None) -> nn.Module:
     """A copy of `model` whose BatchNorm layers use `momentum` (PyTorch's: weight of the NEW batch),
     or None: PyTorch's cumulative average, where update t weighs 1/t (every batch alike)."""
-    if momentum is not None:
-        positive_float("momentum", momentum)
-        if momentum > 1:
-            raise ValueError(f"momentum must be in (0, 1] or None, got {momentum!r}")
+    _module(model)
+    check_momentum("momentum", momentum, allow_none=True)
     model = copy.deepcopy(model)
     for bn in batchnorm_layers(model):
         bn.momentum = momentum
@@ -32,9 +50,7 @@ def with_momentum(model: nn.Module, momentum: float | None) -> nn.Module:
 def matching_momentum(momentum: float, accumulation_steps: int) -> float:
     """The momentum m' with (1 − m')^k = 1 − m: k micro-batch updates then decay the old running
     statistics exactly as one full-batch update with `momentum` does. Lesson 04."""
-    positive_float("momentum", momentum)
-    if momentum >= 1:
-        raise ValueError(f"momentum must be in (0, 1), got {momentum!r}")
+    check_momentum("momentum", momentum, below_one=True)
     positive_int("accumulation_steps", accumulation_steps)
     return 1.0 - (1.0 - momentum) ** (1.0 / accumulation_steps)
 
@@ -42,8 +58,10 @@ def matching_momentum(momentum: float, accumulation_steps: int) -> float:
 def micro_batch_weights(momentum: float, accumulation_steps: int) -> list[float]:
     """Weight each micro-batch's mean gets in the running mean after one window of k updates: the
     last one m, the first m·(1 − m)^(k−1). A full-batch step gives every sample the same weight."""
-    positive_float("momentum", momentum)
-    k = positive_int("accumulation_steps", accumulation_steps)
+    check_momentum("momentum", momentum)
+    k = positive_int(
+        "accumulation_steps", accumulation_steps, maximum=MAX_STEPS, why="a list of k weights"
+    )
     return [momentum * (1 - momentum) ** (k - 1 - i) for i in range(k)]
 
 
@@ -72,6 +90,7 @@ def running_stats_step(
     `old_weight_*` is how much of the previous running mean survives the step, measured by starting
     once from 0 and once from 1: the running mean is linear in its old value. Lesson 04.
     """
+    _validate.model("model", model)
     _check_data(data)
     positive_int("accumulation_steps", accumulation_steps)
     bns = batchnorm_layers(model)
@@ -105,14 +124,20 @@ def running_mean_trajectory(
     """One channel's running mean after every forward, over `steps` optimizer steps, accumulating
     (k forwards per step) and full-batch (1 forward per step). Weights stay fixed: this isolates the
     statistics. Lesson 04's widget."""
+    _validate.model("model", model)
+    _check_data(data)
     positive_int("steps", steps)
     bns = batchnorm_layers(model)
     if not bns:
         raise ValueError("model has no BatchNorm layer: it keeps no running statistics")
     window = len(data.first_window(micro_batch_size, accumulation_steps))
+    # per step: k micro-batch forwards and one full-batch forward
+    _validate.within_max_steps(
+        f"steps × (k + 1) forwards = {steps} × {accumulation_steps + 1}",
+        steps * (accumulation_steps + 1),
+    )
     check_micro_batches(model, data[:window], micro_batch_size)
-    if not 0 <= channel < bns[0].num_features:
-        raise ValueError(f"channel must be in [0, {bns[0].num_features}), got {channel!r}")
+    positive_int("channel", channel, minimum=0, maximum=bns[0].num_features - 1)
     windows = [data[i : i + window] for i in range(0, len(data) - window + 1, window)]
     out = {"steps": steps, "accumulation_steps": accumulation_steps, "channel": channel}
     for name, mb in (("accumulated", micro_batch_size), ("full", window)):
@@ -123,7 +148,7 @@ def running_mean_trajectory(
             for s in range(steps):
                 chunks = windows[s % len(windows)].x.split(mb)
                 for j, x in enumerate(chunks):
-                    m(x)
+                    forward(m, x, f"micro-batch {j} of step {s}")
                     xs.append(s + (j + 1) / len(chunks))
                     ys.append(float(first.running_mean[channel]))
         out[name] = (xs, ys)
@@ -133,4 +158,6 @@ def running_mean_trajectory(
 
 def old_weight_formula(momentum: float, updates: int) -> float:
     """(1 − momentum)^updates: what survives of the old running statistics. Lesson 04."""
+    check_momentum("momentum", momentum)
+    positive_int("updates", updates, minimum=0)
     return (1.0 - momentum) ** updates

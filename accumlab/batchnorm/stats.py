@@ -8,11 +8,13 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from ..compare import GradDiff, grad_diff
 from ..data import Data
+from ..engine import forward
 from ..reference import accumulated_grads, full_batch_grads
-from .layers import _NORM_TYPES, check_micro_batches
+from .layers import _NORM_TYPES, _module, check_micro_batches
 
 
 def _stat_layer(model: nn.Module) -> tuple[nn.Module, bool]:
@@ -31,6 +33,8 @@ def _stat_layer(model: nn.Module) -> tuple[nn.Module, bool]:
 
 def norm_inputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Features entering the first normalisation layer for inputs `x` (no running stats touched)."""
+    _module(model)
+    _validate.tensor("x", x)
     model = copy.deepcopy(model)  # a forward in training mode would update the caller's buffers
     layer, is_norm = _stat_layer(model)
     seen = []
@@ -40,7 +44,7 @@ def norm_inputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         handle = layer.register_forward_hook(lambda _m, _args, out: seen.append(out.detach()))
     try:
         with torch.no_grad():
-            model(x)
+            forward(model, x, "x")
     finally:
         handle.remove()
     return seen[0]
@@ -100,8 +104,10 @@ def gradient_mismatch(
 ) -> dict:
     """`batch_gradient_diff` for each micro-batch size: {"micro_batch_sizes", "max_rel", "diffs"}.
     Lesson 04."""
-    sizes = list(micro_batch_sizes)
-    if not sizes:
-        raise ValueError("micro_batch_sizes must not be empty")
+    _validate.data("data", data)
+    sizes = _validate.positive_ints("micro_batch_sizes", micro_batch_sizes)
+    # per size: one accumulated window of ceil(n / size) micro-batches and one full batch
+    steps = sum(-(-len(data) // mb) + 1 for mb in sizes)
+    _validate.within_max_steps(f"micro-batches over all {len(sizes)} micro_batch_sizes", steps)
     diffs = [batch_gradient_diff(model, data, mb, loss=loss) for mb in sizes]
     return {"micro_batch_sizes": sizes, "max_rel": [d.max_rel for d in diffs], "diffs": diffs}

@@ -8,20 +8,71 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
-from .._validate import positive_int
+from .._validate import flag, positive_int
 from ..data import Data
-from ..engine import Recipe, run
-from ..models import seeded
+from ..engine import Recipe, forward, run
+from ..losses import get_loss
+from ..models import NORMS, seeded
 from ..reference import accumulated_grads, full_batch_grads
-from .layers import _check_data, check_micro_batches, norm_model
+from .layers import _check_data, _module, check_micro_batches, norm_model
 
 
 def accuracy(model: nn.Module, data: Data) -> float:
     """Fraction of `data` classified correctly, in eval mode (running statistics, no dropout)."""
+    _module(model)
+    _check_data(data)
+    if data.y.is_floating_point() or data.y.dtype == torch.bool:
+        raise ValueError(
+            f"accuracy needs integer class labels in data.y, got dtype {data.y.dtype} "
+            "(regression targets have no accuracy)"
+        )
     model = copy.deepcopy(model).eval()
     with torch.no_grad():
-        return float((model(data.x).argmax(-1) == data.y).double().mean())
+        scores = forward(model, data, "data")
+    get_loss("cross_entropy").check(scores, data.y)  # one score per class, labels in range
+    bad = _validate.first_non_finite(scores)
+    if bad is not None:  # argmax would pick the NaN: an accuracy of nothing the model learned
+        raise ValueError(
+            f"the model's output holds {bad[1]} at index {bad[0]} (diverged training?): no class "
+            "can be read from it"
+        )
+    return float((scores.argmax(-1) == data.y).double().mean())
+
+
+def _setups(setups) -> dict:
+    """{label: (norm, micro_batch_size, accumulation_steps)}, at least one."""
+    setups = _validate.mapping("setups", setups)
+    if not setups:
+        raise ValueError(
+            "setups must name at least one (norm, micro_batch_size, accumulation_steps)"
+        )
+    for label, setup in setups.items():
+        if not isinstance(setup, (tuple, list)) or len(setup) != 3:
+            raise ValueError(
+                f"setups[{label!r}] must be a (norm, micro_batch_size, accumulation_steps) "
+                f"triple such as ('batch', 8, 4), got {setup!r:.60}"
+            )
+        _validate.one_of(f"setups[{label!r}] norm", setup[0], NORMS)
+        positive_int(f"setups[{label!r}] micro_batch_size", setup[1])
+        positive_int(f"setups[{label!r}] accumulation_steps", setup[2])
+    return setups
+
+
+def _micro_steps(setups: dict, train: Data, epochs: int) -> int:
+    """Micro-steps `training_comparison` runs: every setup, every epoch, every micro-batch."""
+    return sum(epochs * -(-len(train) // mb) for _, mb, _ in setups.values())
+
+
+def _train_test(train, test) -> None:
+    _check_data(train, "train")
+    _check_data(test, "test")
+    if test.x.shape[1:] != train.x.shape[1:]:
+        raise ValueError(
+            f"test.x has shape {tuple(test.x.shape)} but train.x {tuple(train.x.shape)}: the "
+            "models are built for train's features, so test must have the same"
+        )
 
 
 @one_thread()
@@ -39,12 +90,12 @@ def training_comparison(
     same seed with SGD; return per-step losses and final test accuracy (eval mode). Lesson 04."""
     from tqdm.auto import tqdm
 
-    if not setups:
-        raise ValueError(
-            "setups must name at least one (norm, micro_batch_size, accumulation_steps)"
-        )
-    _check_data(train)
-    _check_data(test)
+    _setups(setups)
+    _train_test(train, test)
+    flag("progress", progress)
+    positive_int("epochs", epochs)
+    steps = _micro_steps(setups, train, epochs)
+    _validate.within_max_steps(f"micro-steps of every setup over epochs={epochs}", steps)
     out = {"labels": [], "losses": [], "accuracy": [], "train_accuracy": [], "models": []}
     for label, (norm, mb, k) in tqdm(setups.items(), desc="training", disable=not progress):
         model = norm_model(
@@ -92,9 +143,16 @@ def accuracy_over_seeds(
     from .layers import batchnorm_layers
     from .recalibration import recalibrate
 
-    seeds = list(seeds)
-    if not seeds:
-        raise ValueError("seeds must name at least one seed")
+    seeds = [
+        _validate.seed(f"seeds[{i}]", s) for i, s in enumerate(_validate.sequence("seeds", seeds))
+    ]
+    _setups(setups)
+    _train_test(train, test)
+    positive_int("epochs", epochs)
+    steps = len(seeds) * _micro_steps(setups, train, epochs)
+    _validate.within_max_steps(
+        f"micro-steps of every setup over epochs={epochs} and {len(seeds)} seeds", steps
+    )
     out = {
         "labels": list(setups),
         "seeds": seeds,
@@ -131,8 +189,20 @@ def dropout_expectation(
     expected gradient. Returns the relative L2 gap of the running averages after 1..draws draws,
     and "slope": the least-squares slope of log(gap) against log(draws) (−1/2 for pure noise).
     Lesson 04."""
+    _validate.model("model", model)
+    if not any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules()):
+        raise ValueError(
+            "model has no dropout layer: both gradients would be the same every draw and the gap "
+            "would measure only rounding (build one with al.batchnorm.norm_model(..., dropout=0.2))"
+        )
     positive_int("draws", draws)
+    _validate.seed("seed", seed)
     check_micro_batches(model, data, micro_batch_size)
+    # per draw: one accumulated window of micro-batches and one full batch
+    steps = draws * (-(-len(data) // micro_batch_size) + 1)
+    _validate.within_max_steps(
+        f"draws × micro-batches per draw = {draws} × {steps // draws}", steps
+    )
     names = sorted(n for n, _ in model.named_parameters())
 
     def flat(g):

@@ -8,10 +8,11 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._validate import one_of, positive_float, positive_int
 from ..compare import grad_diff
 from ..data import Data
-from ..engine import Recipe, grads_of, params_of, run
+from ..engine import Recipe, forward, grads_of, params_of, run
 from ..losses import get_loss
 
 # torch.optim classes by name; weight_decay means coupled L2 for SGD and Adam, decoupled for AdamW
@@ -100,18 +101,23 @@ def step_every_kth(
     optimizer step with "epoch", "grads" (what the step used) and "params" (parameters it started
     from)}. Works on a copy of `model`.
     """
+    _validate.model("model", model)
+    _validate.data("data", data)
     k = positive_int("accumulation_steps", accumulation_steps)
     positive_int("epochs", epochs)
     positive_float("lr", lr)
     loss_fn = get_loss(loss)
+    micro = data.micro_batches(micro_batch_size)
+    _validate.within_max_steps(
+        f"epochs × micro-batches per epoch = {epochs} × {len(micro)}", epochs * len(micro)
+    )
     model = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    micro = data.micro_batches(micro_batch_size)
     out = {"leftover_norm": [], "steps": []}
     optimizer.zero_grad()
     for epoch in range(epochs):
         for i, mb in enumerate(micro):
-            loss_sum, count = loss_fn(model(mb.x), mb.y)
+            loss_sum, count = loss_fn(forward(model, mb, f"micro-batch {i}"), mb.y)
             (loss_sum / count / k).backward()
             if (i + 1) % k == 0:
                 out["steps"].append(
@@ -129,10 +135,21 @@ def step_every_kth(
 def with_params(model: nn.Module, params: dict[str, torch.Tensor]) -> nn.Module:
     """A copy of `model` holding `params` (e.g. a step's starting point from `step_every_kth`).
     Lesson 03."""
+    _validate.instance("model", model, nn.Module, "a torch.nn.Module such as al.mlp()")
+    _validate.tensor_dict("params", params)
     model = copy.deepcopy(model)
     names = {n for n, _ in model.named_parameters()}
-    if not isinstance(params, dict) or set(params) != names:
-        raise ValueError(f"params must name exactly the model's parameters {sorted(names)}")
+    if set(params) != names:
+        raise ValueError(
+            f"params must name exactly the model's parameters {sorted(names)}, got {sorted(params)}"
+        )
+    for n, p in model.named_parameters():
+        _validate.tensor(f"params[{n!r}]", params[n], finite=True)
+        if params[n].shape != p.shape:
+            raise ValueError(
+                f"params[{n!r}] has shape {tuple(params[n].shape)}, the model's parameter "
+                f"{tuple(p.shape)}"
+            )
     with torch.no_grad():
         for n, p in model.named_parameters():
             p.copy_(params[n])

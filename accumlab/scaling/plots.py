@@ -8,12 +8,15 @@ import torch
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
+from . import shapes
+
 FLOOR = 1e-17  # errors below this are drawn at the floor: a log axis cannot show 0
 
 
 def plot_sample_weights(weights: dict, *, title: str | None = None) -> Figure:
     """Lesson 03. One row per policy: each sample's weight in the epoch's update (bars) against the
     full-batch weight 1/N of its window (black steps). Dropped samples are hatched."""
+    shapes.sample_weights(weights, title)
     fig = Figure(figsize=(8, 1.2 + 1.5 * len(weights)), layout="constrained")
     axes = fig.subplots(len(weights), 1, sharex=True, squeeze=False)[:, 0]
     top = max(float(torch.maximum(w.per_item, w.reference).max()) for w in weights.values())
@@ -79,6 +82,7 @@ def plot_token_weights(
 ) -> Figure:
     """Lesson 03. Side-by-side heatmaps of per-token weights (rows: sequences; white lines separate
     micro-batches), on one colour scale so equal colours mean equal weights."""
+    lengths = shapes.token_weights(panels, lengths, micro_batch_size, title)
     fig = Figure(figsize=(4.2 * len(panels), 3.6), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     vmax = max(float(m.max()) for m in panels.values())
@@ -114,6 +118,7 @@ def _error_bars(ax, checks) -> None:
 def plot_window_errors(checks, *, title: str = "") -> Figure:
     """Lesson 03. Each window's gradient error vs the full batch over its samples (log scale; dashed:
     1e-12; green: exact to float64 round-off, red: wrong, grey: dropped)."""
+    shapes.window_errors(checks, title)
     fig = Figure(figsize=(6, 3.2), layout="constrained")
     ax = fig.add_subplot()
     _error_bars(ax, checks)
@@ -123,6 +128,7 @@ def plot_window_errors(checks, *, title: str = "") -> Figure:
 
 def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
     """Lesson 03. Relative parameter gap: k small SGD steps at lr η vs one accumulated step at k·η."""
+    shapes.linear_scaling_gap(rows, title)
     fig = Figure(figsize=(5.5, 3.4), layout="constrained")
     ax = fig.add_subplot()
     lrs = [r["lr"] for r in rows]
@@ -144,6 +150,7 @@ def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
 def plot_scaling_explorer(data: dict) -> Figure:
     """Lesson 03's explorer: per-window gradient errors (left) and each token's weight divided by
     its full-batch weight (right: white = exact, blue = under-weighted, red = over-weighted)."""
+    shapes.explorer(data)
     fig = Figure(figsize=(10, 3.8), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[1, 1.4])
     _error_bars(left, data["checks"])

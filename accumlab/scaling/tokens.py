@@ -10,11 +10,13 @@ import math
 import torch
 from torch import nn
 
+from .. import _validate
 from .._validate import one_of, positive_int
 from ..data import Data
-from ..engine import Recipe
+from ..engine import NORMALIZATIONS, Recipe, forward
 from ..losses import Loss, get_loss
-from .weights import _counts, effective_weights
+from . import _checks
+from .weights import effective_weights
 
 TOKEN_COUNTS = ("local", "global")  # what each rank divides its summed loss by
 
@@ -38,21 +40,34 @@ def token_weights(
     Raises ValueError for a negative length, a window with zero real tokens, a "mean"/"none"
     micro-batch with zero real tokens, or an unknown normalisation or last-window policy.
     """
-    lengths = _counts(lengths, "lengths")
+    lengths = _checks.counts(lengths, "lengths")
     positive_int("micro_batch_size", micro_batch_size)
     if accumulation_steps is None:
         accumulation_steps = math.ceil(len(lengths) / micro_batch_size)
     recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window)
-    return per_token(effective_weights(lengths, recipe).per_item, lengths)
+    weights = effective_weights(lengths, recipe)
+    # a sequence without real tokens has nothing to weigh: its per-item factor is not a weight
+    return per_token(torch.where(weights.counts > 0, weights.per_item, 0.0), lengths)
 
 
 def per_token(per_sample: torch.Tensor, lengths) -> torch.Tensor:
     """Spread one value per sequence over its real tokens: shape (n, max(lengths)), 0 on padding.
     Lesson 03."""
-    lengths = _counts(lengths, "lengths")
+    lengths = _checks.counts(lengths, "lengths")
+    values = _checks.per_sample("per_sample", per_sample, len(lengths), "lengths")
+    lost = ((torch.tensor(lengths) == 0) & (values != 0)).nonzero()
+    if len(lost):
+        i = int(lost[0])
+        raise ValueError(
+            f"lengths[{i}] is 0 but per_sample[{i}] = {float(values[i]):g}: a sequence without "
+            "real tokens cannot carry a value, it would vanish from the result"
+        )
     width = max(max(lengths), 1)
+    _validate.fits_in_memory(
+        f"per_token for lengths of up to {width} tokens ({len(lengths)} sequences)",
+        9 * len(lengths) * width,  # a float64 result and a bool mask of that shape
+    )
     real = torch.arange(width) < torch.tensor(lengths)[:, None]  # (n, width) mask of real tokens
-    values = torch.as_tensor(per_sample, dtype=torch.float64)
     return torch.where(real, values[:, None], torch.zeros((), dtype=torch.float64))
 
 
@@ -62,12 +77,14 @@ def combined_loss(tokens, means, normalization: str = "global") -> float:
     "global" gives the true mean over all tokens; "mean" the mean of the micro-batch means
     (the 10/90-token toy of lesson 03: 1.9 vs 1.5).
     """
-    tokens = _counts(tokens, "tokens")
-    if not isinstance(means, (list, tuple)) or len(means) != len(tokens):
-        raise ValueError(
-            f"means must be a list with one mean per micro-batch ({len(tokens)}), got {means!r}"
-        )
-    weights = token_weights(tokens, normalization)  # one micro-batch per entry
+    tokens = _checks.counts(tokens, "tokens")
+    means = _validate.finite_floats("means", means)
+    _validate.same_length(tokens=tokens, means=means)
+    one_of("normalization", normalization, NORMALIZATIONS)
+    try:
+        weights = token_weights(tokens, normalization)  # one micro-batch per entry
+    except ValueError as err:  # a micro-batch or window without tokens: say which argument
+        raise ValueError(f"tokens={tokens}: {err}") from None
     return sum(
         float(weights[i, 0]) * n * float(m)
         for i, (n, m) in enumerate(zip(tokens, means, strict=True))
@@ -77,6 +94,7 @@ def combined_loss(tokens, means, normalization: str = "global") -> float:
 def rank_slices(data: Data, ranks: int) -> list[Data]:
     """Split `data` into `ranks` equal consecutive slices, like a sampler giving each rank its
     share. Lesson 03."""
+    _validate.data("data", data)
     positive_int("ranks", ranks)
     if len(data) % ranks:
         raise ValueError(f"ranks must divide the {len(data)} samples evenly, got ranks={ranks}")
@@ -99,6 +117,7 @@ def simulated_ranks_grads(
     ranks hold different numbers of tokens). "global": the token count is all-reduced first, and
     each rank divides its summed loss by N / ranks so that the average is sum / N. Lesson 03.
     """
+    _validate.model("model", model)
     one_of("token_count", token_count, TOKEN_COUNTS)
     loss_fn = get_loss(loss)
     slices = rank_slices(data, ranks)
@@ -110,7 +129,7 @@ def simulated_ranks_grads(
     for r, (part, count) in enumerate(zip(slices, counts, strict=True)):
         replica = copy.deepcopy(model)
         replica.zero_grad(set_to_none=True)
-        loss_sum, _ = loss_fn(replica(part.x), part.y)
+        loss_sum, _ = loss_fn(forward(replica, part, f"rank {r}'s slice of data"), part.y)
         if token_count == "local":
             if count == 0:
                 raise ValueError(f"rank {r} holds zero real tokens: its local mean is 0/0")

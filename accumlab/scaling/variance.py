@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import positive_int
 from ..compare import grad_diff
@@ -37,8 +38,14 @@ def gradient_variance(
     across draws) of each; and "max_rel": the largest gap between the accumulated and the big-batch
     gradient over all draws. Lesson 03.
     """
+    _validate.model("model", model)
+    _validate.data("data", data)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     k = positive_int("accumulation_steps", accumulation_steps)
     positive_int("draws", draws, minimum=2)
+    # per draw: one micro-batch, k accumulated micro-batches and one full batch
+    _validate.within_max_steps(f"draws × (k + 2) passes = {draws} × {k + 2}", draws * (k + 2))
+    _validate.seed("seed", seed)
     window = micro_batch_size * k
     if window > len(data):
         raise ValueError(

@@ -13,10 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import positive_float, positive_int
+from .. import _validate
+from .._validate import MAX_STEPS, positive_float, positive_int
 from ..data import IGNORE_INDEX, Data
-from ..engine import Recipe, Trace
+from ..engine import Recipe, Trace, forward
 from ..losses import Loss, get_loss
+from . import _checks
 
 
 @dataclass(frozen=True)
@@ -42,19 +44,6 @@ class Weights:
         return bool(torch.allclose(self.per_item, self.reference, rtol=rtol, atol=0.0))
 
 
-def _counts(counts, name: str = "counts") -> list[int]:
-    if isinstance(counts, torch.Tensor):
-        counts = counts.tolist()
-    if not isinstance(counts, (list, tuple)) or not counts:
-        raise ValueError(
-            f"{name} must be a non-empty list of non-negative integers, got {counts!r}"
-        )
-    for i, c in enumerate(counts):
-        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
-            raise ValueError(f"{name}[{i}] must be a non-negative integer, got {c!r}")
-    return list(counts)
-
-
 def effective_weights(counts, recipe: Recipe) -> Weights:
     """Each sample's per-item weight when a dataset whose samples hold `counts` items is run
     through `recipe` (one epoch, no update in between). Lesson 03.
@@ -65,7 +54,7 @@ def effective_weights(counts, recipe: Recipe) -> Weights:
     """
     if not isinstance(recipe, Recipe):
         raise ValueError(f"recipe must be an accumlab.Recipe, got {type(recipe).__name__}")
-    counts = _counts(counts)
+    counts = _checks.counts(counts)
     n, mb, k = len(counts), recipe.micro_batch_size, recipe.accumulation_steps
     if mb > n:
         raise ValueError(f"micro_batch_size must be at most the number of samples ({n}), got {mb}")
@@ -110,7 +99,7 @@ def sample_weights(
     items_per_sample: int = 1,
 ) -> Weights:
     """Per-sample effective weights for `n` equal samples (lesson 03's short-last-window plot)."""
-    positive_int("n", n)
+    positive_int("n", n, maximum=MAX_STEPS, why="one step of work per sample")
     positive_int("items_per_sample", items_per_sample)
     recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window)
     return effective_weights([items_per_sample] * n, recipe)
@@ -119,6 +108,9 @@ def sample_weights(
 def item_loss_sums(loss: str | Loss, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Each sample's summed item loss, shape (n,): padding tokens contribute 0. Lesson 03."""
     loss = get_loss(loss)
+    loss.check(pred, target)  # (n, 1) against (n,) would broadcast to (n, n) without an error
+    if target.dim() == 0:
+        raise ValueError("target must hold one row per sample, got a 0-d tensor")
     n = len(target)
     if loss.name == "mse":
         return F.mse_loss(pred, target, reduction="none").reshape(n, -1).sum(1)
@@ -144,14 +136,12 @@ def _grads(model: nn.Module, objective) -> dict[str, torch.Tensor]:
 def weighted_grads(model: nn.Module, data: Data, per_item, *, loss: str | Loss = "mse"):
     """Gradient of Σ_j per_item[j] × (sample j's summed loss), in one backward. Lesson 03 uses it to
     check that `effective_weights` predicts what `al.run` accumulates."""
-    w = torch.as_tensor(per_item, dtype=torch.float64)
-    if w.shape != (len(data),):
-        raise ValueError(
-            f"per_item must hold one weight per sample ({len(data)}), got shape {tuple(w.shape)}"
-        )
+    _validate.model("model", model)
+    _validate.data("data", data)
+    w = _checks.per_sample("per_item", per_item, len(data), "data")
 
     def objective(m: nn.Module) -> torch.Tensor:
-        sums = item_loss_sums(loss, m(data.x), data.y)
+        sums = item_loss_sums(loss, forward(m, data, "the whole data"), data.y)
         return (w.to(sums.dtype) * sums).sum()
 
     return _grads(model, objective)
@@ -160,8 +150,11 @@ def weighted_grads(model: nn.Module, data: Data, per_item, *, loss: str | Loss =
 def mean_loss(model: nn.Module, data: Data, *, loss: str | Loss = "mse") -> float:
     """The full-batch mean loss over every real item of `data` (what a window's log should show).
     Lesson 03."""
+    _validate.model("model", model)
+    _validate.data("data", data)
+    loss_fn = get_loss(loss)
     with torch.no_grad():
-        total, count = get_loss(loss)(model(data.x), data.y)
+        total, count = loss_fn(forward(model, data, "the whole data"), data.y)
     if count == 0:
         raise ValueError("data holds zero real items (all labels are padding)")
     return float(total) / count
@@ -170,6 +163,7 @@ def mean_loss(model: nn.Module, data: Data, *, loss: str | Loss = "mse") -> floa
 def epoch_grads(trace: Trace) -> dict[str, torch.Tensor]:
     """Sum of the gradients every optimizer step saw (with optimizer=None and SGD in mind: the
     epoch's update ÷ -lr). Lesson 03."""
+    _checks.trace(trace)
     if not trace.window_grads:
         return {n: torch.zeros_like(p) for n, p in trace.initial_params.items()}
     return {n: sum(g[n] for g in trace.window_grads) for n in trace.window_grads[0]}
@@ -177,11 +171,14 @@ def epoch_grads(trace: Trace) -> dict[str, torch.Tensor]:
 
 def scale_grads(grads: dict[str, torch.Tensor], factor: float) -> dict[str, torch.Tensor]:
     """Every gradient multiplied by `factor` (to compare a k-times-too-large gradient). Lesson 03."""
+    _validate.tensor_dict("grads", grads)
+    factor = _validate.finite_float("factor", factor)  # NaN would turn every gradient into NaN
     return {n: g * factor for n, g in grads.items()}
 
 
 def update_of(trace: Trace) -> dict[str, torch.Tensor]:
     """Total parameter change over a run: last parameters minus the initial ones. Lesson 03."""
+    _checks.trace(trace)
     if not trace.params:
         raise ValueError("the trace holds no optimizer step")
     return {n: trace.params[-1][n] - p for n, p in trace.initial_params.items()}
@@ -231,6 +228,7 @@ def logged_losses(trace: Trace) -> dict[str, list[float]]:
     last_scaled:   the last micro-batch's scaled loss (a common logging slip)
     k_times_last:  k × that (the usual attempt to undo the division)
     """
+    _checks.trace(trace)
     per_window: dict[int, list[float]] = {}
     backward = [e for e in trace.events if e.kind == "backward"]
     for event, scaled in zip(backward, trace.scaled_losses, strict=True):
@@ -271,11 +269,16 @@ def linear_scaling_gap(
     The two agree to first order in η, so the relative gap shrinks in proportion to η. Lesson 03."""
     from ..engine import run
 
+    _validate.model("model", model)
+    _validate.data("data", data)
     k = positive_int("accumulation_steps", accumulation_steps)
-    window = data[: Recipe(micro_batch_size, k).window_size]
+    window = data.first_window(micro_batch_size, k)
+    lrs = [positive_float(f"lrs[{i}]", lr) for i, lr in enumerate(_validate.sequence("lrs", lrs))]
+    _validate.within_max_steps(
+        f"len(lrs) × 2k micro-steps = {len(lrs)} × {2 * k}", 2 * k * len(lrs)
+    )
     rows = []
     for lr in lrs:
-        lr = positive_float("lr", lr)
         small = run(Recipe(micro_batch_size, 1), model, window, loss=loss, optimizer="sgd", lr=lr)
         big = run(Recipe(micro_batch_size, k), model, window, loss=loss, optimizer="sgd", lr=k * lr)
         gap = _norm({n: small.params[-1][n] - big.params[-1][n] for n in big.initial_params})

@@ -1,0 +1,55 @@
+"""Lessons 00 and 02 (al.accumulation): bad inputs and what each must do."""
+
+from __future__ import annotations
+
+import torch
+from fuzz_harness import bad, handled
+
+import accumlab as al
+
+from . import NAN, data
+
+A = al.accumulation
+
+
+def _small():
+    return al.mlp(features=4, hidden=3, depth=1)
+
+
+def _progress(**kw):
+    return A.window_progress(_small(), data(), 2, 2, **kw)
+
+
+# fmt: off
+CASES = [
+    # progress.py
+    bad("accumulation.window_progress", "model 'x'", lambda: A.window_progress("x", data(), 2, 2), "model", "str"),
+    bad("accumulation.window_progress", "data 'x'", lambda: A.window_progress(_small(), "x", 2, 2), "data", "str"),
+    bad("accumulation.window_progress", "micro_batch_size=0", lambda: A.window_progress(_small(), data(), 0, 2), "micro_batch_size", "0"),
+    bad("accumulation.window_progress", "window larger than the data", lambda: A.window_progress(_small(), data(), 4, 4), "16", "8"),
+    bad("accumulation.window_progress", "zero_grad 'Window'", lambda: _progress(zero_grad="Window"), "zero_grad", "'window'"),
+    bad("accumulation.window_progress", "divide_by_k 'yes'", lambda: _progress(divide_by_k="yes"), "divide_by_k", "'yes'"),
+    bad("accumulation.window_progress", "loss 'MSE'", lambda: _progress(loss="MSE"), "loss", "'MSE'"),
+    bad("accumulation.window_progress", "nan in x", lambda: A.window_progress(_small(), al.Data(data().x * NAN, data().y), 2, 2), "data.x", "nan"),
+    bad("accumulation.window_progress", "y (8,) against an output (8, 1)", lambda: A.window_progress(_small(), al.Data(data().x, data().y[:, 0]), 2, 2), "(2, 1)", "(2,)"),
+    bad("accumulation.window_progress", "5 features into a 4-feature model", lambda: A.window_progress(_small(), data(features=5), 2, 2), "(2, 5)"),
+    bad("accumulation.value_names", "model 'x'", lambda: A.value_names("x"), "model", "str"),
+    handled("accumulation.value_names", "a scalar model", lambda: A.value_names(al.ScalarModel()), lambda names: len(names) == sum(p.numel() for p in al.ScalarModel().parameters())),
+    # plots.py
+    bad("accumulation.plot_window_progress", "progress {}", lambda: A.plot_window_progress({}), "progress"),
+    bad("accumulation.plot_window_progress", "progress 'x'", lambda: A.plot_window_progress("x"), "progress", "str"),
+    bad("accumulation.plot_window_progress", "accumulated a list", lambda: A.plot_window_progress({**_progress(), "accumulated": [[1.0]]}), "progress", "accumulated"),
+    bad("accumulation.plot_window_progress", "names and values of different lengths", lambda: A.plot_window_progress({**_progress(), "names": ["w"]}), "names"),
+    bad("accumulation.plot_window_progress", "title 5", lambda: A.plot_window_progress(_progress(), title=5), "title", "5"),
+    bad("accumulation.ProgressPlot", "progress {}", lambda: A.ProgressPlot()({}), "progress"),
+    bad("accumulation.ProgressPlot", "title 5", lambda: A.ProgressPlot(title=5), "title", "5"),
+    # explorer.py
+    bad("accumulation.accumulation_explorer", "data 'x'", lambda: A.accumulation_explorer(data="x"), "data", "str"),
+    bad("accumulation.accumulation_explorer", "model 'x'", lambda: A.accumulation_explorer(model="x"), "model", "str"),
+    bad("accumulation.accumulation_explorer", "data of 3 samples", lambda: A.accumulation_explorer(data=al.regression_data(3, 2)), "data", "3"),
+    bad("accumulation.accumulation_explorer", "loss 'MSE'", lambda: A.accumulation_explorer(loss="MSE"), "loss", "'MSE'"),
+    bad("accumulation.accumulation_explorer", "4 features into the 2-feature default model", lambda: A.accumulation_explorer(data=al.regression_data(32, 4)), "(4, 4)"),
+    bad("accumulation.accumulation_explorer", "nan in y", lambda: A.accumulation_explorer(data=al.Data(al.regression_data(32, 2).x, al.regression_data(32, 2).y * NAN)), "data.y", "nan"),
+    handled("accumulation.accumulation_explorer", "a tensor-free default", lambda: A.accumulation_explorer(), lambda e: isinstance(e.data["accumulated"], torch.Tensor)),
+]
+# fmt: on
