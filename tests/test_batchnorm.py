@@ -307,6 +307,27 @@ def test_explorer_follows_its_controls(data):
     assert explorer.data["stats"]["micro_batch_size"] == 16
 
 
+def test_explorer_updates_one_figure_with_what_explore_batchnorm_computes(data):
+    ex = al.batchnorm.batchnorm_explorer(data)
+    fig = ex.figure
+    ax_mean, _, ax_run = fig.axes
+    dots, running = ax_mean.lines[0], ax_run.lines[0]
+    ex.controls["norm"].value = "layer"  # keeps no running statistics: that panel is switched off
+    assert not ax_run.axison and not running.get_visible()
+    assert "not used by LayerNorm" in ax_mean.get_ylabel()
+    ex.controls["norm"].value = "batch"
+    ex.controls["accumulation_steps"].value = 2
+    ex.controls["momentum"].value = 0.5
+    assert ex.error is None and ex.figure is fig and ax_mean.lines[0] is dots  # moved
+    assert ax_run.axison and running.get_visible() and ax_mean.get_ylabel() == "mean BatchNorm uses"
+    plain = al.batchnorm.explore_batchnorm("batch", 4, 2, 0.5, data=data)
+    assert torch.equal(ex.data["stats"]["micro_means"], plain["stats"]["micro_means"])
+    assert ex.data["diff"] == plain["diff"] and ex.data["trajectory"] == plain["trajectory"]
+    assert list(dots.get_ydata()) == plain["stats"]["micro_means"][:, 0].tolist()
+    assert list(running.get_ydata()) == list(plain["trajectory"]["accumulated"][1])
+    assert fig.texts[0].get_text().startswith("norm=batch: accumulated vs full-batch gradient")
+
+
 # --- what the layer itself used, running variance, momentum=None, recalibration ------------------
 
 

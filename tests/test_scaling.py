@@ -329,6 +329,24 @@ def test_explorer_controls_drive_data():
     assert ex.controls["spread"].max == al.scaling.MAX_SPREAD
 
 
+def test_explorer_updates_one_figure_with_what_loss_scaling_data_computes():
+    ex = al.scaling.loss_scaling_explorer()
+    fig, image = ex.figure, ex.figure.axes[1].images[0]
+    ex.controls["micro_batch_size"].value = 1
+    ex.controls["accumulation_steps"].value = 1
+    ex.controls["spread"].value = 0
+    ex.controls["last_window"].value = "drop"
+    assert ex.error is None and ex.figure is fig and fig.axes[1].images[0] is image  # moved
+    plain = al.scaling.loss_scaling_data(1, 1, "mean", "drop", 0)
+    assert ex.data["checks"] == plain["checks"] and torch.equal(ex.data["ratio"], plain["ratio"])
+    bars = fig.axes[0].patches  # one per window: 20 windows of one sequence
+    assert [b.get_height() for b in bars] == [max(c.max_rel, 1e-17) for c in plain["checks"]]
+    assert len(bars) == 20 and image.get_array().shape == tuple(plain["ratio"].shape) == (20, 12)
+    assert fig.axes[0].get_title() == "mean, drop: gradient error per window"
+    ex.controls["micro_batch_size"].value = 4
+    assert len(fig.axes[0].patches) == len(ex.data["checks"]) == 5  # the old bars are gone
+
+
 def test_explorer_data_rejects_bad_spread():
     with pytest.raises(ValueError, match="spread"):
         al.scaling.loss_scaling_data(spread=12)

@@ -52,15 +52,33 @@ def test_explorer_recomputes_when_controls_move():
     assert torch.allclose(ex.data["accumulated"][-1], 4 * ex.data["full"], atol=1e-12)
 
 
-def test_explorer_keeps_one_figure():
-    ex = al.accumulation.accumulation_explorer()
-    first = ex.figure
+def test_explorer_updates_one_figure_with_what_window_progress_computes():
+    model = al.mlp(features=2, hidden=3, depth=1, seed=0)
+    data = al.regression_data(n=32, features=2, seed=0)
+    ex = al.accumulation.accumulation_explorer(model, data)
+    first, line = ex.figure, ex.figure.axes[0].lines[0]
     ex.controls["micro_batch_size"].value = 2
     ex.controls["accumulation_steps"].value = 8
-    assert ex.figure is first  # lines moved, no new figure
-    line = ex.figure.axes[0].lines[0]
+    ex.controls["zero_grad"].value = "every_micro_step"
+    assert ex.error is None and ex.figure is first and first.axes[0].lines[0] is line  # moved
+    plain = al.accumulation.window_progress(model, data, 2, 8, zero_grad="every_micro_step")
+    assert torch.equal(ex.data["accumulated"], plain["accumulated"])
+    assert torch.equal(ex.data["full"], plain["full"]) and ex.data["diff"] == plain["diff"]
     assert list(line.get_xdata()) == list(range(1, 9))
-    assert list(line.get_ydata()) == ex.data["accumulated"][:, 0].tolist()
+    assert list(line.get_ydata()) == plain["accumulated"][:, 0].tolist()
+    assert first.axes[0].get_title().startswith("zero every micro-batch, loss ÷ k")
+    assert bytes(ex.image.value[:4]) == b"\x89PNG"
+
+
+def test_window_progress_update_keeps_a_title_the_caller_gave():
+    model, data = al.mlp(1, 2, 1, depth=1, seed=0), al.regression_data(8, 1, seed=0)
+    fig = al.accumulation.plot_window_progress(
+        al.accumulation.window_progress(model, data, 2, 4), title="mine"
+    )
+    later = al.accumulation.window_progress(model, data, 4, 2, divide_by_k=False)
+    al.accumulation.update_window_progress(fig, later)
+    assert fig.axes[0].get_title() == "mine"
+    assert list(fig.axes[0].lines[0].get_ydata()) == later["accumulated"][:, 0].tolist()
 
 
 def test_explorer_sliders_cannot_reach_invalid_values():
@@ -90,3 +108,25 @@ def test_graph_growth_explorer_keeps_one_figure():
         == last["batched_saved_bytes"]
         == 12 * last["per_sample_saved_bytes"]
     )
+
+
+def test_graph_growth_explorer_measures_each_n_once(monkeypatch):
+    from accumlab.autograd import summed
+
+    passes = []
+    measure = summed.graph_growth
+    monkeypatch.setattr(
+        summed, "graph_growth", lambda *a, **k: passes.append(a[2]) or measure(*a, **k)
+    )
+    model = al.mlp(features=4, hidden=16, depth=2, seed=0)
+    data = al.regression_data(n=32, features=4, seed=0)
+    ex = al.autograd.graph_growth_explorer(model, data)
+    fig, line = ex.figure, ex.figure.axes[0].lines[0]
+    for n in (12, 5, 8, 12):
+        ex.controls["n"].value = n
+    assert passes == [8, 12]  # the first figure, then one pass up to 12; below 12: its rows
+    assert ex.error is None and ex.figure is fig and fig.axes[0].lines[0] is line  # moved
+    ex.controls["n"].value = 5
+    assert ex.data == al.autograd.graph_growth(model, data, 5)
+    assert list(line.get_xdata()) == [1, 2, 3, 4, 5]
+    assert list(line.get_ydata()) == [r["summed_nodes"] for r in ex.data]

@@ -10,8 +10,8 @@ __getattr__, __dir__, __all__ = lazy_names(
     __name__,
     {
         "accumulation_explorer": "explorer",
-        "ProgressPlot": "plots",
         "plot_window_progress": "plots",
+        "update_window_progress": "plots",
         "value_names": "progress",
         "window_progress": "progress",
     },

@@ -15,7 +15,7 @@ def accumulation_explorer(model=None, data=None, *, loss: str = "mse") -> Explor
 
     from ..data import regression_data
     from ..models import mlp
-    from .plots import ProgressPlot
+    from .plots import plot_window_progress, update_window_progress
     from .progress import explorer_inputs, window_progress
 
     explorer_inputs(model, data, loss)
@@ -56,4 +56,4 @@ def accumulation_explorer(model=None, data=None, *, loss: str = "mse") -> Explor
         "zero_grad": zero,
         "divide_by_k": divide,
     }
-    return Explorer(controls, compute, ProgressPlot())
+    return Explorer(controls, compute, plot_window_progress, update_window_progress)

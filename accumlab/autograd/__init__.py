@@ -11,8 +11,8 @@ __getattr__, __dir__, __all__ = lazy_names(
     __name__,
     {
         "graph_growth_explorer": "explorer",
-        "GrowthPlot": "plots",
         "plot_graph_growth": "plots",
+        "update_graph_growth": "plots",
         "saved_bytes_around_backward": "saved",
         "saved_tensors_of": "saved",
         "graph_growth": "summed",

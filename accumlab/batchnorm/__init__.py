@@ -50,6 +50,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "plot_old_weight": "plots",
         "plot_running_trajectory": "plots",
         "plot_training": "plots",
+        "update_batchnorm_explorer": "plots",
         "batchnorm_explorer": "explorer",
         "explore_batchnorm": "explorer",
     },

@@ -12,7 +12,7 @@ from ..data import Data
 from ..explorer import Explorer, int_slider
 from ..models import NORMS
 from .layers import batchnorm_data, norm_model
-from .plots import plot_batchnorm_explorer
+from .plots import plot_batchnorm_explorer, update_batchnorm_explorer
 from .running import check_momentum, running_mean_trajectory, with_momentum
 from .stats import batch_gradient_diff, micro_batch_stats
 
@@ -77,4 +77,4 @@ def batchnorm_explorer(data=None) -> Explorer:
         return explore_batchnorm(norm, micro_batch_size, accumulation_steps, momentum, data=data)
 
     controls = {"micro_batch_size": mb, "accumulation_steps": k, "norm": norm, "momentum": momentum}
-    return Explorer(controls, compute, plot_batchnorm_explorer)
+    return Explorer(controls, compute, plot_batchnorm_explorer, update_batchnorm_explorer)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 
 from . import shapes
@@ -26,15 +27,8 @@ def _stats_axes(ax_mean, ax_var, stats: dict, channels: int = MAX_CHANNELS) -> N
         ax_var.axhline(
             float(stats["full_var"][c]), color=line.get_color(), linestyle="--", linewidth=1
         )
-    if stats.get("used_by_layer", True):
-        ax_mean.set_ylabel("mean BatchNorm uses")
-        ax_var.set_ylabel("variance BatchNorm uses")
-    else:  # LayerNorm / GroupNorm normalise each sample on its own: these numbers are not used
-        where = stats.get("layer", "norm layer")
-        ax_mean.set_ylabel(f"micro-batch mean at {where} input\n(not used by {where})", fontsize=8)
-        ax_var.set_ylabel(
-            f"micro-batch variance at {where} input\n(not used by {where})", fontsize=8
-        )
+    for ax, (label, size) in zip((ax_mean, ax_var), _stats_labels(stats), strict=True):
+        ax.set_ylabel(label, fontsize=size)
     for ax in (ax_mean, ax_var):
         ax.set_xlabel(f"micro-batch (size {stats['micro_batch_size']})")
     ax_mean.set_title("dots: each micro-batch; dashed: full batch", fontsize=9)
@@ -159,28 +153,109 @@ def plot_dropout_expectation(result: dict) -> Figure:
     return fig
 
 
+EXPLORER_CHANNELS = 3  # channels the explorer's statistics panels show
+
+
 def plot_batchnorm_explorer(data: dict) -> Figure:
-    """Lesson 04's widget: statistics per micro-batch, the gradient error, the running mean."""
+    """Lesson 04's widget: statistics per micro-batch, the gradient error, the running mean, for
+    `explore_batchnorm(...)`. A fixed layout: the explorer moves its artists with
+    `update_batchnorm_explorer` (the running-mean panel is hidden while a norm keeps none)."""
     shapes.explorer(data)
-    # a fixed layout: the explorer redraws this figure on every change, and constrained layout
-    # would re-measure every label each time
     fig = Figure(figsize=(12, 3.6))
+    # a fixed layout: constrained layout would re-measure every label on every redraw
     fig.subplots_adjust(left=0.06, right=0.99, bottom=0.15, top=0.83, wspace=0.38)
     ax_mean, ax_var, ax_run = fig.subplots(1, 3)
-    _stats_axes(ax_mean, ax_var, data["stats"], channels=3)
-    fig.suptitle(
-        f"norm={data['norm']}: accumulated vs full-batch gradient — {data['diff']}", fontsize=9
+    for ax, name in ((ax_mean, "means"), (ax_var, "vars"), (ax_run, "running")):
+        ax.set_gid(name)
+    for c in range(EXPLORER_CHANNELS):
+        (dots,) = ax_mean.plot([], [], "o", label=f"channel {c}", gid=f"mean {c}")
+        colour = dots.get_color()
+        ax_mean.axhline(0, color=colour, linestyle="--", linewidth=1, gid=f"full mean {c}")
+        ax_var.plot([], [], "o", color=colour, gid=f"var {c}")
+        ax_var.axhline(0, color=colour, linestyle="--", linewidth=1, gid=f"full var {c}")
+    # one row above the dots (the y limits leave it room); a fixed place: "best" searches anew on
+    # every draw
+    ax_mean.legend(fontsize=7, loc="upper center", ncol=EXPLORER_CHANNELS)
+    ax_mean.set_title("dots: each micro-batch; dashed: full batch", fontsize=9, y=1.0)
+    ax_run.plot([], [], "-", gid="accumulated")
+    ax_run.plot([], [], "o-", gid="full")
+    ax_run.axhline(0, color="grey", linestyle="--", linewidth=1, gid="target")
+    ax_run.legend(
+        [*ax_run.get_lines()], ["", "full (1 update/step)", "mean over the data"], fontsize=7
+    ).set_gid("running legend")
+    ax_run.set_xlabel("optimizer step")
+    ax_run.set_title("", fontsize=9, y=1.0, gid="momentum")
+    ax_run.text(
+        0.5, 0.5, "", ha="center", va="center", transform=ax_run.transAxes, gid="no running"
     )
-    if data["trajectory"] is None:
-        ax_run.text(
-            0.5,
-            0.5,
-            f"norm={data['norm']!r} keeps\nno running statistics",
-            ha="center",
-            va="center",
-        )
-        ax_run.set_axis_off()
-    else:
-        _trajectory_axes(ax_run, data["trajectory"])
-        ax_run.set_title(f"momentum {data['momentum']:g}", fontsize=9)
+    fig.suptitle("", fontsize=9, gid="diff")
+    update_batchnorm_explorer(fig, data)
     return fig
+
+
+def update_batchnorm_explorer(fig: Figure, data: dict) -> None:
+    """Move `plot_batchnorm_explorer`'s dots, lines, labels and limits to `data`
+    (`explore_batchnorm(...)`)."""
+    shapes.explorer(data)
+    from ..figures import named_artists
+
+    a = named_artists(fig)
+    stats = data["stats"]
+    means, vars_ = stats["micro_means"], stats["micro_vars"]
+    idx = list(range(1, len(means) + 1))
+    for c in range(EXPLORER_CHANNELS):
+        shown = c < means.shape[1]  # a model with fewer channels leaves the rest hidden
+        for name in (f"mean {c}", f"full mean {c}", f"var {c}", f"full var {c}"):
+            a[name].set_visible(shown)
+        if shown:
+            a[f"mean {c}"].set_data(idx, means[:, c].tolist())
+            a[f"full mean {c}"].set_ydata([float(stats["full_mean"][c])] * 2)
+            a[f"var {c}"].set_data(idx, vars_[:, c].tolist())
+            a[f"full var {c}"].set_ydata([float(stats["full_var"][c])] * 2)
+    for name, (label, size) in zip(("means", "vars"), _stats_labels(stats), strict=True):
+        ax = a[name]
+        ax.set_ylabel(label, fontsize=size)
+        ax.set_xlabel(f"micro-batch (size {stats['micro_batch_size']})")
+        ax.set_xlim(0.5, len(idx) + 0.5)
+        ax.set_xticks(idx[:: -(-len(idx) // 8)])
+        ax.relim(visible_only=True)
+        low, high = ax.dataLim.intervaly
+        pad = 0.05 * (high - low) if high > low else 1.0
+        # above the means: room for the legend's row
+        ax.set_ylim(low - pad, high + (6 if name == "means" else 1) * pad)
+    a["diff"].set_text(f"norm={data['norm']}: accumulated vs full-batch gradient — {data['diff']}")
+    traj, run = data["trajectory"], a["running"]
+    kept = traj is not None
+    if kept:
+        run.set_axis_on()
+    else:
+        run.set_axis_off()
+    for name in ("accumulated", "full", "target", "running legend"):
+        a[name].set_visible(kept)
+    a["no running"].set_text("" if kept else f"norm={data['norm']!r} keeps\nno running statistics")
+    a["momentum"].set_text(f"momentum {data['momentum']:g}" if kept else "")
+    if kept:
+        a["accumulated"].set_data(*traj["accumulated"])
+        a["full"].set_data(*traj["full"])
+        a["target"].set_ydata([traj["target"]] * 2)
+        legend = a["running legend"]
+        k = traj["accumulation_steps"]
+        legend.get_texts()[0].set_text(f"accumulated ({k} update{'s' if k > 1 else ''}/step)")
+        # the curves start at 0 and head for the target: the legend goes to the other side
+        legend.set_loc("upper right" if traj["target"] < 0 else "lower right")
+        run.set_ylabel(f"running_mean[{traj['channel']}]")
+        run.relim(visible_only=True)
+        run.autoscale_view()
+
+
+def _stats_labels(stats: dict) -> list[tuple[str, str | int]]:
+    """(ylabel, font size) of the mean and the variance panel: what the numbers are."""
+    if stats.get("used_by_layer", True):
+        size = rcParams["axes.labelsize"]  # given: a label set before may have had another
+        return [("mean BatchNorm uses", size), ("variance BatchNorm uses", size)]
+    # LayerNorm / GroupNorm normalise each sample on its own: these numbers are not used
+    where = stats.get("layer", "norm layer")
+    return [
+        (f"micro-batch {what} at {where} input\n(not used by {where})", 8)
+        for what in ("mean", "variance")
+    ]

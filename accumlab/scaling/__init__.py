@@ -42,6 +42,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "plot_scaling_explorer": "plots",
         "plot_token_weights": "plots",
         "plot_window_errors": "plots",
+        "update_scaling_explorer": "plots",
         "MAX_SPREAD": "explorer",
         "loss_scaling_data": "explorer",
         "loss_scaling_explorer": "explorer",

@@ -56,7 +56,7 @@ def loss_scaling_explorer():
     import ipywidgets as W
 
     from ..explorer import Explorer, int_slider
-    from .plots import plot_scaling_explorer
+    from .plots import plot_scaling_explorer, update_scaling_explorer
 
     mb = int_slider("micro-batch (sequences)", 3, 1, SEQUENCES // 2)
     k = int_slider("accumulation steps k", 3, 1, SEQUENCES // 3)
@@ -83,4 +83,4 @@ def loss_scaling_explorer():
         "last_window": last,
         "spread": spread,
     }
-    return Explorer(controls, loss_scaling_data, plot_scaling_explorer)
+    return Explorer(controls, loss_scaling_data, plot_scaling_explorer, update_scaling_explorer)

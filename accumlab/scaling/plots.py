@@ -63,14 +63,20 @@ def plot_sample_weights(weights: dict, *, title: str | None = None) -> Figure:
     return fig
 
 
-def _heatmap(ax, matrix: torch.Tensor, lengths, micro_batch_size: int, norm=None, cmap="viridis"):
+def _masked(matrix: torch.Tensor, lengths):
+    """The (sequences, positions) matrix with padding masked: shown as background, not as 0."""
     import numpy as np
 
     values = matrix.numpy().copy()
     real = np.arange(values.shape[1])[None, :] < np.asarray(lengths)[:, None]
-    masked = np.ma.masked_where(~real, values)  # padding shown as background, not as weight 0
+    return np.ma.masked_where(~real, values)
+
+
+def _heatmap(ax, matrix: torch.Tensor, lengths, micro_batch_size: int, norm=None, cmap="viridis"):
     ax.set_facecolor("0.85")
-    image = ax.imshow(masked, aspect="auto", interpolation="nearest", norm=norm, cmap=cmap)
+    image = ax.imshow(
+        _masked(matrix, lengths), aspect="auto", interpolation="nearest", norm=norm, cmap=cmap
+    )
     for row in range(micro_batch_size, len(lengths), micro_batch_size):
         ax.axhline(row - 0.5, color="white", linewidth=1.5)
     ax.set_xlabel("token position (grey: padding, label -100)")
@@ -103,11 +109,7 @@ def plot_token_weights(
 def _error_bars(ax, checks) -> None:
     labels = [f"w{c.window}\n{c.stop - c.start} smp" for c in checks]
     values = [max(c.max_rel, FLOOR) for c in checks]
-    colours = [
-        "tab:green" if c.max_rel <= 1e-12 else ("tab:grey" if not c.kept else "tab:red")
-        for c in checks
-    ]
-    ax.bar(labels, values, color=colours)
+    ax.bar(labels, values, color=_colours(checks))
     ax.set_yscale("log")
     ax.set_ylim(FLOOR / 2, 10)
     ax.axhline(1e-12, color="black", linestyle="--", linewidth=1)
@@ -149,26 +151,95 @@ def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
 
 def plot_scaling_explorer(data: dict) -> Figure:
     """Lesson 03's explorer: per-window gradient errors (left) and each token's weight divided by
-    its full-batch weight (right: white = exact, blue = under-weighted, red = over-weighted)."""
+    its full-batch weight (right: white = exact, blue = under-weighted, red = over-weighted), for
+    `loss_scaling_data(...)`. A fixed layout with plain tick labels: the explorer moves its
+    artists with `update_scaling_explorer`."""
     shapes.explorer(data)
-    fig = Figure(figsize=(10, 3.8), layout="constrained")
+    from ..figures import plain_log_ticks
+
+    fig = Figure(figsize=(10, 3.8))
+    fig.subplots_adjust(left=0.08, right=0.9, bottom=0.2, top=0.9, wspace=0.25)
     left, right = fig.subplots(1, 2, width_ratios=[1, 1.4])
-    _error_bars(left, data["checks"])
-    recipe = data["recipe"]
-    left.set_title(
-        f"{recipe.normalization}, {recipe.last_window}: gradient error per window", fontsize=9
+    left.set_gid("errors")
+    right.set_gid("weights")
+    left.set_yscale("log")
+    left.set_ylim(FLOOR / 2, 10)
+    # plain labels: log-scale labels are mathtext ($10^{-8}$), laid out again on every draw
+    plain_log_ticks(left.yaxis, [10.0**e for e in range(-16, 1, 4)])
+    left.axhline(1e-12, color="black", linestyle="--", linewidth=1)
+    left.set_ylabel("max relative error vs full batch")
+    left.tick_params(axis="x", labelsize=7)
+    # y given: the title stays put instead of being re-placed after measuring the tick labels
+    left.set_title("", fontsize=9, y=1.0, gid="errors title")
+    right.set_facecolor("0.85")  # padding (masked) shows as this background, not as weight 0
+    image = right.imshow(
+        [[1.0]], aspect="auto", interpolation="nearest", cmap="bwr",  # 1.0 (exact): white
+        norm=TwoSlopeNorm(vcenter=1.0, vmin=0.99, vmax=1.01), gid="ratio",
+    )  # fmt: skip
+    right.hlines([], 0, 1, colors="white", linewidth=1.5, gid="micro-batches")
+    right.hlines([], 0, 1, colors="black", linewidth=2, gid="windows")
+    right.set_xlabel("token position (grey: padding, label -100)")
+    right.set_ylabel("sequence (white: micro-batches, black: windows)", fontsize=8)
+    right.set_title("token weight ÷ full-batch weight of its window", fontsize=9, y=1.0)
+    box = right.get_position()
+    fig.colorbar(image, cax=fig.add_axes((box.x1 + 0.015, box.y0, 0.012, box.height)))
+    update_scaling_explorer(fig, data)
+    return fig
+
+
+def update_scaling_explorer(fig: Figure, data: dict) -> None:
+    """Redraw `plot_scaling_explorer`'s bars and move its heatmap, separators, colour scale and
+    title to `data` (`loss_scaling_data(...)`)."""
+    shapes.explorer(data)
+    from ..figures import named_artists
+
+    a = named_artists(fig)
+    left, right = a["errors"], a["weights"]
+    checks, recipe, lengths = data["checks"], data["recipe"], data["lengths"]
+    for bars in list(left.containers):  # the number of windows changes with the sliders
+        bars.remove()
+    left.bar(range(len(checks)), [max(c.max_rel, FLOOR) for c in checks], color=_colours(checks))
+    # at most 8 labels: more would overlap; with few windows each also says how many samples
+    every = -(-len(checks) // 8)
+    left.set_xticks(
+        range(0, len(checks), every),
+        [
+            f"w{c.window}\n{c.stop - c.start} smp" if every == 1 else f"w{c.window}"
+            for c in checks[::every]
+        ],
+    )
+    left.set_xlim(-0.6, len(checks) - 0.4)
+    a["errors title"].set_text(
+        f"{recipe.normalization}, {recipe.last_window}: gradient error per window"
     )
     ratio = data["ratio"]
+    rows, columns = ratio.shape
+    a["ratio"].set_data(_masked(ratio, lengths))
+    a["ratio"].set_extent((-0.5, columns - 0.5, rows - 0.5, -0.5))
     lo, hi = float(ratio.min()), float(ratio.max())
-    norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.99), vmax=max(hi, 1.01))
-    image = _heatmap(
-        right, ratio, data["lengths"], recipe.micro_batch_size, norm=norm, cmap="coolwarm"
-    )
+    a["ratio"].set_clim(min(lo, 0.99), max(hi, 1.01))  # the colour bar follows
+    right.set_xlim(-0.5, columns - 0.5)
+    right.set_ylim(rows - 0.5, -0.5)
     windows = data["weights"].window.tolist()
-    for row in range(1, len(windows)):
-        if windows[row] != windows[row - 1]:
-            right.axhline(row - 0.5, color="black", linewidth=2)
-    right.set_ylabel("sequence (white: micro-batches, black: windows)", fontsize=8)
-    right.set_title("token weight ÷ full-batch weight of its window", fontsize=9)
-    fig.colorbar(image, ax=right)
-    return fig
+    across = (-0.5, columns - 0.5)
+    a["micro-batches"].set_segments(
+        [
+            [(x, r - 0.5) for x in across]
+            for r in range(recipe.micro_batch_size, rows, recipe.micro_batch_size)
+        ]
+    )
+    a["windows"].set_segments(
+        [
+            [(x, r - 0.5) for x in across]
+            for r in range(1, len(windows))
+            if windows[r] != windows[r - 1]
+        ]
+    )
+
+
+def _colours(checks) -> list[str]:
+    # green: exact to float64 round-off; grey: a dropped window; red: wrong
+    return [
+        "tab:green" if c.max_rel <= 1e-12 else ("tab:grey" if not c.kept else "tab:red")
+        for c in checks
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from fuzz_harness import bad, handled
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -41,8 +42,9 @@ CASES = [
     bad("accumulation.plot_window_progress", "accumulated a list", lambda: A.plot_window_progress({**_progress(), "accumulated": [[1.0]]}), "progress", "accumulated"),
     bad("accumulation.plot_window_progress", "names and values of different lengths", lambda: A.plot_window_progress({**_progress(), "names": ["w"]}), "names"),
     bad("accumulation.plot_window_progress", "title 5", lambda: A.plot_window_progress(_progress(), title=5), "title", "5"),
-    bad("accumulation.ProgressPlot", "progress {}", lambda: A.ProgressPlot()({}), "progress"),
-    bad("accumulation.ProgressPlot", "title 5", lambda: A.ProgressPlot(title=5), "title", "5"),
+    bad("accumulation.update_window_progress", "progress {}", lambda: A.update_window_progress(Figure(), {}), "progress"),
+    bad("accumulation.update_window_progress", "a figure plot_window_progress did not build", lambda: A.update_window_progress(Figure(), _progress()), "fig", "no artist named"),
+    bad("accumulation.update_window_progress", "another model's values", lambda: A.update_window_progress(A.plot_window_progress(_progress()), A.window_progress(al.ScalarModel(), data(features=1), 2, 2)), "progress['names']", "plot_window_progress"),
     # explorer.py
     bad("accumulation.accumulation_explorer", "data 'x'", lambda: A.accumulation_explorer(data="x"), "data", "str"),
     bad("accumulation.accumulation_explorer", "model 'x'", lambda: A.accumulation_explorer(model="x"), "model", "str"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from fuzz_harness import bad, handled
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -44,7 +45,8 @@ CASES = [
     bad("autograd.plot_graph_growth", "rows []", lambda: G.plot_graph_growth([]), "rows"),
     bad("autograd.plot_graph_growth", "a row missing its keys", lambda: G.plot_graph_growth([{"n": 1}]), "rows[0]", "summed_nodes"),
     bad("autograd.plot_graph_growth", "rows a dict", lambda: G.plot_graph_growth(_rows()[-1]), "rows", "dict"),
-    bad("autograd.GrowthPlot", "rows {}", lambda: G.GrowthPlot()({}), "rows", "dict"),
+    bad("autograd.update_graph_growth", "rows {}", lambda: G.update_graph_growth(Figure(), {}), "rows", "dict"),
+    bad("autograd.update_graph_growth", "a figure plot_graph_growth did not build", lambda: G.update_graph_growth(Figure(), _rows()), "fig", "no artist named"),
     # explorer.py
     bad("autograd.graph_growth_explorer", "model 'x'", lambda: G.graph_growth_explorer(model="x"), "model", "str"),
     bad("autograd.graph_growth_explorer", "data 'x'", lambda: G.graph_growth_explorer(data="x"), "data", "str"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from fuzz_harness import bad, handled
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -195,6 +196,8 @@ CASES = [
     bad("batchnorm.plot_dropout_expectation", "a gap of 0 on a log axis", lambda: B.plot_dropout_expectation({"draws": [1, 2], "rel_gap": [0.0, 0.1], "slope": -0.5}), "rel_gap", "0"),
     bad("batchnorm.plot_batchnorm_explorer", "data {}", lambda: B.plot_batchnorm_explorer({}), "data"),
     bad("batchnorm.plot_batchnorm_explorer", "diff not a GradDiff", lambda: B.plot_batchnorm_explorer({**_explored(), "diff": 0.1}), "data", "diff"),
+    bad("batchnorm.update_batchnorm_explorer", "data {}", lambda: B.update_batchnorm_explorer(Figure(), {}), "data"),
+    bad("batchnorm.update_batchnorm_explorer", "a figure plot_batchnorm_explorer did not build", lambda: B.update_batchnorm_explorer(Figure(), _explored()), "fig", "no artist named"),
     # explorer.py
     bad("batchnorm.explore_batchnorm", "norm 'x'", lambda: B.explore_batchnorm("x", 4, 2, 0.1), "norm"),
     bad("batchnorm.explore_batchnorm", "momentum=nan", lambda: B.explore_batchnorm("batch", 4, 2, NAN), "momentum", "nan"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from fuzz_harness import bad, handled
+from matplotlib.figure import Figure
 
 import accumlab as al
 
@@ -160,6 +161,8 @@ CASES = [
     bad("scaling.plot_linear_scaling_gap", "lr=0 on a log axis", lambda: S.plot_linear_scaling_gap([{"lr": 0.0, "gap": 1.0, "step": 1.0, "relative_gap": 1.0}]), "lr", "0"),
     bad("scaling.plot_scaling_explorer", "data {}", lambda: S.plot_scaling_explorer({}), "data"),
     bad("scaling.plot_scaling_explorer", "data 'x'", lambda: S.plot_scaling_explorer("x"), "data", "str"),
+    bad("scaling.update_scaling_explorer", "data {}", lambda: S.update_scaling_explorer(Figure(), {}), "data"),
+    bad("scaling.update_scaling_explorer", "a figure plot_scaling_explorer did not build", lambda: S.update_scaling_explorer(Figure(), S.loss_scaling_data()), "fig", "no artist named"),
     # explorer.py
     bad("scaling.loss_scaling_data", "spread=10**9", lambda: S.loss_scaling_data(spread=10**9), "spread"),
     bad("scaling.loss_scaling_data", "micro_batch_size=0", lambda: S.loss_scaling_data(0), "micro_batch_size", "0"),
