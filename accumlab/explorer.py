@@ -62,6 +62,7 @@ class Explorer:
         self.data = None
         self.figure = None
         self.error: Exception | None = None
+        self._shown: dict | None = None  # the control values the figure shows
         self.image = W.Image(format="png")
         self.summary = W.HTML()
         self.output = W.Output()  # shows an error raised by a change; empty otherwise
@@ -92,12 +93,17 @@ class Explorer:
         if self.caption is not None:
             self.summary.value = self.caption(self.data)
         self.image.value = render_png(self.figure)
+        self._shown = self.values
         if built and self.update is not None:
             # its layout engine ran in that draw; from now on the axes stay where it put them
             # (update() keeps its texts within that room)
             self.figure.set_layout_engine("none")
 
     def _changed(self, _change) -> None:
+        if self.error is None and self.values == self._shown:
+            # one move can fire twice: a slider that clamps another (k's maximum follows the
+            # micro-batch size) redraws at the clamped values, then the move itself arrives
+            return
         try:
             self.refresh()
         except Exception as err:

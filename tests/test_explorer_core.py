@@ -99,6 +99,20 @@ def test_building_spares_live_objects_from_full_collections_but_not_young_garbag
     assert any(o is later for o in gc.get_objects())
 
 
+def test_a_move_that_clamps_another_slider_computes_once():
+    """Moving the micro-batch slider lowers k's maximum, which clamps k: that clamp fires first
+    and already shows the new values, so the move itself must not compute and draw again."""
+    ex = al.accumulation.accumulation_explorer()
+    calls = []
+    compute = ex.compute
+    ex.compute = lambda **values: calls.append(values) or compute(**values)
+    ex.controls["micro_batch_size"].value = 16  # 32 samples: k's maximum becomes 2, k clamps 4 -> 2
+    assert ex.controls["accumulation_steps"].value == 2
+    assert len(calls) == 1 and calls[0]["micro_batch_size"] == 16
+    ex.controls["accumulation_steps"].value = 1
+    assert len(calls) == 2
+
+
 def test_without_update_each_change_builds_a_new_figure():
     ex = _explorer()
     fig = ex.figure
