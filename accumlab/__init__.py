@@ -69,6 +69,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "accumulation_progress": "reference",
         "full_batch_grads": "reference",
         "GradDiff": "compare",
+        "flatten": "compare",
         "grad_diff": "compare",
         # graph.py, saved.py: the autograd graph and what it keeps
         "GraphView": "graph",

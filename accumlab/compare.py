@@ -34,6 +34,19 @@ class GradDiff:
         )
 
 
+def flatten(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """One vector of a dict name → tensor, in name order, dtype and device kept: how lessons take
+    norms, cosines and variances of whole gradients or parameter sets (any lesson)."""
+    if not isinstance(tensors, dict) or not tensors:
+        raise ValueError(
+            f"tensors must be a non-empty dict of name -> tensor, got {type(tensors).__name__}"
+        )
+    for k, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"tensors[{k!r}] must be a tensor, got {type(t).__name__} {t!r:.60}")
+    return torch.cat([tensors[k].reshape(-1) for k in sorted(tensors, key=str)])
+
+
 def _flatten(grads, name: str) -> tuple[list[str], list[tuple[int, ...]], torch.Tensor]:
     if isinstance(grads, torch.Tensor):
         return [""], [tuple(grads.shape)], grads.detach().reshape(-1).double().cpu()

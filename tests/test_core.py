@@ -176,3 +176,9 @@ def test_summed_losses_keep_the_bytes_of_a_batched_forward():
     assert al.autograd.summed_loss_graph(model, data, 6) == rows[-1]
     with pytest.raises(ValueError, match="n must be at most"):
         al.autograd.graph_growth(model, data, 13)
+
+
+def test_flatten_orders_by_name_and_keeps_dtype():
+    v = al.flatten({"b": torch.tensor([3.0, 4.0]), "a": torch.tensor([[1.0], [2.0]])})
+    assert torch.equal(v, torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    assert al.flatten({"w": torch.ones(2, dtype=torch.bfloat16)}).dtype == torch.bfloat16

@@ -11,6 +11,7 @@ from torch import nn
 from .. import _validate
 from .._threads import one_thread
 from .._validate import flag, positive_int
+from ..compare import flatten
 from ..data import Data
 from ..engine import Recipe, forward, run
 from ..losses import get_loss
@@ -203,23 +204,18 @@ def dropout_expectation(
     _validate.within_max_steps(
         f"draws × micro-batches per draw = {draws} × {steps // draws}", steps
     )
-    names = sorted(n for n, _ in model.named_parameters())
-
-    def flat(g):
-        return torch.cat([g[n].reshape(-1) for n in names])
-
     acc_sum = full_sum = None
     gaps = []
     for d in range(draws):
         # independent masks for the two estimates, drawn without moving the caller's generator
         with seeded(seed + 2 * d):
-            acc = flat(
+            acc = flatten(
                 accumulated_grads(
                     model, data, micro_batch_size, normalization="global", loss="cross_entropy"
                 )
             )
         with seeded(seed + 2 * d + 1):
-            full = flat(full_batch_grads(model, data, loss="cross_entropy"))
+            full = flatten(full_batch_grads(model, data, loss="cross_entropy"))
         acc_sum = acc if acc_sum is None else acc_sum + acc
         full_sum = full if full_sum is None else full_sum + full
         gaps.append(float((acc_sum - full_sum).norm() / full_sum.norm()))

@@ -10,6 +10,7 @@ from torch import nn
 
 from .._threads import one_thread
 from .._validate import MAX_STEPS, finite_float, flag, one_of, positive_float, positive_int
+from ..compare import flatten
 from ..data import Data
 from ..engine import params_of
 from ._checks import require_data, require_model
@@ -17,10 +18,6 @@ from ._checks import require_data, require_model
 # where the loop calls ema.update(): after the optimizer step (once per window), or after every
 # micro-batch (the F5-TTS bug: the EMA advances k times per optimizer step)
 EMA_PLACEMENTS = ("optimizer_step", "micro_step")
-
-
-def _flat(params: dict[str, torch.Tensor]) -> torch.Tensor:
-    return torch.cat([params[n].reshape(-1) for n in sorted(params)])
 
 
 @one_thread()
@@ -84,8 +81,8 @@ def ema_run(
         opt.step()
         update()
         out["updates"].append(updates + 1)
-        out["ema"].append(_flat(dict(zip(names, (e.clone() for e in ema), strict=True))))
-        out["params"].append(_flat(params_of(model)))
+        out["ema"].append(flatten(dict(zip(names, (e.clone() for e in ema), strict=True))))
+        out["params"].append(flatten(params_of(model)))
     return out
 
 

@@ -18,6 +18,7 @@ import torch
 
 from .._threads import one_thread
 from .._validate import instance
+from ..compare import flatten
 from ..engine import grads_of
 from .hooks import FrameworkRun, StepSeen
 from .problem import Problem
@@ -56,10 +57,6 @@ class StepCheck:
         return abs(self.logged_loss - self.true_loss) / abs(self.true_loss)
 
 
-def _flat(grads: dict[str, torch.Tensor]) -> torch.Tensor:
-    return torch.cat([grads[n].reshape(-1) for n in sorted(grads)])
-
-
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
@@ -89,8 +86,8 @@ def _window_terms(problem: Problem, params: dict, window: tuple) -> dict:
     sum(means).backward()
     g_means = grads_of(model)
     return {
-        "g_ref": _flat(g_ref),
-        "g_means": _flat(g_means),
+        "g_ref": flatten(g_ref),
+        "g_means": flatten(g_means),
         "true": float(total.detach()),
         "mean_of_means": float(sum(means).detach()) / len(means),
         "sum_of_means": float(sum(means).detach()),
@@ -141,7 +138,7 @@ def _check_step(problem: Problem, run: FrameworkRun, i: int, step: StepSeen, exp
     if None in step.window:
         raise ValueError(f"step {i} of {run.framework} forwarded inputs that are not the problem's")
     terms = _window_terms(problem, step.params, step.window)
-    used = _flat(step.grads)
+    used = flatten(step.grads)
     logged = run.logged_loss[i] if run.logged_loss and i < len(run.logged_loss) else None
     norms = run.logged_grad_norm
     return StepCheck(
@@ -151,7 +148,7 @@ def _check_step(problem: Problem, run: FrameworkRun, i: int, step: StepSeen, exp
         grad_error=_rel(used, terms["g_ref"]),
         scale=float(used @ terms["g_ref"] / (terms["g_ref"] @ terms["g_ref"])),
         divided_by=_divided_by(used, terms),
-        pre_hook_error=_rel(_flat(step.grads_at_pre_hook), used),
+        pre_hook_error=_rel(flatten(step.grads_at_pre_hook), used),
         lr=step.lr,
         expected_lr=problem.lr / (1 + i),  # the schedule lr × 1/(1 + step), one step per window
         true_loss=terms["true"],
@@ -176,4 +173,4 @@ def final_weight_error(run: FrameworkRun, reference: FrameworkRun) -> float:
             f"run and reference must be runs on the same problem, got {run.problem.data_name!r} "
             f"and {reference.problem.data_name!r}"
         )
-    return _rel(_flat(run.final_params), _flat(reference.final_params))
+    return _rel(flatten(run.final_params), flatten(reference.final_params))

@@ -10,13 +10,9 @@ from torch import nn
 from .. import _validate
 from .._threads import one_thread
 from .._validate import positive_int
-from ..compare import grad_diff
+from ..compare import flatten, grad_diff
 from ..data import Data
 from ..reference import accumulated_grads, full_batch_grads
-
-
-def _flat(grads: dict[str, torch.Tensor]) -> torch.Tensor:
-    return torch.cat([grads[n].reshape(-1) for n in sorted(grads)])
 
 
 @one_thread()
@@ -61,7 +57,7 @@ def gradient_variance(
         big = full_batch_grads(model, batch, loss=loss)
         max_rel = max(max_rel, grad_diff(acc, big).max_rel)
         for name, grads in (("micro", micro), ("accumulated", acc), ("big", big)):
-            rows[name].append(_flat(grads))
+            rows[name].append(flatten(grads))
     out = {name: float(torch.stack(v).var(0).sum()) for name, v in rows.items()}
     out["max_rel"] = max_rel
     return out
