@@ -149,6 +149,26 @@ def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
     return fig
 
 
+def plot_token_training(curves: dict, *, title: str = "") -> Figure:
+    """Lesson 03. The token-mean loss over the whole data after each epoch, for each way of
+    normalising (`al.scaling.token_training`): the full batch dashed, under the global count."""
+    shapes.token_training(curves, title)
+    fig = Figure(figsize=(6, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    style = {
+        "full batch": {"color": "black", "linestyle": "--", "linewidth": 2.5, "zorder": 3},
+        "global count": {"color": "tab:green", "linewidth": 4, "alpha": 0.6},
+        "mean of means": {"color": "tab:red", "linewidth": 1.5},
+    }
+    for way, kw in style.items():
+        ax.plot(curves["epoch"], curves[way], label=way, **kw)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("token-mean loss, all data")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title(title or "same start, same windows: three normalisations", fontsize=10)
+    return fig
+
+
 def plot_scaling_explorer(data: dict) -> Figure:
     """Lesson 03's explorer: per-window gradient errors (left) and each token's weight divided by
     its full-batch weight (right: white = exact, blue = under-weighted, red = over-weighted), for
