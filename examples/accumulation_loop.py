@@ -63,7 +63,7 @@ def train_epoch(model, optimizer, loader, k, *, scaler=None, max_norm=None, sche
         if scheduler is not None:
             scheduler.step()  # once per optimizer step, never per micro-batch
         optimizer.zero_grad(set_to_none=True)  # only here: the window accumulated in .grad
-        losses.append(float(window_loss))  # the window's token mean (DDP: this rank's share)
+        losses.append(float(window_loss))  # the window's token mean (DDP: average over ranks)
     return losses
 
 
