@@ -112,14 +112,45 @@ def test_the_audit_sees_clipping_bite_and_nothing_else(loop):
     assert {f.code for f in report.findings} == {"GRADIENT_NOT_VERIFIED"}, report
 
 
-def test_the_audit_flags_the_loop_with_a_mean_per_micro_batch(loop):
-    source = LOOP_FILE.read_text().replace(
-        "loss = loss_sum / n_tokens", "loss = loss_sum / int((y != PAD).sum()) / len(window)"
-    )
+BACKWARD = "                (scaler.scale(loss) if scaler is not None else loss).backward()\n"
+CLIP = "            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # once, on the window\n"
+SCHEDULE = "            scheduler.step()  # once per optimizer step, never per micro-batch\n"
+MUTANTS = {  # a line of the loop changed as a learner might: (replace, by), audit options
+    "mean of micro-batch means": (
+        ("loss = loss_sum / n_tokens", "loss = loss_sum / int((y != PAD).sum()) / len(window)"),
+        {},
+    ),
+    "divided by k as well": (("loss = loss_sum / n_tokens", "loss = loss_sum / n_tokens / k"), {}),
+    "zeroed inside the window": (
+        (
+            "            x, y = x.to(device)",
+            "            optimizer.zero_grad()\n            x, y = x.to(device)",
+        ),
+        {},
+    ),
+    "clipped after every backward": (
+        (
+            BACKWARD,
+            BACKWARD + CLIP.replace("            ", "                "),
+        ),
+        {"max_norm": 0.5},
+    ),
+    "scheduler stepped per micro-batch": (
+        (BACKWARD, BACKWARD + "                scheduler.step()\n"),
+        {"scheduler": True},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_the_audit_flags_each_changed_line(name):
+    (old, new), options = MUTANTS[name]
+    source = LOOP_FILE.read_text()
+    assert source.count(old) == 1, f"{name}: the line to change is not in the loop"
     namespace: dict = {"__name__": "mutant"}
-    exec(compile(source, "mutant", "exec"), namespace)
-    report = al.audit(namespace["train_epoch"], **al.audit.audit_setup("tokens"))
-    assert "MEAN_OF_MEANS" in {f.code for f in report.findings}, report
+    exec(compile(source.replace(old, new), "mutant", "exec"), namespace)
+    report = al.audit(namespace["train_epoch"], **al.audit.audit_setup("tokens", **options))
+    assert {f.code for f in report.findings} - {"GRADIENT_NOT_VERIFIED"}, f"{name}: {report}"
 
 
 @pytest.mark.slow
