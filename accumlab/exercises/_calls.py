@@ -19,8 +19,9 @@ import sys
 from ._answers import Hint
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 forward', '4 forwards'; `many` for irregular plurals ('backward passes')."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 class Spy:

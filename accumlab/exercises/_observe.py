@@ -202,7 +202,8 @@ class Observe:
         return forwards_phrase(self.rows)
 
     def backwards_phrase(self) -> str:
-        text = plural(self.backwards, "backward pass").replace("0 backward passes", "no backward")
+        text = plural(self.backwards, "backward pass", "backward passes")
+        text = "no backward pass" if not self.backwards else text
         if self.grad_only:
             text += f" and {plural(self.grad_only, 'torch.autograd.grad call')} (which leave .grad alone)"
         return text
