@@ -1,5 +1,6 @@
-"""Lesson 03's pure plots: per-sample and per-token weights, per-window gradient errors, and the
-linear-scaling gap. Data in, matplotlib Figure out; never pyplot state.
+"""Lesson 03's pure plots: per-sample and per-token weights, per-window gradient errors, training
+curves per normalisation; and lesson 13's linear-scaling gap. Data in, matplotlib Figure out; never
+pyplot state.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def plot_window_errors(checks, *, title: str = "") -> Figure:
 
 
 def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
-    """Lesson 03. Relative parameter gap: k small SGD steps at lr η vs one accumulated step at k·η."""
+    """Lesson 13. Relative parameter gap: k small SGD steps at lr η vs one accumulated step at k·η."""
     shapes.linear_scaling_gap(rows, title)
     fig = Figure(figsize=(5.5, 3.4), layout="constrained")
     ax = fig.add_subplot()

@@ -245,7 +245,7 @@ def logged_losses(trace: Trace) -> dict[str, list[float]]:
 
 def effective_batch_size(micro_batch_size: int, accumulation_steps: int, ranks: int = 1) -> int:
     """Samples per optimizer step: micro-batch × accumulation steps × data-parallel ranks.
-    Lesson 03."""
+    Lessons 10 and 13."""
     positive_int("micro_batch_size", micro_batch_size)
     positive_int("accumulation_steps", accumulation_steps)
     positive_int("ranks", ranks)
@@ -254,7 +254,7 @@ def effective_batch_size(micro_batch_size: int, accumulation_steps: int, ranks: 
 
 def linear_scaled_lr(base_lr: float, base_batch: int, batch: int) -> float:
     """The linear scaling rule of thumb (Goyal et al. 2017): lr grows with the batch size.
-    It is a first-order argument for SGD; lesson 03 measures where it stops holding."""
+    It is a first-order argument for SGD; lesson 13 measures where it stops holding."""
     positive_float("base_lr", base_lr)
     positive_int("base_batch", base_batch)
     positive_int("batch", batch)
@@ -266,7 +266,7 @@ def linear_scaling_gap(
 ) -> list[dict[str, float]]:
     """k plain SGD steps on micro-batches at lr η vs ONE accumulated step at lr k·η (the linear
     scaling rule) over the same samples. Per lr: the parameter gap relative to the update size.
-    The two agree to first order in η, so the relative gap shrinks in proportion to η. Lesson 03."""
+    The two agree to first order in η, so the relative gap shrinks in proportion to η. Lesson 13."""
     from ..engine import run
 
     _validate.model("model", model)
