@@ -49,6 +49,7 @@ def train_epoch(model, optimizer, loader, k, *, scaler=None, max_norm=None, sche
                 logits = model(x).flatten(0, -2)
                 loss_sum = F.cross_entropy(logits, y.flatten(), ignore_index=PAD, reduction="sum")
                 loss = loss_sum / n_tokens  # the window's count, and no ÷ k on top
+                # with float16 autocast around the forward, a GradScaler scales the loss (lesson 06)
                 (scaler.scale(loss) if scaler is not None else loss).backward()
             window_loss += loss.detach()
         if scaler is not None:
