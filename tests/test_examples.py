@@ -22,6 +22,15 @@ LESSON = ROOT / "notebooks" / "03_loss_scaling.ipynb"
 EXACT = 1e-12
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """As al.setup() does in the lessons: tiny models run faster on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def loop():
     return load_loop()
@@ -187,8 +196,14 @@ def test_two_ddp_ranks_take_the_full_batch_step_with_one_allreduce_per_window(mo
 
 @pytest.mark.slow
 def test_the_file_runs_as_a_script():
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # a tiny model: one thread is faster
     out = subprocess.run(
-        [sys.executable, str(LOOP_FILE)], capture_output=True, text=True, timeout=300, check=True
+        [sys.executable, str(LOOP_FILE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        env=env,
     )
     lines = out.stdout.strip().splitlines()
     assert [line.split(":")[0] for line in lines] == ["epoch 0", "epoch 1", "epoch 2"]

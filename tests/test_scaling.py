@@ -11,6 +11,15 @@ import accumlab as al
 EXACT = 1e-12
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """As al.setup() does in the lessons: tiny models run faster on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tokens():
     return al.token_data(lengths=[3, 9, 1, 7, 12, 5, 2, 8, 6, 4], vocab=16, seed=0)
@@ -472,6 +481,7 @@ def test_accumulated_variance_is_the_big_batch_variance():
 # --- training with each normalisation; the symptom table's "slower" row ---------------------------
 
 
+@pytest.mark.slow
 def test_token_training_global_is_the_full_batch_and_mean_of_means_ends_higher():
     """Lesson 03 says: the global count trains the full-batch model; the mean of means ends above
     it on the token mean — on its seed 0 and on each of these 8 seeds."""
@@ -500,6 +510,7 @@ def test_token_training_equal_lengths_make_the_three_ways_one():
         assert curves[way] == pytest.approx(curves["full batch"], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_zeroing_inside_the_window_trains_but_slower_than_the_big_batch():
     """The symptom table's row: the loss falls, but slower than the big-batch run."""
     for seed in range(6):
@@ -556,6 +567,7 @@ def test_counts_accept_numpy_and_tensor_integers():
 # --- Accelerate's short last window needs a prepared loader ---------------------------------------
 
 
+@pytest.mark.slow
 def test_accelerate_steps_at_the_end_of_the_loader_only_when_prepared():
     """20 samples, micro-batch 4, k = 3, 2 epochs: a prepared loader steps at each epoch's end
     (after micro-batches 2, 4, 7, 9); a plain DataLoader counts on across epochs (2, 5, 8)."""

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .. import _validate
+from .._threads import one_thread
 from .._validate import one_of, positive_float, positive_int
 from ..compare import grad_diff
 from ..data import Data
@@ -52,6 +53,7 @@ def _momentum_options(optimizer: str, momentum, dampening, nesterov) -> dict:
     return {"momentum": momentum, "dampening": dampening, "nesterov": nesterov}
 
 
+@one_thread()
 def forgotten_division(
     model: nn.Module,
     data: Data,
@@ -102,6 +104,7 @@ def forgotten_division(
     }
 
 
+@one_thread()
 def step_every_kth(
     model: nn.Module,
     data: Data,

@@ -4,6 +4,7 @@ spread of sequence lengths → gradient error per window and per-token weights.
 
 from __future__ import annotations
 
+from .._threads import one_thread
 from .._validate import positive_int
 from ..data import token_data
 from ..engine import LAST_WINDOW_POLICIES, NORMALIZATIONS, Recipe
@@ -18,6 +19,7 @@ SPREAD_WHY = f"lengths are drawn from {CENTRE} ± spread and each needs at least
 VOCAB = 16
 
 
+@one_thread()  # tiny ops: a second torch thread costs more than it computes
 def loss_scaling_data(
     micro_batch_size: int = 3,
     accumulation_steps: int = 3,

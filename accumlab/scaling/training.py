@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from .. import _validate
+from .._threads import one_thread
 from .._validate import MAX_STEPS, positive_int
 from ..data import IGNORE_INDEX, Data
 from ..engine import Recipe, run
@@ -20,6 +21,7 @@ from .weights import mean_loss
 TRAINING_WAYS = ("full batch", "global count", "mean of means")
 
 
+@one_thread()  # tiny ops: a second torch thread costs more than it computes
 def token_training(
     model: nn.Module,
     data: Data,

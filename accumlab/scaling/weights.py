@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import _validate
+from .._threads import one_thread
 from .._validate import MAX_STEPS, positive_float, positive_int
 from ..data import IGNORE_INDEX, Data
 from ..engine import Recipe, Trace, forward
@@ -196,6 +197,7 @@ class WindowCheck:
     max_rel: float  # 1.0 for a dropped window: its gradient is missing entirely
 
 
+@one_thread()
 def window_errors(
     recipe: Recipe, model: nn.Module, data: Data, *, loss: str | Loss = "mse"
 ) -> list[WindowCheck]:
@@ -261,6 +263,7 @@ def linear_scaled_lr(base_lr: float, base_batch: int, batch: int) -> float:
     return base_lr * batch / base_batch
 
 
+@one_thread()
 def linear_scaling_gap(
     model: nn.Module, data: Data, micro_batch_size: int, accumulation_steps: int, lrs, *, loss="mse"
 ) -> list[dict[str, float]]:
