@@ -137,7 +137,12 @@ def run_notebook(
             call = (
                 f"__import__({MODULE!r}).move_displayed({shown!r}, {variant!r}, {index}, {sweep})"
             )
-            records = json.loads(_evaluate(client, "", call, timeout))
+            try:
+                records = json.loads(_evaluate(client, "", call, timeout))
+            except Exception as err:  # a move that hangs past the timeout, a dead kernel
+                text = f"moving the controls failed: {type(err).__name__}: {err}"
+                run.failures.append(Failure(variant, index, "explorer", text, cell.source))
+                break
             moved.update(shown)
             run.explorers.extend(records)
             for record in records:
@@ -163,7 +168,9 @@ def describe_moves(record: dict) -> str:
         ", ".join(changed) or "no control could move"
     )
     if unchanged:
-        text += f"; left at its start (no other value reachable): {', '.join(unchanged)}"
+        text += "; back at its start value in the end (clamped, or no other value): " + ", ".join(
+            unchanged
+        )
     if record["skipped"]:
         text += f"; skipped: {', '.join(record['skipped'])}"
     return text
