@@ -108,6 +108,22 @@ def test_graph_growth_explorer_keeps_one_figure():
         == last["batched_saved_bytes"]
         == 12 * last["per_sample_saved_bytes"]
     )
+    assert "<b>n = 12</b>" in ex.summary.value  # the caption follows the slider
+
+
+def test_graph_growth_measures_the_real_loops():
+    model = al.mlp(features=4, hidden=16, depth=2, seed=0)
+    data = al.regression_data(n=12, features=4, seed=0)
+    rows = al.autograd.graph_growth(model, data, 6)
+    one = rows[0]["per_sample_saved_bytes"]
+    ops = rows[0]["per_sample_nodes"] - len(list(model.parameters()))
+    for r in rows:
+        # a backward per sample frees every graph's saved tensors, with or without the logging
+        assert r["per_sample_saved_bytes"] == r["logged_saved_bytes"] == one > 0
+        # ...but total += loss keeps every graph's nodes: the summed graph's, n copies of each op
+        assert r["logged_nodes"] == r["summed_nodes"] == 6 + r["n"] * ops + r["n"] - 1
+        assert r["per_sample_nodes"] == r["batched_nodes"] == 6 + ops
+    assert all(p.grad is None for p in model.parameters())  # the loops ran on a copy
 
 
 def test_graph_growth_explorer_measures_each_n_once(monkeypatch):
