@@ -37,6 +37,31 @@ def test_window_progress_shows_each_bug():
         al.accumulation.window_progress(model, data, 4, 3, divide_by_k="yes")
 
 
+def test_last_only_lengths_are_the_buggy_loops_step():
+    data = al.regression_data(n=24, features=3, seed=4)
+    model = al.mlp(features=3, hidden=8, depth=1, seed=4)
+    full = al.flatten(al.full_batch_grads(model, data))
+    lengths = al.accumulation.last_only_lengths(model, data, 8)
+    assert lengths["k"] == 3 and len(lengths["ratios"]) == 3
+    # the loop that zeroes every iteration steps with the last micro-batch ÷ k: its length is ratio[-1]
+    buggy = al.flatten(al.accumulated_grads(model, data, 8, zero_grad="every_micro_step"))
+    assert abs(float(buggy.norm() / full.norm()) - lengths["ratios"][-1]) <= 1e-12
+    assert (
+        abs(
+            float(torch.nn.functional.cosine_similarity(buggy, full, dim=0))
+            - lengths["cosines"][-1]
+        )
+        <= 1e-12
+    )
+    # mean square = 1 + spread, and both computed independently of each other here
+    parts = [al.flatten(al.full_batch_grads(model, mb)) for mb in data.micro_batches(8)]
+    mean_square = sum(float(g.dot(g)) for g in parts) / 3 / float(full.dot(full))
+    assert abs(lengths["mean_square"] - mean_square) <= 1e-12
+    assert abs(lengths["mean_square"] - 1 - lengths["spread"]) <= 1e-12 and lengths["spread"] > 0
+    survey = al.accumulation.last_only_survey([4, 5], samples=24)
+    assert survey[0]["ratios"] == lengths["ratios"] and survey[1]["ratios"] != lengths["ratios"]
+
+
 def test_explorer_recomputes_when_controls_move():
     ex = al.accumulation.accumulation_explorer()
     assert ex.data["samples"] == 16
