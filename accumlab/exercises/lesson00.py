@@ -5,18 +5,21 @@ from __future__ import annotations
 import torch
 
 from . import exercise
+from ._answers import integer
 
 
 @exercise("00.1", 1, "Samples in one optimizer step")
 def _samples_per_step(answer):
     # micro-batches of 6, k = 4, on 2 GPUs each running its own micro-batches: 6 · 4 · 2 = 48
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-        return "answer with a number"
-    if answer == 24:
-        return "that is one GPU's window: each GPU runs its own k micro-batches"
-    if answer != 48:
-        return "a window is micro-batch size × k samples, on each GPU"
-    return None
+    n = integer(answer)  # 48, 48.0, np.int64(48), torch.tensor(48) alike; 48.5 gets a hint
+    wrong = {
+        24: "that is one GPU's window: each GPU runs its own k micro-batches",
+        12: "each GPU runs k micro-batches before the step, not one",
+        8: "count the samples: each micro-batch holds 6 of them",
+    }
+    return (
+        None if n == 48 else wrong.get(n, "a window is micro-batch size × k samples, on each GPU")
+    )
 
 
 @exercise("00.2", 1, "Drive an explorer from code")
@@ -47,12 +50,11 @@ def _explorer_setting(answer):
             "(explorer.controls[name].value = ...) and let the explorer compute"
         )
     k = fresh["accumulated"].shape[0]
-    loop = (
-        "zeroing once per window" if values["zero_grad"] == "window" else "zeroing every iteration"
-    )
+    every = values["zero_grad"] == "every_micro_step"
+    loop = "zeroing every iteration" if every else "zeroing once per window"
     seen = f"your explorer covers {fresh['samples']} samples in {k} micro-batches, {loop}"
     if fresh["samples"] != 24 or k != 3:
         return f"{seen}; the exercise asks for 24 samples in 3 micro-batches"
-    if values["zero_grad"] != "every_micro_step":
+    if not every:
         return f"{seen}; the exercise asks for the loop that calls zero_grad() at the top of every iteration"
     return None
