@@ -207,3 +207,62 @@ def zero_grad_recompiles(
         "backward_captures": captures,
         "hook_calls": int(hook_calls),
     }
+
+
+@one_thread()
+def step_recompiles(
+    *,
+    accumulation_steps: int = 2,
+    windows: int = 4,
+    set_to_none=(True, False),
+    unused_in=(),
+    backend: str = "eager",
+    seed: int = 0,
+) -> dict:
+    """Graphs compiled for `torch.compile(optimizer.step)` over `windows` accumulation windows.
+    Lesson 13.
+
+    Unlike the model's forward, the optimizer's step reads every `.grad`, and Dynamo guards on
+    whether each is None. `zero_grad(set_to_none=...)` cycles through `set_to_none` after each
+    window; in the windows listed in `unused_in` the model's second branch is not used, so its
+    parameters get no gradient — after a `set_to_none=True` their `.grad` is still None at step time.
+    """
+    from torch import nn
+
+    positive_int("accumulation_steps", accumulation_steps, maximum=MAX_STEPS)
+    positive_int("windows", windows, maximum=MAX_STEPS // accumulation_steps,
+                 why="micro-steps of Python work")  # fmt: skip
+    for i, v in enumerate(_validate.sequence("set_to_none", set_to_none)):
+        _validate.flag(f"set_to_none[{i}]", v)
+    unused = set()
+    for i, w in enumerate(_validate.sequence("unused_in", unused_in, allow_empty=True)):
+        unused.add(positive_int(f"unused_in[{i}]", w, minimum=0, maximum=windows - 1,
+                                why="a window index"))  # fmt: skip
+    one_of("backend", backend, BACKENDS)
+    _validate.seed("seed", seed)
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = nn.ModuleDict({"main": nn.Linear(4, 1), "branch": nn.Linear(4, 1)}).double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    counter = CompileCounter(backend)
+    torch._dynamo.reset()
+    step = torch.compile(optimizer.step, backend=counter)
+    after, none_at_step = [], []
+    for w in range(windows):
+        for _ in range(accumulation_steps):
+            x = torch.randn(4, 4, generator=gen, dtype=torch.float64)
+            out = model["main"](x)
+            if w not in unused:
+                out = out + model["branch"](x)  # the branch this window uses
+            out.sum().backward()
+        none_at_step.append(sum(p.grad is None for p in model.parameters()))
+        step()
+        after.append(counter.compiles)
+        optimizer.zero_grad(set_to_none=bool(set_to_none[w % len(set_to_none)]))
+    return {
+        "windows": windows,
+        "unused_in": sorted(unused),
+        "grads_none_at_step": none_at_step,
+        "graphs_after_step": after,
+        "graphs": counter.compiles,
+    }
