@@ -105,5 +105,15 @@ def accelerate_custom_loop(
     model, optimizer, loader, scheduler = accelerator.prepare(
         model, optimizer, _loader(problem), scheduler
     )
+    calls = []
+    backward = accelerator.backward
+
+    def counted(
+        loss, **kwargs
+    ):  # on this instance only: the exercise asks for Accelerate's backward
+        calls.append(1)
+        return backward(loss, **kwargs)
+
+    accelerator.backward = counted
     epoch_fn(accelerator, model, optimizer, scheduler, loader, problem.k)
-    return {}
+    return {"backward_calls": len(calls)}

@@ -14,6 +14,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "bf16_rounding": "accumulator",
         "available_accumulators": "accumulator",
         "grad_dtype_supported": "accumulator",
+        "step_with_grad_dtype": "accumulator",
         # schedule.py, stages.py, pipeline.py: pipeline schedules are accumulation
         "SCHEDULES": "schedule",
         "bubble_curves": "schedule",

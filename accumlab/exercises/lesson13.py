@@ -1,0 +1,143 @@
+"""Lesson 13 exercises: the noise scale B_simple from per-sample gradients (bias corrected), and
+from an accumulation loop's own two batch sizes."""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import torch
+
+from . import exercise
+
+SAMPLES = {2.0: 32, 0.5: 128}  # excess loss → samples: n not much larger than B_simple (11, 17)
+
+
+def _number(answer) -> float | None:
+    if isinstance(answer, bool):
+        return None
+    if isinstance(answer, torch.Tensor):
+        if answer.numel() != 1:
+            return None
+        answer = answer.item()
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+@contextmanager
+def _refusing(module, names: tuple[str, ...]):
+    """Record calls to accumlab's own implementations of the answer while the answer runs."""
+    called: list[str] = []
+    saved = {n: getattr(module, n) for n in names}
+
+    def spy(name):
+        def call(*args, **kwargs):
+            called.append(f"al.scale.{name}")
+            return saved[name](*args, **kwargs)
+
+        return call
+
+    for n in names:
+        setattr(module, n, spy(n))
+    try:
+        yield called
+    finally:
+        for n, f in saved.items():
+            setattr(module, n, f)
+
+
+def _noise_points():
+    from ..scale.noise import Problem, per_sample_grads
+
+    problem = Problem()
+    gen = torch.Generator().manual_seed(13)
+    points = []
+    for excess, n in SAMPLES.items():
+        x, y = problem.sample(n, gen)
+        points.append(per_sample_grads(problem.point(excess, 3), x, y))
+    return points
+
+
+@exercise("13.1", 2, "B_simple from per-sample gradients")
+def b_simple(answer) -> str | None:
+    # answer(grads) -> number, grads of shape (samples, parameters). Compared, on the same matrix,
+    # with the bias-corrected estimate, to 6 %: the n − 1 or n variance both pass, the naive
+    # tr(Σ)/|mean|² (off by B_simple/n ≈ 13-35 % here) does not.
+    from ..scale import noise
+
+    if not callable(answer):
+        return "answer with a function b_simple(grads) returning a number"
+    for grads in _noise_points():
+        expected = noise.noise_scale(grads)
+        with _refusing(noise, ("noise_scale", "estimator_bias")) as called:
+            got = _number(answer(grads.clone()))
+        if called:
+            return f"your answer called {called[0]}: compute tr(Σ) and |G|² yourself"
+        if got is None or not math.isfinite(got):
+            return "return one finite number"
+        if abs(got / expected["b_simple"] - 1) <= 0.06:
+            continue
+        if abs(got / expected["b_naive"] - 1) <= 0.06:
+            return (
+                f"got {got:.3g}: that is tr(Σ)/|mean|². With n = {len(grads)} samples the mean "
+                "is itself noisy: |mean|² overestimates |G|² by tr(Σ)/n — subtract it"
+            )
+        return (
+            f"got {got:.3g} where B_simple is about {expected['b_simple']:.3g}: tr(Σ) is the summed "
+            "variance of each parameter's gradient around the mean; |G|² the squared norm of the "
+            "mean, less its own noise"
+        )
+    return None
+
+
+# the two-batch exercise: windows of k micro-batches of b samples at a fixed point of excess loss
+B, K, WINDOWS, EXCESS, SEED = 4, 8, 200, 2.0, 5
+
+
+@exercise("13.2", 3, "B_simple from your own accumulation loop")
+def two_batch(answer) -> str | None:
+    # answer(model, windows) -> number: accumulate each window (loss / k per micro-batch, the loss
+    # ½ mean (model(x) − y)²), read |G_small|² and |G_big|², and return B_simple from averages over
+    # the windows. Observed: k forwards of b rows per window on the model (no per-sample
+    # gradients), and no call to accumlab's estimator. Compared with the exact B_simple to 10 %
+    # (the estimate's spread over seeds at this b, k and window count: ±7 %).
+    from ..scale import two_batch as tb
+    from ..scale.noise import Problem
+
+    if not callable(answer):
+        return "answer with a function noise_scale_of(model, windows) returning a number"
+    problem = Problem()
+    model = tb.linear_model(problem, EXCESS, SEED)
+    windows = tb.micro_batch_windows(problem, B, K, WINDOWS, SEED)
+    rows: list[int] = []
+    handle = model.register_forward_pre_hook(lambda m, args: rows.append(len(args[0])))
+    names = ("two_batch_estimate", "NoiseScaleEMA", "AccumulationNoise", "two_batch_noise")
+    try:
+        with _refusing(tb, names) as called:
+            got = _number(answer(model, windows))
+    finally:
+        handle.remove()
+    if called:
+        return f"your answer called {called[0]}: read the two norms in your own loop"
+    if len(rows) != K * WINDOWS or set(rows) != {B}:
+        return (
+            f"the model ran {len(rows)} forwards of {sorted(set(rows))[:4]} rows; the loop runs "
+            f"k = {K} forwards of b = {B} rows per window, {WINDOWS} windows"
+        )
+    if got is None or not math.isfinite(got):
+        return "return one finite number"
+    exact = problem.b_simple(EXCESS)
+    if abs(got / exact - 1) <= 0.10:
+        return None
+    if got < exact:
+        return (
+            f"got {got:.3g}, the exact B_simple is {exact:.3g}: too small — is |G_big|² used as "
+            "|G|²? It still carries tr(Σ)/(k·b) of noise"
+        )
+    return (
+        f"got {got:.3g}, the exact B_simple is {exact:.3g}: average |G|² and tr(Σ) over the "
+        "windows first, then divide (a mean of per-window ratios is biased and noisy)"
+    )
