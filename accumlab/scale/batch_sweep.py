@@ -1,5 +1,5 @@
 """When does a bigger batch stop paying? Steps and samples to reach a target loss, swept over the
-effective batch size B, each at its best learning rate (lesson 12).
+effective batch size B, each at its best learning rate (lesson 13).
 
 Accumulating k micro-batches of b samples gives the optimizer the gradient of one batch of
 B = k·b (lesson 02), so what an optimizer step achieves depends on B only. Every run here is plain
@@ -82,7 +82,7 @@ def batch_size_sweep(
     seed: int = 0,
 ) -> dict:
     """Mean steps (over `seeds` runs) for SGD to bring the excess loss from `start_excess` down to
-    `target_excess`, at each batch size's best learning rate; samples = B × steps. Lesson 12.
+    `target_excess`, at each batch size's best learning rate; samples = B × steps. Lesson 13.
 
     A batch size whose every learning rate needs more than `max_samples` samples gets inf.
     """

@@ -1,5 +1,5 @@
 """torch.compile under accumulation: when does it compile again, and is the gradient the same
-(lesson 12)?
+(lesson 13)?
 
 `CompileCounter` is a torch.compile backend that counts the graphs it is handed and notes whether
 each has symbolic (dynamic) shapes, then hands them to a real backend ("aot_eager" by default: it
@@ -84,7 +84,7 @@ def compiled_accumulation(
     seed: int = 0,
 ) -> dict:
     """Accumulate `windows` optimizer steps of micro-batches of `sizes` samples through a compiled
-    model, and the same in eager mode. Lesson 12.
+    model, and the same in eager mode. Lesson 13.
 
     Returns the number of graphs compiled (after each micro-step and in total), whether each graph
     is dynamic, the largest difference between compiled and eager accumulated gradients, seconds.
@@ -149,7 +149,7 @@ def zero_grad_recompiles(
     seed: int = 0,
 ) -> dict:
     """Compiled forward graphs and compiled-autograd backward captures when `zero_grad` alternates
-    through `set_to_none` (one value per window, cycling). Lesson 12.
+    through `set_to_none` (one value per window, cycling). Lesson 13.
 
     With `compiled_autograd=True` the backward is compiled too (torch._dynamo's compiled autograd);
     `post_accumulate_hook=True` adds a `register_post_accumulate_grad_hook` on every parameter, as
