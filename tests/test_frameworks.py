@@ -295,7 +295,8 @@ def test_runs_need_no_network_and_leave_nothing_behind(monkeypatch, tmp_path):
 def test_import_accumlab_imports_no_framework():
     code = (
         "import sys, accumlab as al; al.frameworks.make_problem(); "
-        "print(sorted(m for m in ('accelerate', 'lightning', 'transformers') if m in sys.modules))"
+        "print(sorted(m for m in ('accelerate', 'lightning', 'transformers', 'deepspeed') "
+        "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
