@@ -349,3 +349,22 @@ def test_every_public_name_resolves():
     assert "frameworks" in al.TOPICS
     for name in F.__all__:
         assert getattr(F, name) is not None, name
+
+
+@pytest.mark.skipif(
+    not importlib.util.find_spec("deepspeed"), reason="the real engine needs deepspeed"
+)
+def test_deepspeed_batch_triple_is_filled_in_and_checked():
+    from accumlab.frameworks.with_deepspeed import one_process_group
+
+    def engine_with(config):
+        model = al.mlp(4, 8, depth=1, dtype=torch.float32)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        return deepspeed.initialize(model=model, optimizer=optimizer, config=config)[0]
+
+    with one_process_group() as deepspeed:
+        two = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 3}
+        assert engine_with(two).train_batch_size() == 12  # micro × k × 1 process
+        three = {**two, "train_batch_size": 16}
+        with pytest.raises(AssertionError, match="16"):
+            engine_with(three)

@@ -386,7 +386,7 @@ def test_adamw_refuses_a_float32_grad_dtype_sgd_does_not():
 
 
 def test_fit_refuses_steps_outside_its_domain():
-    with pytest.raises(ValueError, match="S_min > 0.*fit gives"):
+    with pytest.raises(ValueError, match="E_min > 0.*fit gives.*do not fall"):
         al.scale.fit([1, 2, 4, 8], [10.0, 12.0, 15.0, 21.0])  # rising: E_min < 0
 
 
