@@ -8,7 +8,7 @@ two documented behaviours the lesson measures:
   and gradients by the configured gradient_accumulation_steps"; deepspeed/runtime/engine.py);
 * `step()` is called after every micro-batch and updates only on the accumulation boundary,
   `(micro_steps + 1) % gradient_accumulation_steps == 0` (managed mode, the default), with a
-  counter that is never reset between epochs.
+  counter that is never reset between epochs, or where `set_gradient_accumulation_boundary` says.
 
 A run that used it says so (`run.extra["engine"] == "stand-in"`), and the table labels its row.
 """
@@ -35,12 +35,18 @@ class StandInEngine:
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.gas = gradient_accumulation_steps
         self.micro_steps = 0
+        self._boundary: bool | None = None  # set by the caller, as DeepSpeed's override
 
     def __call__(self, *args, **kwargs):
         return self.model(*args, **kwargs)
 
     def is_gradient_accumulation_boundary(self) -> bool:
+        if self._boundary is not None:
+            return self._boundary
         return (self.micro_steps + 1) % self.gas == 0
+
+    def set_gradient_accumulation_boundary(self, is_boundary: bool) -> None:
+        self._boundary = _validate.flag("is_boundary", is_boundary)
 
     def backward(self, loss: torch.Tensor, scale_wrt_gas: bool = True) -> torch.Tensor:
         scaled = loss / self.gas if scale_wrt_gas else loss  # the engine's own ÷ k

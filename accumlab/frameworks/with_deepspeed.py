@@ -142,8 +142,6 @@ def deepspeed_exact_loop(problem: Problem, model, optimizer, scheduler, folder: 
     """Exact, short last window and tokens included: mark each window's last micro-batch as the
     boundary (`set_gradient_accumulation_boundary`, the answer in DeepSpeed issue #7439), and hand
     `backward` Σ item losses ÷ window items with `scale_wrt_gas=False` (no second division)."""
-    if not deepspeed_installed():
-        raise ValueError("this run needs the deepspeed package (pip install deepspeed)")
     with _engine(problem, model, optimizer, scheduler) as (engine, which):
         batches = problem.micro_batches()
         for window in problem.windows():
