@@ -4,6 +4,8 @@ moves the artists `plot_batch_explorer` made (no new axes, no re-layout)."""
 
 from __future__ import annotations
 
+import math
+
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
@@ -50,6 +52,14 @@ def plot_batch_explorer(sweep: dict, data: dict) -> Figure:
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlim(bs[0] / 1.5, bs[-1] * 1.5)
+        finite = [v for v in sweep[key] if math.isfinite(v) and v > 0]
+        low, high = min(finite) / 1.5, max(finite) * 1.5
+        ax.set_ylim(low, high)
+        decades = [
+            10.0**e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+        ]
+        ax.set_yticks(decades, [f"{d:g}" for d in decades])  # plain labels, no mathtext
+        ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("effective batch B = b × k")
         ax.set_ylabel(label, fontsize=9)
         ax.legend(fontsize=7, loc="upper center")
