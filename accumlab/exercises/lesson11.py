@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from . import exercise
+from ._answers import compare, numbers
 
 
 def _worst(run) -> tuple[float, list]:
@@ -19,28 +20,25 @@ def _worst(run) -> tuple[float, list]:
 @exercise("11.1", 1, "Lightning's short last window at another k")
 def _lightning_factor(answer):
     # (optimizer steps, last step's gradient ÷ reference) for Lightning, regression, k = 6,
-    # measured with the real Lightning; the lesson shows k = 2…5 only
+    # measured with the real Lightning; the lesson shows k = 2…5 only. Factor to 3 significant digits.
     from ..frameworks.measure import check_run
     from ..frameworks.runs import run_framework
 
-    if (
-        not isinstance(answer, (tuple, list))
-        or len(answer) != 2
-        or any(isinstance(a, bool) or not isinstance(a, (int, float)) for a in answer)
-    ):
-        return "answer with a pair (optimizer steps, factor on the last step)"
-    steps, factor = answer
+    steps, factor = numbers(answer, 2)
     checks = check_run(run_framework("lightning", "regression", 6))
     if steps != len(checks):
         return "10 micro-batches in windows of 6: does Lightning step the remainder?"
     measured = checks[-1].scale
-    if math.isclose(factor, measured, rel_tol=1e-3):
-        return None
-    if math.isclose(factor, 1.0):
-        return "Lightning does step the short window — but what does it divide its losses by?"
-    if math.isclose(factor, 1 / measured, rel_tol=1e-3):
-        return "upside down: is the gradient too small or too large?"
-    return "count the micro-batches in the last window, and what each loss is divided by"
+    return compare(
+        factor,
+        measured,
+        sig=3,
+        wrong={
+            1.0: "Lightning does step the short window — but what does it divide its losses by?",
+            1 / measured: "upside down: is the gradient too small or too large?",
+        },
+        otherwise="count the micro-batches in the last window, and what each loss is divided by",
+    )
 
 
 @exercise("11.2", 2, "a compute_loss_func that makes the Trainer exact on tokens")

@@ -3,50 +3,14 @@ from an accumulation loop's own two batch sizes."""
 
 from __future__ import annotations
 
-import math
-from contextlib import contextmanager
-
 import torch
 
 from . import exercise
+from ._answers import number
+from ._calls import Refuse
+from ._observe import Observe
 
 SAMPLES = {2.0: 32, 0.5: 128}  # excess loss → samples: n not much larger than B_simple (11, 17)
-
-
-def _number(answer) -> float | None:
-    if isinstance(answer, bool):
-        return None
-    if isinstance(answer, torch.Tensor):
-        if answer.numel() != 1:
-            return None
-        answer = answer.item()
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
-        return None
-    return value
-
-
-@contextmanager
-def _refusing(module, names: tuple[str, ...]):
-    """Record calls to accumlab's own implementations of the answer while the answer runs."""
-    called: list[str] = []
-    saved = {n: getattr(module, n) for n in names}
-
-    def spy(name):
-        def call(*args, **kwargs):
-            called.append(f"al.scale.{name}")
-            return saved[name](*args, **kwargs)
-
-        return call
-
-    for n in names:
-        setattr(module, n, spy(n))
-    try:
-        yield called
-    finally:
-        for n, f in saved.items():
-            setattr(module, n, f)
 
 
 def _noise_points():
@@ -72,12 +36,8 @@ def b_simple(answer) -> str | None:
         return "answer with a function b_simple(grads) returning a number"
     for grads in _noise_points():
         expected = noise.noise_scale(grads)
-        with _refusing(noise, ("noise_scale", "estimator_bias")) as called:
-            got = _number(answer(grads.clone()))
-        if called:
-            return f"your answer called {called[0]}: compute tr(Σ) and |G|² yourself"
-        if got is None or not math.isfinite(got):
-            return "return one finite number"
+        with Refuse("al.scale.noise_scale", "al.scale.estimator_bias"):
+            got = number(answer(grads.clone()))
         if abs(got / expected["b_simple"] - 1) <= 0.06:
             continue
         if abs(got / expected["b_naive"] - 1) <= 0.06:
@@ -112,23 +72,17 @@ def two_batch(answer) -> str | None:
     problem = Problem()
     model = tb.linear_model(problem, EXCESS, SEED)
     windows = tb.micro_batch_windows(problem, B, K, WINDOWS, SEED)
-    rows: list[int] = []
-    handle = model.register_forward_pre_hook(lambda m, args: rows.append(len(args[0])))
-    names = ("two_batch_estimate", "NoiseScaleEMA", "AccumulationNoise", "two_batch_noise")
-    try:
-        with _refusing(tb, names) as called:
-            got = _number(answer(model, windows))
-    finally:
-        handle.remove()
-    if called:
-        return f"your answer called {called[0]}: read the two norms in your own loop"
-    if len(rows) != K * WINDOWS or set(rows) != {B}:
+    names = [
+        f"al.scale.{n}"
+        for n in ("two_batch_estimate", "NoiseScaleEMA", "AccumulationNoise", "two_batch_noise")
+    ]
+    with Observe(model) as seen, Refuse(*names):
+        got = number(answer(model, windows))
+    if len(seen.rows) != K * WINDOWS or set(seen.rows) != {B} or seen.backwards != K * WINDOWS:
         return (
-            f"the model ran {len(rows)} forwards of {sorted(set(rows))[:4]} rows; the loop runs "
-            f"k = {K} forwards of b = {B} rows per window, {WINDOWS} windows"
+            f"your answer ran {seen.forwards_phrase()} and {seen.backwards_phrase()}; the loop runs "
+            f"k = {K} forwards of b = {B} rows per window, each with its backward, {WINDOWS} windows"
         )
-    if got is None or not math.isfinite(got):
-        return "return one finite number"
     exact = problem.b_simple(EXCESS)
     if abs(got / exact - 1) <= 0.10:
         return None
