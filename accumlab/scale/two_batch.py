@@ -48,8 +48,8 @@ class NoiseScaleEMA:
     """Exponential moving averages of |G|² and tr(Σ), fed one two-batch pair per window.
 
     `update(small_sq, big_sq, b_small, b_big)` after every window; `b_simple` is the ratio of the
-    two averages, or None while the averaged |G|² is not positive yet (too few windows to tell
-    the signal from the noise). `beta=None` weighs every window alike (a running mean), for a
+    two averages, or None while the averaged |G|² is not positive or the averaged tr(Σ) is
+    negative (too few windows to tell the signal from the noise). `beta=None` weighs every window alike (a running mean), for a
     fixed point; 0 keeps only the last window. Lesson 13."""
 
     def __init__(self, beta: float | None = 0.99):
