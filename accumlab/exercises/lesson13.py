@@ -53,8 +53,9 @@ def b_simple(answer) -> str | None:
     return None
 
 
-# the two-batch exercise: windows of k micro-batches of b samples at a fixed point of excess loss
-B, K, WINDOWS, EXCESS, SEED = 4, 8, 200, 2.0, 5
+# the two-batch exercise: windows of k micro-batches of b samples at a fixed point of excess loss,
+# on a problem whose noise the learner is not told (so B_simple cannot be taken from the closed form)
+B, K, WINDOWS, EXCESS, SEED, NOISE = 4, 8, 200, 2.0, 5, 1.5
 
 
 @exercise("13.2", 3, "B_simple from your own accumulation loop")
@@ -63,13 +64,13 @@ def two_batch(answer) -> str | None:
     # ½ mean (model(x) − y)²), read |G_small|² and |G_big|², and return B_simple from averages over
     # the windows. Observed: k forwards of b rows per window on the model (no per-sample
     # gradients), and no call to accumlab's estimator. Compared with the exact B_simple to 10 %
-    # (the estimate's spread over seeds at this b, k and window count: ±7 %).
+    # (the EMA estimate's spread over 30 seeds at this b, k and window count: −7 % to +8 %).
     from ..scale import two_batch as tb
     from ..scale.noise import Problem
 
     if not callable(answer):
         return "answer with a function noise_scale_of(model, windows) returning a number"
-    problem = Problem()
+    problem = Problem(noise=NOISE)
     model = tb.linear_model(problem, EXCESS, SEED)
     windows = tb.micro_batch_windows(problem, B, K, WINDOWS, SEED)
     names = [
@@ -86,12 +87,12 @@ def two_batch(answer) -> str | None:
     exact = problem.b_simple(EXCESS)
     if abs(got / exact - 1) <= 0.10:
         return None
-    if got < exact:
+    if got < exact:  # the hints never state the exact value: it would become the answer
         return (
-            f"got {got:.3g}, the exact B_simple is {exact:.3g}: too small — is |G_big|² used as "
-            "|G|²? It still carries tr(Σ)/(k·b) of noise"
+            f"got {got:.3g}: too small — is |G_big|² used as |G|²? It still carries tr(Σ)/(k·b) "
+            "of noise"
         )
     return (
-        f"got {got:.3g}, the exact B_simple is {exact:.3g}: average |G|² and tr(Σ) over the "
-        "windows first, then divide (a mean of per-window ratios is biased and noisy)"
+        f"got {got:.3g}: too large — average |G|² and tr(Σ) over the windows first, then divide "
+        "(a mean of per-window ratios is biased and noisy)"
     )
