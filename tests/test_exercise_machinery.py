@@ -651,3 +651,10 @@ def test_close_only_when_the_answer_is_the_right_value_rounded_or_truncated():
     assert compare(2, 1.3, sig=3, otherwise="no").startswith("no")  # no rounding of 1.3 gives 2
     assert compare(0.025, 0.0259955, sig=3, otherwise="no").startswith("close")  # truncated
     assert compare(0.027, 0.0259955, sig=3, otherwise="no").startswith("no")
+
+
+def test_a_numpy_float_shows_the_digits_it_was_typed_with():
+    from accumlab.exercises._answers import compare, shown_unit
+
+    assert shown_unit(np.float64(0.03)) == shown_unit(0.03) == pytest.approx(0.01)
+    assert compare(np.float64(0.03), 0.0259955, sig=3) == compare(0.03, 0.0259955, sig=3)

@@ -204,7 +204,7 @@ def shown_unit(answer) -> float:
         return 0.0
     if isinstance(value, int):
         return 1.0
-    text = repr(value)
+    text = repr(float(value))  # np.float64 is a float whose repr (numpy 2) names its type
     dtype = str(getattr(answer, "dtype", ""))
     if "float32" in dtype or "float16" in dtype or "bfloat16" in dtype:
         import numpy as np
