@@ -38,7 +38,7 @@ def coupling_explorer():
     import ipywidgets as W
 
     from ..explorer import Explorer, int_slider, selection_slider
-    from .plots import plot_coupling_explorer, update_coupling_figure
+    from .plots import coupling_caption, plot_coupling_explorer, update_coupling_figure
 
     mb = selection_slider("micro-batch size", MICRO_SIZES, 8)
     k = int_slider("accumulation steps k", 4, 1, WINDOW // 8)
@@ -49,4 +49,10 @@ def coupling_explorer():
 
     mb.observe(clamp_k, names="value")
     controls = {"coupling": coupling, "micro_batch_size": mb, "accumulation_steps": k}
-    return Explorer(controls, explore_coupling, plot_coupling_explorer, update_coupling_figure)
+    return Explorer(
+        controls,
+        explore_coupling,
+        plot_coupling_explorer,
+        update_coupling_figure,
+        caption=coupling_caption,
+    )

@@ -20,7 +20,9 @@ COUPLINGS = {
     "contrastive": ("InfoNCE per micro-batch", "GradCache"),
     "ema": ("EMA updated every micro-step", "EMA updated once per step"),
     "aux_loss": ("load-balancing loss per micro-batch", "global routing counts"),
-    "clipping": ("clip each micro-batch's gradient", "clip each sample"),
+    # not an accumulation gap: clipping a summed gradient is the wrong algorithm for DP-SGD, wrong
+    # even at k = 1 (one micro-batch); the fix is per-sample clipping, accumulated
+    "clipping": ("clip each micro-batch's sum (not DP-SGD's clipping)", "clip each sample"),
     "aggregation": ("token mean per micro-batch", "token mean over the whole step"),
 }
 

@@ -8,32 +8,46 @@ import torch
 
 from . import exercise
 
-BETA, K = 0.99, 8
+# 09.1: the old EMA's share per optimizer step must be KEPT, with K updates per step
+KEPT, K = 0.9, 16
+DIGITS = 4  # significant digits asked for: relative tolerance 5e-5
 
 
-def _number(answer) -> float:
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-        raise ValueError(f"answer must be a number, got {type(answer).__name__}")
-    return float(answer)
+def _number(answer) -> float | None:
+    """A real number as people type it: int, float, a numpy scalar or a 0-d tensor."""
+    import numbers
+
+    if isinstance(answer, bool):
+        return None
+    if isinstance(answer, torch.Tensor):
+        return float(answer) if answer.numel() == 1 and not answer.is_complex() else None
+    if isinstance(answer, numbers.Real):
+        return float(answer)
+    return None
+
+
+@exercise("09.1", 1, "Which β keeps 0.9 of the old EMA per optimizer step, at 16 updates per step?")
+def ema_decay(answer):
+    value = _number(answer)
+    if value is None or value != value:
+        return f"answer with one number (β), got {type(answer).__name__}"
+    right = KEPT ** (1 / K)
+    if abs(value - right) <= 0.5 * 10**-DIGITS * abs(right):
+        return None
+    if abs(value - KEPT) <= 1e-6:
+        return f"with β = {KEPT} each update keeps {KEPT}, so {K} updates keep {KEPT}^{K}"
+    if abs(value - (1 - (1 - KEPT) / K)) <= 1e-6:
+        return f"the shares multiply, they do not add: β^{K} must equal {KEPT}"
+    if abs(value - KEPT**K) <= 1e-6:
+        return f"that is what survives when β = {KEPT}; you want the β whose {K}th power is {KEPT}"
+    if abs(value - right) <= 1e-2 * right:
+        return f"close — give {DIGITS} significant digits"
+    return f"each update keeps a share β of the EMA it finds, and the loop makes {K} of them"
 
 
 @exercise(
-    "09.1", 1, "What share of the old EMA survives one optimizer step updated every micro-step?"
+    "09.2", 1, "With micro-batches of 3 and 5 completions, which aggregations stay invariant?"
 )
-def ema_decay(answer):
-    value = _number(answer)
-    if abs(value - BETA**K) <= 1e-9:
-        return None
-    if abs(value - BETA) <= 1e-9:
-        return "that is one update; count how many times the loop calls ema.update() per optimizer step"
-    if abs(value - (1 - K * (1 - BETA))) <= 1e-9:
-        return "each update multiplies the old EMA by β: the factors multiply, they do not add up"
-    return (
-        f"each update keeps a share β = {BETA} of the EMA it found, and there are k = {K} of them"
-    )
-
-
-@exercise("09.2", 1, "Which aggregations give the same gradient however the samples are split?")
 def invariant_aggregations(answer):
     from ..coupling.aggregation import AGGREGATIONS
 
@@ -43,13 +57,16 @@ def invariant_aggregations(answer):
     unknown = chosen - set(AGGREGATIONS)
     if unknown:
         return f"unknown name(s) {sorted(unknown)}; choose from {sorted(AGGREGATIONS)}"
-    right = {"seq_mean", "token_mean_global", "constant"}
+    right = {"token_mean_global", "constant"}
     if "token_mean_local" in chosen:
+        return "a micro-batch's own token count changes with the split"
+    if "seq_mean" in chosen:
         return (
-            "a micro-batch's own token count changes with the split: run al.coupling.partition_gaps"
+            "seq_mean divides each micro-batch by its own number of sequences: with 3 and 5, is "
+            "a sequence's weight fixed for the step?"
         )
     if chosen != right:
-        return "one of the invariant ones is missing: each weighs every token by a factor fixed for the whole step"
+        return "one is missing: which divisors are fixed for the whole step, whatever the split?"
     return None
 
 
@@ -98,30 +115,57 @@ def ema_loop(answer):
 @exercise("09.4", 3, "Implement the two-pass GradCache step")
 def gradcache_step(answer):
     from ..compare import grad_diff
-    from ..coupling.contrastive import contrastive_loss, encoder, pair_data
+    from ..coupling.contrastive import contrastive_loss, encoder, info_nce, pair_data, pair_inputs
     from ..coupling.principle import batch_loss_grads
     from ..engine import grads_of
+    from ..saved import LiveSavedTensors, saved_tensor_bytes
 
     if not callable(answer):
         return "answer must be a function gradcache_step(model, data, micro_batch_size)"
-    data, model = pair_data(32, seed=1), encoder(seed=1)
+    data, model, mb = pair_data(32, seed=1), encoder(seed=1), 8
     expected = batch_loss_grads(model, data, contrastive_loss)
     learner = copy.deepcopy(model)
-    seen = []  # rows each forward WITH a graph saw: pass 2 must stay at micro-batch size
+    first = next(m for m in learner.modules() if not list(m.children()))  # the first layer
+    rows = []  # rows the first layer saw in each forward WITH a graph (a loop over the layers too)
 
     def watch(_module, args):
         if torch.is_grad_enabled():
-            seen.append(len(args[0]))
+            rows.append(len(args[0]))
 
-    handle = learner.register_forward_pre_hook(watch)
+    # what one chunk's encoder graph and the loss over all embeddings keep for backward
+    chunk = saved_tensor_bytes(
+        lambda: learner(pair_inputs(data[:mb])), exclude=learner.parameters()
+    )
+    with torch.no_grad():
+        z = learner(pair_inputs(data))
+    q, k = (t.clone().requires_grad_() for t in (z[: len(data)], z[len(data) :]))
+    loss_graph = saved_tensor_bytes(lambda: info_nce(q, k))
+    handle = first.register_forward_pre_hook(watch)
     try:
-        answer(learner, data, 8)
+        with LiveSavedTensors(exclude=learner.parameters()) as live:
+            answer(learner, data, mb)
     finally:
         handle.remove()
     if any(p.grad is None for p in learner.parameters()):
         return "after your step every parameter needs a .grad: backpropagate the cached gradients"
-    if seen and max(seen) > 16:
-        return f"a forward with a graph saw {max(seen)} rows; embed the whole batch under torch.no_grad() and re-run one micro-batch (16 rows: 8 anchors, 8 positives) at a time"
+    if rows and max(rows) > 2 * mb:
+        return (
+            f"a forward with a graph ran {max(rows)} rows through the first layer; embed the "
+            f"whole batch under torch.no_grad() and re-run one micro-batch ({2 * mb} rows: "
+            f"{mb} anchors, {mb} positives) at a time"
+        )
+    if live.peak > loss_graph + 2 * chunk:
+        return (
+            f"at one moment autograd held {live.peak:,} bytes for backward: about "
+            f"{round((live.peak - loss_graph) / chunk)} micro-batches' graphs alive at once "
+            "(one micro-batch's graph is about "
+            f"{chunk:,} bytes). Pass 1 keeps no graph; pass 2 backpropagates each micro-batch "
+            "before the next forward"
+        )
     if grad_diff(grads_of(learner), expected).max_rel > 1e-10:
-        return "the gradient differs from the big batch's: the loss must be computed ONCE over all cached embeddings (every negative), and each micro-batch must backpropagate its rows of d loss / d embedding"
+        return (
+            "the gradient differs from the big batch's (tolerance: relative 1e-10): the loss "
+            "must be computed ONCE over all cached embeddings (every negative), and each "
+            "micro-batch must backpropagate its rows of d loss / d embedding"
+        )
     return None
