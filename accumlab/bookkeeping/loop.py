@@ -249,12 +249,23 @@ def _seeded_rng(seed: int) -> torch.Tensor:
         return torch.get_rng_state()
 
 
+def stop_at_in(stop_at, total: int) -> int:
+    """An interruption: after `stop_at` micro-batches, 1 to total − 1 (numpy integers and 0-d
+    tensors accepted, like every count)."""
+    if isinstance(stop_at, bool) or not _validate._is_int(stop_at) or not 0 < stop_at < total:
+        raise ValueError(
+            f"stop_at must be a number of micro-batches in [1, {total - 1}], got {stop_at!r}"
+        )
+    return int(stop_at)
+
+
 def train(
     setup: Setup | None = None, *, stop_at: int | None = None, keep_checkpoints: bool = False
 ) -> Run:
-    """Run `setup` from scratch, to the end or until micro-step `stop_at` (then
+    """Run `setup` from scratch, to the end or until it has run `stop_at` micro-batches (then
     `run.checkpoint` holds everything needed to continue). `keep_checkpoints=True` also keeps, in
-    `run.checkpoints`, the checkpoint an interruption before each micro-step would write. Lesson 10."""
+    `run.checkpoints[m]`, the checkpoint an interruption after m micro-batches would write.
+    Lesson 10."""
     setup = Setup() if setup is None else setup
     if not isinstance(setup, Setup):
         raise ValueError(f"setup must be an al.bookkeeping.Setup, got {type(setup).__name__}")
@@ -262,6 +273,5 @@ def train(
     loop = Loop(setup)
     if stop_at is not None:
         total = loop.schedule.micro_steps
-        if isinstance(stop_at, bool) or not isinstance(stop_at, int) or not 0 < stop_at < total:
-            raise ValueError(f"stop_at must be a micro-step in [1, {total - 1}], got {stop_at!r}")
+        stop_at = stop_at_in(stop_at, total)
     return loop.run(stop_at, keep_checkpoints=keep_checkpoints)

@@ -227,7 +227,7 @@ def explorer_summary(d: dict) -> str:
         f"{s.counter}, k = {s.accumulation_steps}, {s.epochs} epoch(s) of "
         f"{s.batches_per_epoch} micro-batches: {s.steps} optimizer steps, window sizes "
         f"{s.histogram()}, {len(s.straddling())} spanning two epochs{left}. "
-        f"Interrupted after micro-step {d['stop_at']} (optimizer step {d['stop_step']}); the "
+        f"Interrupted after {d['stop_at']} micro-batches ({d['stop_step']} optimizer steps); the "
         f"checkpoint forgets <b>{d['omission']}</b> → resumed run: {d['steps']} steps, "
         f"{d['extra_reads']} extra / {d['missed_reads']} missed sample reads, <b>{verdict}</b>."
         "<br>Top left: red dots, windows spanning two epochs; dotted, epoch ends; purple, the "

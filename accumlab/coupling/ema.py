@@ -176,6 +176,7 @@ def accelerate_ema_updates(
             ref_ema.update_parameters(ref_model)
 
     accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps, cpu=True)
+    accelerator.sync_gradients = True  # the flag is process-wide: start as a new process would
     model = mlp(4, 8, 1, seed=0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     steps = []
