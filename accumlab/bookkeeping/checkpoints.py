@@ -13,6 +13,7 @@ import torch
 
 from .. import _validate
 from .._validate import one_of
+from .._validate_torch import finite_tensors
 from .counters import position_from_step
 from .loop import Loop, Run, Setup, train
 from .loop import stop_at_in as _stop_at
@@ -67,21 +68,8 @@ def _check_checkpoint(checkpoint) -> None:
             f"checkpoint is missing {', '.join(missing)}; got keys {sorted(checkpoint)}"
         )
     # a NaN weight, moment or partial gradient would resume into a run of NaNs without a word
-    for where, value in _tensors(checkpoint, ("model", "optimizer", "grads")):
-        if value.is_floating_point():
-            _validate.tensor(f"checkpoint{where}", value, finite=True)
-
-
-def _tensors(value, keys=None, where=""):
-    """(path, tensor) for every tensor inside nested dicts and lists (under `keys` at the top)."""
-    if isinstance(value, torch.Tensor):
-        yield where, value
-    elif isinstance(value, dict):
-        for k in value if keys is None else keys:
-            yield from _tensors(value[k], None, f"{where}[{k!r}]")
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _tensors(v, None, f"{where}[{i}]")
+    for key in ("model", "optimizer", "grads"):
+        finite_tensors(f"checkpoint[{key!r}]", checkpoint[key])
 
 
 def save_checkpoint(checkpoint: dict, path) -> Path:

@@ -7,42 +7,28 @@ import copy
 import torch
 
 from . import exercise
+from ._answers import compare
+from ._observe import Hint, Observe, Refuse, forwards_phrase
 
 # 09.1: the old EMA's share per optimizer step must be KEPT, with K updates per step
 KEPT, K = 0.9, 16
-DIGITS = 4  # significant digits asked for: relative tolerance 5e-5
-
-
-def _number(answer) -> float | None:
-    """A real number as people type it: int, float, a numpy scalar or a 0-d tensor."""
-    import numbers
-
-    if isinstance(answer, bool):
-        return None
-    if isinstance(answer, torch.Tensor):
-        return float(answer) if answer.numel() == 1 and not answer.is_complex() else None
-    if isinstance(answer, numbers.Real):
-        return float(answer)
-    return None
+DIGITS = 4  # significant digits the exercise asks for
 
 
 @exercise("09.1", 1, "Which β keeps 0.9 of the old EMA per optimizer step, at 16 updates per step?")
 def ema_decay(answer):
-    value = _number(answer)
-    if value is None or value != value:
-        return f"answer with one number (β), got {type(answer).__name__}"
-    right = KEPT ** (1 / K)
-    if abs(value - right) <= 0.5 * 10**-DIGITS * abs(right):
-        return None
-    if abs(value - KEPT) <= 1e-6:
-        return f"with β = {KEPT} each update keeps {KEPT}, so {K} updates keep {KEPT}^{K}"
-    if abs(value - (1 - (1 - KEPT) / K)) <= 1e-6:
-        return f"the shares multiply, they do not add: β^{K} must equal {KEPT}"
-    if abs(value - KEPT**K) <= 1e-6:
-        return f"that is what survives when β = {KEPT}; you want the β whose {K}th power is {KEPT}"
-    if abs(value - right) <= 1e-2 * right:
-        return f"close — give {DIGITS} significant digits"
-    return f"each update keeps a share β of the EMA it finds, and the loop makes {K} of them"
+    return compare(
+        answer,
+        KEPT ** (1 / K),
+        sig=DIGITS,
+        wrong={
+            KEPT: f"with β = {KEPT} each update keeps {KEPT}, so {K} updates keep {KEPT}^{K}",
+            1 - (1 - KEPT) / K: f"the shares multiply, they do not add: β^{K} must equal {KEPT}",
+            KEPT
+            ** K: f"that is what survives when β = {KEPT}; you want the β whose {K}th power is {KEPT}",
+        },
+        otherwise=f"each update keeps a share β of the EMA it finds, and the loop makes {K} of them",
+    )
 
 
 @exercise(
@@ -115,56 +101,44 @@ def ema_loop(answer):
 @exercise("09.4", 3, "Implement the two-pass GradCache step")
 def gradcache_step(answer):
     from ..compare import grad_diff
-    from ..coupling.contrastive import contrastive_loss, encoder, info_nce, pair_data, pair_inputs
+    from ..coupling.contrastive import contrastive_loss, encoder, pair_data
     from ..coupling.principle import batch_loss_grads
     from ..engine import grads_of
-    from ..saved import LiveSavedTensors, saved_tensor_bytes
 
     if not callable(answer):
         return "answer must be a function gradcache_step(model, data, micro_batch_size)"
     data, model, mb = pair_data(32, seed=1), encoder(seed=1), 8
     expected = batch_loss_grads(model, data, contrastive_loss)
     learner = copy.deepcopy(model)
-    first = next(m for m in learner.modules() if not list(m.children()))  # the first layer
-    rows = []  # rows the first layer saw in each forward WITH a graph (a loop over the layers too)
-
-    def watch(_module, args):
-        if torch.is_grad_enabled():
-            rows.append(len(args[0]))
-
-    # what one chunk's encoder graph and the loss over all embeddings keep for backward
-    chunk = saved_tensor_bytes(
-        lambda: learner(pair_inputs(data[:mb])), exclude=learner.parameters()
+    refused = Refuse(
+        "al.coupling.gradcache_grads",
+        "al.coupling.cached_negatives_grads",
+        "al.coupling.same_masks_reference",
+        "al.coupling.batch_loss_grads",
+        "al.coupling.naive_accumulated_grads",
     )
-    with torch.no_grad():
-        z = learner(pair_inputs(data))
-    q, k = (t.clone().requires_grad_() for t in (z[: len(data)], z[len(data) :]))
-    loss_graph = saved_tensor_bytes(lambda: info_nce(q, k))
-    handle = first.register_forward_pre_hook(watch)
-    try:
-        with LiveSavedTensors(exclude=learner.parameters()) as live:
-            answer(learner, data, mb)
-    finally:
-        handle.remove()
+    with refused, Observe(learner) as seen:
+        answer(learner, data, mb)
     if any(p.grad is None for p in learner.parameters()):
-        return "after your step every parameter needs a .grad: backpropagate the cached gradients"
-    if rows and max(rows) > 2 * mb:
-        return (
-            f"a forward with a graph ran {max(rows)} rows through the first layer; embed the "
-            f"whole batch under torch.no_grad() and re-run one micro-batch ({2 * mb} rows: "
-            f"{mb} anchors, {mb} positives) at a time"
+        raise Hint(
+            f"{seen.summary()}, and some parameters have no .grad: backpropagate the cached "
+            "gradients through a second forward of each micro-batch"
         )
-    if live.peak > loss_graph + 2 * chunk:
-        return (
-            f"at one moment autograd held {live.peak:,} bytes for backward: about "
-            f"{round((live.peak - loss_graph) / chunk)} micro-batches' graphs alive at once "
-            "(one micro-batch's graph is about "
-            f"{chunk:,} bytes). Pass 1 keeps no graph; pass 2 backpropagates each micro-batch "
-            "before the next forward"
+    with_graph = [c.rows for c in seen.forwards if c.graph]
+    if with_graph and max(r or 0 for r in with_graph) > 2 * mb:
+        raise Hint(
+            f"your answer ran {forwards_phrase(with_graph)} with a graph; embed the whole batch "
+            f"under torch.no_grad() and re-run one micro-batch ({2 * mb} rows: {mb} anchors, "
+            f"{mb} positives) at a time"
+        )
+    if seen.peak_graphs > 1:
+        raise Hint(
+            f"{seen.summary()}: GradCache keeps one micro-batch's graph at a time — pass 1 "
+            "without a graph, and in pass 2 backpropagate each micro-batch before the next forward"
         )
     if grad_diff(grads_of(learner), expected).max_rel > 1e-10:
-        return (
-            "the gradient differs from the big batch's (tolerance: relative 1e-10): the loss "
+        raise Hint(
+            "the gradient differs from the big batch's (checked to a relative 1e-10): the loss "
             "must be computed ONCE over all cached embeddings (every negative), and each "
             "micro-batch must backpropagate its rows of d loss / d embedding"
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 
 from . import exercise
+from ._answers import Hint, integer, integers
+from ._calls import Refuse
 
 # 10.1 and 10.2 use other numbers than the lesson's 103 micro-batches, k = 4
 BATCHES, K, EPOCHS = 250, 8, 3
@@ -13,37 +15,13 @@ BATCHES, K, EPOCHS = 250, 8, 3
 _CASES = [(b, k) for b in (103, 100, 7, 3, 1) for k in (1, 2, 4, 5, 8)]
 
 
-def _whole(value) -> int | None:
-    """A count as people type it: an int, a numpy integer, a 0-d tensor, or a float with no
-    fraction (96.0). None for anything else."""
-    import numbers
-
-    import torch
-
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1 or value.is_complex():
-            return None
-        value = value.item()
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real) and float(value).is_integer():
-        return int(value)
-    return None
-
-
 def _refused_calls(fn, *args):
-    """Run `fn(*args)` and name accumlab's own position or schedule functions it called: the
-    exercise asks for the arithmetic, not for the package's answer to it."""
+    """Run `fn(*args)` and name the Schedule method it called: a Schedule built through
+    `al.bookkeeping.Setup(...).schedule()` comes from accumlab's own code, so `Refuse` lets it
+    through; its `position_after` is accumlab's answer to this exercise."""
     from ..bookkeeping import counters
 
-    refused = {
-        counters.position_from_step.__code__: "al.bookkeeping.position_from_step",
-        counters.step_schedule.__code__: "al.bookkeeping.step_schedule",
-        counters.Schedule.position_after.__code__: "Schedule.position_after",
-        counters.scheduler_total_steps.__code__: "al.bookkeeping.scheduler_total_steps",
-    }
+    refused = {counters.Schedule.position_after.__code__: "Schedule.position_after"}
     seen: list[str] = []
 
     def profile(frame, event, _arg):
@@ -63,9 +41,7 @@ def _refused_calls(fn, *args):
 def total_steps(answer):
     from ..bookkeeping.counters import step_schedule
 
-    value = _whole(answer)
-    if value is None:
-        return f"answer with one whole number: the optimizer steps of the run, got {answer!r:.40}"
+    value = integer(answer)
     right = step_schedule(BATCHES, K, EPOCHS, "sync_at_epoch_end").steps
     if value == 78:
         return (
@@ -84,11 +60,7 @@ def total_steps(answer):
 def carried_over(answer):
     from ..bookkeeping.counters import step_schedule
 
-    if isinstance(answer, str) or not hasattr(answer, "__len__") or len(answer) != 2:
-        return "answer with two numbers: (largest window, micro-batches never stepped)"
-    largest, never = (_whole(v) for v in answer)
-    if largest is None or never is None:
-        return "both numbers are whole counts of micro-batches"
+    largest, never = integers(answer, 2)  # (largest window, micro-batches never stepped)
     s = step_schedule(BATCHES, K, EPOCHS, "per_epoch")
     if (largest, never) == (7, 3):
         return f"(7, 3) is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K}"
@@ -111,18 +83,29 @@ def resume_position(answer):
     for b, k in _CASES:
         s = step_schedule(b, k, 4, "sync_at_epoch_end")
         cases += [(step, b, k, s.position_after(step)) for step in range(s.steps + 1)]
-    for step, b, k, right in cases:
-        got, refused = _refused_calls(answer, step, b, k)
-        if refused:
-            return (
-                f"your function called {refused[0]}: that is accumlab's answer, not yours — "
-                "count whole epochs and windows with plain arithmetic"
-            )
-        if _whole(got) != right:
-            hint = (
-                "step × k is right only while every window holds k micro-batches"
-                if _whole(got) == step * k
-                else "count whole epochs of ⌈batches / k⌉ steps first, then windows of k"
-            )
-            return f"resume_position({step}, {b}, {k}) returned {got!r:.40}; {hint}"
+    refused = Refuse(
+        "al.bookkeeping.position_from_step",
+        "al.bookkeeping.step_schedule",
+        "al.bookkeeping.scheduler_total_steps",
+    )
+    with refused:
+        for step, b, k, right in cases:
+            got, called = _refused_calls(answer, step, b, k)
+            if called:
+                raise Hint(
+                    f"this exercise asks you to write it yourself — your answer called {called[0]}"
+                )
+            try:
+                value = integer(got)
+            except Hint as hint:
+                raise Hint(
+                    f"resume_position({step}, {b}, {k}) returned {got!r:.40}: {hint}"
+                ) from None
+            if value != right:
+                hint = (
+                    "step × k is right only while every window holds k micro-batches"
+                    if value == step * k
+                    else "count whole epochs of ⌈batches / k⌉ steps first, then windows of k"
+                )
+                raise Hint(f"resume_position({step}, {b}, {k}) returned {got!r:.40}; {hint}")
     return None
