@@ -317,9 +317,9 @@ def test_explorer_figure_updates_in_place():
 
 
 def test_bookkeeping_data():
-    d = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 75, "none", batches_per_epoch=51)
-    assert d["bit_exact"] and d["stop_step"] == 19 and d["steps"] == 39  # 13 steps per epoch
-    assert all(e == 0.0 for e in d["errors"]) and d["error_steps"][0] == 20
+    d = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 47, "none", batches_per_epoch=31)
+    assert d["bit_exact"] and d["stop_step"] == 12 and d["steps"] == 24  # 8 steps per epoch
+    assert all(e == 0.0 for e in d["errors"]) and d["error_steps"][0] == 13
     lost = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 33, "partial window's .grad")
     assert lost["schedule"].batches_per_epoch == 23 and lost["stop_step"] == 8
     assert not lost["bit_exact"] and lost["errors"][0] > 0
@@ -334,7 +334,7 @@ def test_bookkeeping_data():
         ({"epochs": 5}, "epochs must be at most 4, got 5"),
         ({"counter": "x"}, "counter must be one of.*got 'x'"),
         ({"stop_at": 69}, r"stop_at must be a number of micro-batches in \[1, 68\], got 69"),
-        ({"batches_per_epoch": 52}, "batches_per_epoch must be at most 51, got 52"),
+        ({"batches_per_epoch": 32}, "batches_per_epoch must be at most 31, got 32"),
         ({"batches_per_epoch": 1}, "batches_per_epoch must be an integer >= 2, got 1"),
         ({"stop_at": True}, "stop_at.*True"),
         ({"omission": "all"}, "omission must be one of.*got 'all'"),
@@ -353,8 +353,8 @@ def test_explorer_controls():
     ex.controls["epochs"].value = 1  # the interruption slider follows: 33 is past the end
     assert ex.controls["stop_at"].max == 22 and ex.controls["stop_at"].value <= 22
     assert ex.error is None and ex.data["schedule"].epochs == 1
-    ex.controls["batches_per_epoch"].value = 51
-    assert ex.controls["stop_at"].max == 50 and ex.data["schedule"].batches_per_epoch == 51
+    ex.controls["batches_per_epoch"].value = 31
+    assert ex.controls["stop_at"].max == 30 and ex.data["schedule"].batches_per_epoch == 31
     ex.controls["k"].value = 16
     ex.controls["counter"].value = "per_epoch"
     assert ex.data["schedule"].leftover and ex.error is None

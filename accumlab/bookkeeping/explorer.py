@@ -17,9 +17,9 @@ from .loop import stop_at_in as _stop_at
 
 MAX_K, MAX_EPOCHS = 16, 4
 # 23 = 5 × 4 + 3 micro-batches per epoch: the same remainder as the lesson's 103 at k = 4, and a
-# run short enough (69 micro-steps over 3 epochs) to recompute on every move; at most 51 (a run
-# of at most 204 micro-steps, trained twice per move, keeps a move live)
-BATCHES, MIN_BATCHES, MAX_BATCHES = 23, 2, 51
+# run short enough (69 micro-steps over 3 epochs) to recompute on every move; at most 31 (a run
+# of at most 124 micro-steps: a move that changes the run trains it once and resumes it once)
+BATCHES, MIN_BATCHES, MAX_BATCHES = 23, 2, 31
 
 
 @lru_cache(maxsize=8)
