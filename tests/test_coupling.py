@@ -621,12 +621,21 @@ def test_explorer_figure_is_updated_not_rebuilt():
     assert ex.error is None and ex.figure is fig and list(fig.axes[0].patches) == bars
     chosen = next(r for r in ex.data["rows"] if r["coupling"] == "aux_loss")
     assert chosen["micro_batch_size"] == 16 and chosen["accumulation_steps"] == 8
-    assert bars[2].get_height() == pytest.approx(chosen["naive"]) and bars[2].get_alpha() == 1.0
-    assert bars[0].get_alpha() < 1.0
+    # two bars, the chosen coupling's: naive (red) and the fix (green)
+    assert len(bars) == 2 and len(ex.data["rows"]) == 1
+    assert bars[0].get_height() == pytest.approx(chosen["naive"])
+    assert bars[1].get_height() == pytest.approx(max(chosen["fix"], 1e-17))
     assert bytes(ex.image.value[:4]) == b"\x89PNG"
     # the numbers are in the caption, the figure's texts never change
     assert "aux_loss" in ex.summary.value and f"{chosen['naive']:.2g}" in ex.summary.value
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list(C.COUPLINGS)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [
+        "naive accumulation",
+        "the fix",
+    ]
+    # every coupling, computed on its own, is the row the explorer shows for it
+    for coupling in C.COUPLINGS:
+        ex.controls["coupling"].value = coupling
+        assert ex.data["rows"] == [C.coupling_gaps(coupling, 16, 8)]
 
 
 def test_explorer_sliders_cannot_reach_invalid_values():
