@@ -35,8 +35,6 @@ XFAIL = {
     "with explore_memory(8, 4, 128, 6, 'adam'): fails with the other controls moved",
     "06_amp_clipping_schedules.ipynb": "cell 40 asserts explorer.data['param_gap'] < 1e-12 on "
     "whatever the controls show (clip_at, scheduler_step moved)",
-    "10_bookkeeping_logging_resume.ipynb": "cell 32 sets counter, omission and stop_at but not k, "
-    "epochs or batches_per_epoch: straddling() == 2 fails",
 }
 # =================================================================================================
 
