@@ -77,7 +77,9 @@ def normalized_values(model: nn.Module, data: Data, micro_batch_size: int) -> di
     _check_data(data)
     check_micro_batches(model, data, micro_batch_size)
     model = copy.deepcopy(model).train()
-    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    layers = [
+        (n, m) for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+    ]
     if not layers:
         raise ValueError("model has no BatchNorm layer: nothing normalises with batch statistics")
     for name, bn in layers:

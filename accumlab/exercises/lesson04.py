@@ -31,7 +31,9 @@ def old_weight(answer):
         sig=3,
         wrong={
             0.9: "that is one update; count the forwards in training mode one optimizer step makes",
-            1 - 4 * 0.1: "each update multiplies the old value by a factor; the factors do not add up",
+            1
+            - 4
+            * 0.1: "each update multiplies the old value by a factor; the factors do not add up",
             0.9**8: "that is k = 8, the lesson's example; this step accumulates 4 micro-batches",
             1 - 0.9**4: "that is the weight all the new micro-batches carry together; the question "
             "asks what is left of the old running mean",
@@ -56,7 +58,8 @@ def matched(answer):
             "(1 − m')^4, and solve (1 − m')^4 = 0.9 for m'",
             0.1: "with momentum 0.1, four updates keep 0.9^4 of the old value, not 0.9",
             1 - 0.9 ** (1 / 8): "that is the matched momentum for k = 8, the lesson's example",
-            0.9**0.25: "that is what survives each update, 1 − m'; momentum is the new batch's weight",
+            0.9
+            ** 0.25: "that is what survives each update, 1 − m'; momentum is the new batch's weight",
             1 - 0.9**4: "that solves the wrong equation: you need (1 − m')^4 = 0.9",
         },
         otherwise="you need (1 − m')^4 to equal 0.9, what one update at momentum 0.1 leaves",
@@ -167,9 +170,11 @@ def ghost(answer):
         return "answer must be a function (x, ghost_batch_size) -> normalised x"
     g = torch.Generator().manual_seed(4)
     for rows, size in GHOST_CASES:
-        # columns of very different spread: the last one's variance is close to eps
+        # columns of very different spread: the last one's variance (1e-4) is close to eps, and
+        # centred on 0 so that a float32 computation keeps its digits
+        shift = torch.tensor([3.0, -1.0, 0.0], dtype=torch.float64)
         scale = torch.tensor([2.0, 1.0, 0.01], dtype=torch.float64)
-        x = 3 + scale * torch.randn(rows, 3, generator=g, dtype=torch.float64)
+        x = shift + scale * torch.randn(rows, 3, generator=g, dtype=torch.float64)
         expected = _ghost_reference(x, size)
         with Refuse("al.batchnorm.GhostBatchNorm1d", "al.batchnorm.ghost_batchnorm"):
             got = answer(x.clone(), size)
@@ -182,11 +187,15 @@ def ghost(answer):
         where = f"(checked to ± {GHOST_TOLERANCE:g} on {rows} rows in chunks of {size})"
         whole = (x - x.mean(0)) / (x.var(0, unbiased=False) + 1e-5).sqrt()
         if size < rows and torch.allclose(got, whole, rtol=0, atol=GHOST_TOLERANCE):
-            return f"those are the whole batch's statistics; each chunk of rows needs its own {where}"
+            return (
+                f"those are the whole batch's statistics; each chunk of rows needs its own {where}"
+            )
         unbiased = torch.cat(
             [(c - c.mean(0)) / (c.var(0, unbiased=True) + 1e-5).sqrt() for c in x.split(size)]
         )
         if torch.allclose(got, unbiased, rtol=0, atol=GHOST_TOLERANCE):
-            return f"BatchNorm normalises with the biased variance (÷ n), not the unbiased one {where}"
+            return (
+                f"BatchNorm normalises with the biased variance (÷ n), not the unbiased one {where}"
+            )
         return f"use each chunk's mean and its biased variance (÷ n), with eps = 1e-5 {where}"
     return None
