@@ -126,11 +126,16 @@ def freeze(answer):
         return "answer must be a function taking a model and returning it"
     model = _model_with_statistics(dropout=0.2)
     before = {n: b.clone() for n, b in model.named_buffers()}
+    rates = {n: m.p for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
     frozen = _run_freeze(answer, model)
     if any(bn.training for bn in frozen.modules() if isinstance(bn, _BATCHNORM)):
         return "a BatchNorm layer is still in training mode: it would normalise with micro-batch statistics"
     if any(not m.training for m in frozen.modules() if isinstance(m, nn.Dropout)):
         return "only the BatchNorm layers should change mode; dropout should keep regularising"
+    now = dict(frozen.named_modules())
+    changed = [f"{n}: p {p} → {now[n].p}" for n, p in rates.items() if now[n].p != p]
+    if changed:
+        return f"your answer changed dropout's rate ({', '.join(changed)}); dropout should keep regularising as before"
     frozen(torch.randn(6, 8, dtype=torch.float64))
     if any(not torch.equal(before[n], b) for n, b in frozen.named_buffers()):
         return "the running statistics changed during a forward: the layer is not frozen"

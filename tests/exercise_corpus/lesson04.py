@@ -62,6 +62,25 @@ def remove_dropout_too(model):
     return model
 
 
+def dropout_rate_zeroed(model):
+    """Dropout still in training mode, but dropping nothing."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.eval()
+        elif isinstance(m, nn.Dropout):
+            m.p = 0.0
+    return model
+
+
+def freeze_with_requires_grad_off(model):
+    """Frozen BatchNorm as detection codebases freeze it: eval mode and fixed scale and shift."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.eval()
+            m.requires_grad_(False)
+    return model
+
+
 def freeze_with_accumlab(model):
     return al.batchnorm.freeze_batchnorm(model)
 
@@ -178,6 +197,7 @@ RIGHT = {
         ("model.apply with train(False)", freeze_by_apply),
         ("eval() everything, dropout back to train()", freeze_all_then_dropout_back),
         ("training flag set to False", freeze_by_flag),
+        ("eval mode and scale and shift fixed too", freeze_with_requires_grad_off),
     ],
     "04.4": [
         ("F.batch_norm per chunk", ghost_with_functional),
@@ -206,6 +226,7 @@ WRONG = {
         ("calls the package: al.batchnorm.freeze_batchnorm", freeze_with_accumlab),
         ("model.eval(): dropout switched off too", lambda model: model.eval()),
         ("dropout removed", remove_dropout_too),
+        ("dropout's rate set to 0", dropout_rate_zeroed),
         ("momentum 0 only: still batch statistics", stop_updating_only),
         ("forward replaced by identity", forward_replaced),
         ("returns a frozen copy", frozen_copy),
