@@ -642,3 +642,12 @@ def _solution(lesson, id_):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.SOLUTIONS[id_]
+
+
+def test_close_only_when_the_answer_is_the_right_value_rounded_or_truncated():
+    from accumlab.exercises._answers import compare
+
+    assert compare(1, 1.3, sig=3, otherwise="no").startswith("close")  # 1.3 rounded to units
+    assert compare(2, 1.3, sig=3, otherwise="no").startswith("no")  # no rounding of 1.3 gives 2
+    assert compare(0.025, 0.0259955, sig=3, otherwise="no").startswith("close")  # truncated
+    assert compare(0.027, 0.0259955, sig=3, otherwise="no").startswith("no")

@@ -31,12 +31,6 @@ from moved_controls_run import describe_failures, describe_moves, run_notebook
 # ==== Lessons that fail with moved controls today (strict: a listed lesson that passes FAILS) ====
 # Fixed your lesson? Delete its line here, in the same commit. `--runxfail` prints the failure.
 XFAIL = {
-    "00_start_here.ipynb": "cell 11 sets micro_batch_size and accumulation_steps but not zero_grad "
-    "or divide_by_k: its allclose assert fails once those were moved",
-    "02_grad_accumulation_and_zeroing.ipynb": "cell 21 sets micro_batch_size and "
-    "accumulation_steps but not zero_grad or divide_by_k: its first allclose assert fails",
-    "03_loss_scaling.ipynb": "cell 33 asserts on the explorer's state before setting it: with "
-    "accumulation_steps moved to 1 (variants low, random) the 'mean' errors are not all > 1e-3",
     "05_memory_and_throughput.ipynb": "cell 40 sets depth and checkpointing only, then compares "
     "with explore_memory(8, 4, 128, 6, 'adam'): fails with the other controls moved",
     "06_amp_clipping_schedules.ipynb": "cell 40 asserts explorer.data['param_gap'] < 1e-12 on "
