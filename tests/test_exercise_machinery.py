@@ -658,3 +658,14 @@ def test_a_numpy_float_shows_the_digits_it_was_typed_with():
 
     assert shown_unit(np.float64(0.03)) == shown_unit(0.03) == pytest.approx(0.01)
     assert compare(np.float64(0.03), 0.0259955, sig=3) == compare(0.03, 0.0259955, sig=3)
+
+
+def test_three_significant_digits_means_rounded_or_cut_not_one_unit_off():
+    from accumlab.exercises._answers import compare
+
+    for right in (1.4, 1.40, 1.404, 1.3996):
+        assert compare(right, 1.4, sig=3) is None, right
+    for wrong in (1.39, 1.41, 1.406):
+        assert compare(wrong, 1.4, sig=3) is not None, wrong
+    assert compare(0.922, 0.92274, sig=3) is None  # cut after 3 digits
+    assert compare(0.921, 0.92274, sig=3) is not None

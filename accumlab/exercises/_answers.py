@@ -179,17 +179,33 @@ def _allowed(expected: float, kind: str, amount) -> float:
         return float(amount) * math.fabs(expected)
     if expected == 0:
         raise TypeError("sig= cannot judge an expected value of 0: give abs=")
-    # one unit in the last required digit: a value rounded to `sig` digits is off by at most half a
-    # unit, one truncated (0.922 for 0.92274) by less than one; both are right to those digits
-    unit = 10.0 ** (math.floor(math.log10(math.fabs(expected))) - amount + 1)
-    return unit * (1 + 1e-9)  # the float representation of a rounded number may be a hair over
+    # half a unit in the last required digit: a value rounded to `sig` digits is off by at most
+    # that (a truncated one, 0.922 for 0.92274, is accepted separately: `_truncated`)
+    return _sig_unit(expected, amount) / 2 * (1 + 1e-9)  # a rounded float may be a hair over
+
+
+def _sig_unit(expected: float, sig: int) -> float:
+    return 10.0 ** (math.floor(math.log10(math.fabs(expected))) - sig + 1)
+
+
+def _truncated(value: float, expected: float, kind: str, amount) -> bool:
+    """With `sig`: `value` is `expected` cut (toward zero) after `sig` digits: 0.922 for 0.92274,
+    but not 1.39 for 1.4 — 1.4 cut to 3 digits is 1.40."""
+    if kind != "sig":
+        return False
+    unit = _sig_unit(expected, amount)
+    return math.isclose(
+        value, math.trunc(expected / unit) * unit, rel_tol=1e-6, abs_tol=unit * 1e-6
+    )
 
 
 def within(answer, expected: float, *, sig=None, rel=None, abs=None) -> bool:
     """True when the answer (any accepted number type) is within the tolerance of `expected`."""
     kind, amount = tolerance(sig=sig, rel=rel, abs=abs)
     value = number(answer)
-    return math.fabs(value - expected) <= _allowed(expected, kind, amount)
+    return math.fabs(value - expected) <= _allowed(expected, kind, amount) or _truncated(
+        value, expected, kind, amount
+    )
 
 
 def shown_unit(answer) -> float:
@@ -260,7 +276,7 @@ def compare(
                 f"checker mistake: the wrong value {bad!r} is within {words} of the right one "
                 f"{expected!r}"
             )
-    if math.fabs(value - expected) <= allowed:
+    if math.fabs(value - expected) <= allowed or _truncated(value, expected, kind, amount):
         return None
     for bad, hint in (wrong or {}).items():
         near = allowed if bad == 0 else _allowed(bad, kind, amount)

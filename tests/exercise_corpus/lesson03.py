@@ -114,7 +114,7 @@ RIGHT: dict = {
         ),
         ("numpy float", np.float64(1.3)),
         ("a fraction", Fraction(13, 10)),
-        ("3 digits, truncated from 1.2999", 1.29),
+        ("3 digits, rounded from float32's 1.2999999523", 1.30),
     ],
     "03.2": [
         ("micro-batches of 1", al.Recipe(1, 3)),
@@ -137,6 +137,7 @@ WRONG: dict = {
         ("the summed loss", 130),
         ("weights swapped", 1.7),
         ("numpy mean of means", np.float64(1.5)),
+        ("one unit off in the third digit", 1.29),
     ],
     "03.2": [
         ("changes the loss to the global count", al.Recipe(4, 3, "global")),
