@@ -105,6 +105,9 @@ class Tracker:
             stack.pop()
 
 
+_PARSERS = (torch._C._nn._parse_to, torch.device)
+
+
 def _parse_device(value) -> torch.device | None:
     if value is None:
         return None
@@ -136,6 +139,8 @@ class DeviceMoves(TorchFunctionMode):
         tracker = self.tracker
         if func is torch.Tensor.to or func is torch.Tensor.cuda or func is torch.Tensor.cpu:
             return self._move(func, args, kwargs)
+        if func in _PARSERS:  # they read a device (Module.to parses its arguments): leave it be
+            return func(*args, **kwargs)
         tensors = _tensors((args, kwargs), [])
         args_on_gpu = any(tracker.on_gpu(t) for t in tensors)
         gpu = None
