@@ -27,7 +27,12 @@ def memory_optimizer(
     the per-parameter loop (`_default_to_fused_or_foreach` in torch/optim/optimizer.py). The lesson
     forces True by default so a CPU measures the temporaries a GPU's step allocates; None leaves
     torch to choose."""
+    from .._validate import one_of
+    from ..optim import OPTIMIZERS
+
     _validate.model("model", model)
+    # a name only: None (gradients without an update) would leave nothing to measure here
+    one_of("optimizer", optimizer, OPTIMIZERS)
     if foreach is not None:
         _validate.flag("foreach", foreach)
     opt = make_optimizer(optimizer, model.parameters(), lr)

@@ -61,6 +61,14 @@ def amp_demo(
     positive_int("n", n)
     if n > 4096:  # a demonstration on a tiny MLP: more samples only make the lesson wait
         raise ValueError(f"n must be at most 4096, got {n}")
+    positive_int("micro_batch_size", micro_batch_size)
+    positive_int("accumulation_steps", accumulation_steps)
+    window = micro_batch_size * accumulation_steps
+    if n % window:
+        raise ValueError(
+            f"n={n} must be a multiple of micro_batch_size × accumulation_steps = {window} "
+            "(every window full)"
+        )
     data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
     model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
     common = dict(
