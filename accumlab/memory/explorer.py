@@ -3,9 +3,9 @@ breakdown and step time. `explore_memory` is the plain compute function tests ca
 
 from __future__ import annotations
 
+from .. import device as dev
 from .._validate import flag, one_of, positive_int
 from ..optim import OPTIMIZERS
-from .. import device as dev
 from .parts import activation_bytes, memory_setup, setup_bytes
 from .peaks import Footprint, footprint
 from .throughput import time_step
