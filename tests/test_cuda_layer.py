@@ -176,11 +176,12 @@ def test_run_capped_sets_the_fraction_raises_a_real_oom_and_restores_it(simulate
 
 def test_the_probe_chooses_on_the_device_and_restores_the_model(simulated_gpu):
     model, data = al.memory.memory_setup(width=64, depth=2, global_batch=256, device="cuda")
-    assert next(model.parameters()).device.type == "cuda" and data.x.device.type == "cuda"
+    # the model on the device, the data in host memory (each micro-batch is copied over)
+    assert next(model.parameters()).device.type == "cuda" and data.x.device.type == "cpu"
     weights = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     resident = torch.cuda.memory_allocated()
-    per_sample = al.memory.activation_bytes(model, data[:1])
-    budget = al.memory.floor_bytes(model, "adam", data=data) + 40 * per_sample
+    per_sample = al.memory.activation_bytes(model, data[:1]) + al.memory.data_bytes(data[:1])
+    budget = al.memory.floor_bytes(model, "adam") + 40 * per_sample
     probe = al.memory.choose_micro_batch(model, data, budget, method="probe")
     estimate = al.memory.choose_micro_batch(model, data, budget, method="estimate")
     measured = dict(zip((m for m, _ in probe.tried), probe.needed, strict=True))

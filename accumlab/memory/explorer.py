@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import device as dev
 from .._validate import flag, one_of, positive_int
 from ..optim import OPTIMIZERS
-from .parts import activation_bytes, memory_setup, setup_bytes
+from .parts import activation_bytes, data_bytes, memory_setup, setup_bytes
 from .peaks import Footprint, footprint
 from .throughput import time_step
 
@@ -48,6 +48,7 @@ def explore_memory(
     full = Footprint(
         **{
             **chosen.as_dict(),
+            "data": data_bytes(data),
             "activations": activation_bytes(model, data, segments=segments),
             "accumulation_steps": 1,
         }

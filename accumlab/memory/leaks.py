@@ -13,6 +13,7 @@ from .._validate import one_of, positive_int
 from ..data import Data
 from ..losses import Loss, get_loss
 from ..saved import LiveSavedTensors
+from .step import device_of
 
 
 def graph_nodes(value) -> int:
@@ -58,6 +59,7 @@ def peak_saved_bytes(
     positive_int("micro_batch_size", micro_batch_size)
     loss_fn = get_loss(loss)
     model = copy.deepcopy(model)
+    data = data.to(device_of(model))
     micro = data.micro_batches(len(data) if loop == "full_batch" else micro_batch_size)
     k = len(micro)
     with LiveSavedTensors(exclude=[*model.parameters(), data.x, data.y]) as live:
@@ -94,6 +96,7 @@ def logging_growth(
     _validate.flag("backward", backward)
     loss_fn = get_loss(loss)
     model = copy.deepcopy(model)
+    data = data.to(device_of(model))
     micro = data.micro_batches(micro_batch_size)
     nodes, alive = [], []
     with LiveSavedTensors(exclude=[*model.parameters(), data.x, data.y]) as live:

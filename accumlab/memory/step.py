@@ -47,18 +47,24 @@ def train_step(
     micro_batches: list[Data],
     loss: str | Loss = "mse",
 ) -> torch.Tensor:
-    """zero → (forward, loss / k, backward) per micro-batch → step. Returns the window's summed loss
-    as a detached tensor: no `.item()` inside the loop, so a GPU never waits for the CPU here."""
+    """zero → (copy the micro-batch to the device, forward, loss / k, backward) per micro-batch →
+    step. The data stays in host memory, as a data loader keeps it: only the micro-batch being
+    computed is on the device. Returns the window's summed loss as a detached tensor: no `.item()`
+    inside the loop, so a GPU never waits for the CPU here."""
     _validate.model("model", model)
     _validate.optimizer("optimizer", optimizer)
     for i, mb in enumerate(_validate.sequence("micro_batches", micro_batches)):
         _validate.data(f"micro_batches[{i}]", mb, finite=False)
     loss_fn = get_loss(loss)
     k = len(micro_batches)
+    device = device_of(model)
     optimizer.zero_grad(set_to_none=True)
-    total = torch.zeros((), device=device_of(model))
+    total = torch.zeros((), device=device)
     for mb in micro_batches:
-        loss_sum, count = loss_fn(model(mb.x), mb.y)
+        # a copy even on the CPU, so that the CPU allocates what a GPU loop's host-to-device copy
+        # does; it is freed when this micro-batch's backward has used it
+        x, y = mb.x.to(device, copy=True), mb.y.to(device, copy=True)
+        loss_sum, count = loss_fn(model(x), y)
         (loss_sum / count / k).backward()  # loss / k: the window's gradient is the mean of k means
         total += loss_sum.detach()  # detached: the running total must not keep each graph alive
     optimizer.step()

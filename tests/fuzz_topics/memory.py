@@ -46,7 +46,6 @@ CASES = [
     bad("memory.explore_memory", "micro_batch_size=10**7 (the learner's value is named)", lambda: M.explore_memory(10**7), "micro_batch_size=10000000", "accumulation_steps"),
     bad("memory.floor_bytes", "model None", lambda: M.floor_bytes(None), "model", "NoneType"),
     bad("memory.floor_bytes", "optimizer 'Adam'", lambda: M.floor_bytes(_mlp(), "Adam"), "optimizer", "'adam'"),
-    bad("memory.floor_bytes", "data 'x'", lambda: M.floor_bytes(_mlp(), data="x"), "data", "str"),
     bad("memory.floor_bytes", "optimizer None", lambda: M.floor_bytes(_mlp(), optimizer=None), "optimizer", "None"),
     bad("memory.footprint", "model 'x'", lambda: M.footprint("x", data(), 2), "model", "str"),
     bad("memory.footprint", "optimizer 'Adam'", lambda: M.footprint(_mlp(), data(), 2, optimizer="Adam"), "'adam'"),
