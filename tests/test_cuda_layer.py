@@ -194,17 +194,13 @@ def test_the_probe_chooses_on_the_device_and_restores_the_model(simulated_gpu):
     assert torch.cuda.memory_allocated() >= resident
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accumlab/saved.py's pack hooks return the saved tensor itself: a saved OUTPUT of an "
-    "operation (tanh's result) then holds its own grad_fn, a cycle through C++ that no garbage "
-    "collection frees, so every activation measurement leaks those activations (returning "
-    "t.detach() from the hooks frees them)",
-)
 def test_measuring_activations_leaves_no_device_memory_behind(simulated_gpu):
+    # saved-tensor hooks that return the saved tensor itself make a saved OUTPUT (tanh's result)
+    # hold its own grad_fn: a cycle through C++ that kept every measured forward's activations
     model, data = al.memory.memory_setup(width=64, depth=2, global_batch=256, device="cuda")
     resident = torch.cuda.memory_allocated()
-    al.memory.activation_bytes(model, data)
+    assert al.memory.activation_bytes(model, data) > 0
+    al.memory.logging_growth(model, data, 64, log="item", backward=False)
     gc.collect()
     assert torch.cuda.memory_allocated() == resident
 

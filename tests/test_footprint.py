@@ -202,8 +202,16 @@ def test_logging_growth(small):
     assert set(item["graph_nodes"]) == {0} and set(tensor["alive_bytes"]) == {0}
     a = evaluation["alive_bytes"]
     assert a == [a[0] * (i + 1) for i in range(4)] and a[0] > 0
+    # two fixes for an evaluation loop: .item() keeps no graph behind the total (the latest
+    # micro-batch's graph lives only until the next one replaces it); no_grad builds none
+    eval_item = al.memory.logging_growth(model, data, 8, log="item", backward=False)
+    assert eval_item["alive_bytes"] == [a[0]] * 4 and set(eval_item["graph_nodes"]) == {0}
+    quiet = al.memory.logging_growth(model, data, 8, log="tensor", backward=False, no_grad=True)
+    assert set(quiet["alive_bytes"]) == {0} and set(quiet["graph_nodes"]) == {0}
     with pytest.raises(ValueError, match="log"):
         al.memory.logging_growth(model, data, 8, log="print")
+    with pytest.raises(ValueError, match="no_grad"):
+        al.memory.logging_growth(model, data, 8, no_grad=True)
 
 
 def test_graph_nodes():

@@ -28,13 +28,14 @@ from .step import device_of, memory_optimizer, train_step
 
 
 def step_transient_bytes(
-    model: nn.Module, optimizer: str = "adam", *, foreach: bool | None = True
+    model: nn.Module, optimizer: str = "adam", *, foreach: bool | None = True, fused: bool = False
 ) -> int:
     """Most bytes `optimizer.step()` allocates above what exists before it (parameters, gradients,
-    state), measured on a copy of `model` at its second step (the first creates the state)."""
+    state), measured on a copy of `model` at its second step (the first creates the state);
+    `fused=True` measures the optimizer's fused kernel instead."""
     _validate.model("model", model)
     model = copy.deepcopy(model)
-    opt = memory_optimizer(model, optimizer, foreach=foreach)
+    opt = memory_optimizer(model, optimizer, foreach=foreach, fused=fused)
     for p in model.parameters():
         p.grad = torch.ones_like(p)
     opt.step()

@@ -19,9 +19,15 @@ def device_of(model: nn.Module) -> torch.device:
 
 
 def memory_optimizer(
-    model: nn.Module, optimizer: str = "adam", *, foreach: bool | None = True, lr: float = 1e-3
+    model: nn.Module,
+    optimizer: str = "adam",
+    *,
+    foreach: bool | None = True,
+    fused: bool = False,
+    lr: float = 1e-3,
 ) -> torch.optim.Optimizer:
-    """The named optimizer for `model`, with its multi-tensor ("foreach") implementation on or off.
+    """The named optimizer for `model`, with its multi-tensor ("foreach") implementation on or off,
+    or (`fused=True`) its fused kernel, which updates every element in one pass.
 
     foreach=True is what torch.optim picks by itself for CUDA parameters; on CPU parameters it picks
     the per-parameter loop (`_default_to_fused_or_foreach` in torch/optim/optimizer.py). The lesson
@@ -35,9 +41,13 @@ def memory_optimizer(
     one_of("optimizer", optimizer, OPTIMIZERS)
     if foreach is not None:
         _validate.flag("foreach", foreach)
+    _validate.flag("fused", fused)
     opt = make_optimizer(optimizer, model.parameters(), lr)
     for group in opt.param_groups:
-        group["foreach"] = foreach  # read at every step(), so setting it here is enough
+        # both read at every step(), and fused before the first one creates the state: setting
+        # them here is enough (fused excludes foreach)
+        group["foreach"] = False if fused else foreach
+        group["fused"] = fused
     return opt
 
 

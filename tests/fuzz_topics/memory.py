@@ -61,6 +61,8 @@ CASES = [
     bad("memory.logging_growth", "micro_batch_size=0", lambda: M.logging_growth(_mlp(), data(), 0), "micro_batch_size", "0"),
     bad("memory.logging_growth", "model 'x'", lambda: M.logging_growth("x", data(), 2), "model", "str"),
     bad("memory.logging_growth", "backward 'no'", lambda: M.logging_growth(_mlp(), data(), 2, backward="no"), "backward", "'no'"),
+    bad("memory.logging_growth", "no_grad with a backward", lambda: M.logging_growth(_mlp(), data(), 2, no_grad=True), "no_grad", "backward=False"),
+    bad("memory.step_transient_bytes", "fused 'yes'", lambda: M.step_transient_bytes(_mlp(), fused="yes"), "fused", "'yes'"),
     bad("memory.memory_optimizer", "model 'x'", lambda: M.memory_optimizer("x"), "model", "str"),
     bad("memory.memory_optimizer", "optimizer 'Adam'", lambda: M.memory_optimizer(_mlp(), "Adam"), "optimizer", "'adam'"),
     bad("memory.memory_optimizer", "foreach 'yes'", lambda: M.memory_optimizer(_mlp(), foreach="yes"), "foreach", "'yes'"),
