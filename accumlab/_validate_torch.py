@@ -171,3 +171,25 @@ def optimizer(name: str, value):
             + (hint if isinstance(value, str) else "")
         )
     return value
+
+
+def finite_tensors(name: str, value, *, _path: str = ""):
+    """Every floating tensor inside a (nested) mapping or sequence is finite — a checkpoint's
+    state dicts, an optimizer's state: a NaN there resumes silently into NaN weights."""
+    import torch
+
+    where = f"{name}{_path}"
+    if isinstance(value, torch.Tensor):
+        bad = first_non_finite(value)
+        if bad is not None:
+            raise ValueError(
+                f"{where} holds {bad[1]} at index {bad[0]}: every number computed from it would "
+                "be NaN or infinite"
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            finite_tensors(name, item, _path=f"{_path}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            finite_tensors(name, item, _path=f"{_path}[{i}]")
+    return value

@@ -182,3 +182,19 @@ def test_flatten_orders_by_name_and_keeps_dtype():
     v = al.flatten({"b": torch.tensor([3.0, 4.0]), "a": torch.tensor([[1.0], [2.0]])})
     assert torch.equal(v, torch.tensor([1.0, 2.0, 3.0, 4.0]))
     assert al.flatten({"w": torch.ones(2, dtype=torch.bfloat16)}).dtype == torch.bfloat16
+
+
+def test_finite_tensors_names_the_path_of_a_nan_inside_a_nested_checkpoint():
+    import torch
+
+    from accumlab._validate_torch import finite_tensors
+
+    ok = {"model": {"w": torch.ones(2)}, "opt": {"state": {0: {"m": torch.zeros(2)}}}, "step": 3}
+    assert finite_tensors("checkpoint", ok) is ok
+    bad = {"model": {"w": torch.ones(2)}, "opt": {"state": {0: {"m": torch.tensor([0.0, 1e40])}}}}
+    bad["opt"]["state"][0]["m"] = bad["opt"]["state"][0]["m"].double() * 1e300
+    with pytest.raises(ValueError, match=r"checkpoint\['opt'\]\['state'\]\[0\]\['m'\] holds inf"):
+        finite_tensors("checkpoint", bad)
+    with pytest.raises(ValueError, match=r"checkpoint\[1\] holds nan"):
+        finite_tensors("checkpoint", [torch.ones(1), torch.tensor([float("nan")])])
+    finite_tensors("checkpoint", {"ids": torch.tensor([1, 2])})  # integer tensors hold no NaN

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._answers import Hint
 from ._limit import AnswerTimeout, call_within, is_stub
 
 _REGISTRY: dict[str, Exercise] = {}
@@ -90,6 +91,20 @@ def all_exercises(lessons: list[str] | None = None) -> list[Exercise]:
     return [e for i, e in sorted(_REGISTRY.items()) if lessons is None or i[:2] in lessons]
 
 
+def _stopped(stop: AnswerTimeout) -> str:
+    """The hint for an answer that was stopped: by al.check's own limit, or by a shorter limit of
+    the code that called al.check."""
+    if stop.ours:
+        return (
+            f"your answer was still running after {stop.limit:g} s and was stopped — a loop that "
+            "never ends? (al.check(..., time_limit=...) allows longer)"
+        )
+    return (
+        f"your answer was stopped after {stop.elapsed:.1f} s by a time limit of the code that called "
+        f"al.check, which ended before al.check's own {stop.limit:g} s (time_limit= cannot extend it)"
+    )
+
+
 def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
     """Check `answer` for exercise `id`. An answer that raises gets the error as its hint; one
     still running after `time_limit` seconds (default TIME_LIMIT) is stopped and gets a hint."""
@@ -98,15 +113,14 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
     ex = get(id)
     seconds = positive_float("time_limit", TIME_LIMIT if time_limit is None else time_limit)
     stars = "★" * ex.stars
-    if answer is None or answer is Ellipsis or is_stub(answer):
+    if is_stub(answer):
         return CheckResult(id, False, f"{stars} {ex.title} — not answered yet.")
     try:
         hint = call_within(seconds, ex.checker, answer)
-    except AnswerTimeout:
-        hint = (
-            f"your answer was still running after {seconds:g} s and was stopped — a loop that "
-            "never ends? (al.check(..., time_limit=...) allows longer)"
-        )
+    except AnswerTimeout as stop:
+        hint = _stopped(stop)
+    except Hint as given:  # a checker (or _answers / _observe) raised its hint
+        hint = str(given)
     except Exception as err:  # the learner's code raised: say so instead of a deep traceback
         hint = f"your answer raised {type(err).__name__}: {err}"
     if hint is None:

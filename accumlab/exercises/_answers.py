@@ -1,0 +1,263 @@
+"""Numbers as a person types them: reading an answer, and comparing it with a stated tolerance.
+
+Every checker that asks for a number uses these (lessons 01-12), so that every lesson accepts the
+same forms: `int`, `float`, numpy integer and floating scalars (and 0-d arrays), 0-d torch tensors
+of any real dtype (also one that requires grad), `fractions.Fraction` and `decimal.Decimal`. Refused,
+with a hint in words: `bool` (True is not a count), NaN and inf (a computation that went wrong, not
+an answer), text (`"0.5"`), complex numbers, tensors with more than one element.
+
+A checker raises `Hint("...")` (or lets one of these functions raise it) and `al.check` turns it
+into the learner's hint, so a checker reads as a list of conditions:
+
+    @exercise("04.2", 2, "...")
+    def matched(answer):
+        return compare(answer, 1 - 0.9 ** 0.25, sig=3,
+                       wrong={0.1 / 4: "dividing by k is not exact: ..."},
+                       otherwise="you need (1 - m')^4 to equal what one update leaves")
+
+Tolerances are stated in every hint they produce ("to 3 significant digits"). An answer that agrees
+with the expected value to all the digits it gives, but gives fewer than the tolerance needs (0.03
+for 0.025996 at 3 significant digits), is told "close — give more digits", never a hint that
+implies a wrong method.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+
+class Hint(Exception):
+    """A checker's hint for the learner. Raise it anywhere inside a checker (or in a helper the
+    checker calls); `al.check` shows its text as the hint."""
+
+
+def _kind(answer) -> str:
+    if isinstance(answer, str):
+        return f"the text {answer!r} (remove the quotes)"
+    return f"a {type(answer).__name__}"
+
+
+def _tensor_value(answer):
+    """float or int from a torch tensor or numpy array with one element and no dimensions."""
+    shape = tuple(getattr(answer, "shape", (None,)))
+    if shape != ():
+        raise Hint(
+            f"answer with one number, got a {type(answer).__name__} of shape {shape} "
+            "(`.item()` gives its number when it holds one)"
+        )
+    dtype = str(getattr(answer, "dtype", ""))
+    if "bool" in dtype:
+        raise Hint(f"answer with one number, got a True/False value {answer!r}")
+    if "complex" in dtype:
+        raise Hint(f"answer with one real number, got a complex value {answer!r}")
+    try:
+        return answer.item()
+    except Exception as err:  # a meta tensor, a string array: no number inside
+        raise Hint(f"answer with one number, got {answer!r:.60} ({err})") from None
+
+
+def _value(answer):
+    """The answer as an exact Python number (int, float or Fraction), or Hint."""
+    import numbers
+
+    if isinstance(answer, (bool,)) or type(answer).__name__ == "bool_":
+        raise Hint(f"answer with one number, got {answer!r} (a True/False value is not a number)")
+    if isinstance(answer, (Fraction, int, float)):
+        value = answer
+    elif isinstance(answer, Decimal):
+        if not answer.is_finite():
+            raise Hint(f"answer with one finite number, got {answer}")
+        value = Fraction(answer)
+    elif isinstance(answer, numbers.Integral):  # numpy integers
+        value = int(answer)
+    elif isinstance(answer, numbers.Real):  # numpy floating scalars
+        value = float(answer)
+    elif isinstance(answer, numbers.Complex):
+        raise Hint(f"answer with one real number, got a complex number {answer!r}")
+    elif hasattr(answer, "shape") and hasattr(answer, "dtype"):  # tensor, numpy array
+        value = _tensor_value(answer)
+        if isinstance(value, bool):
+            raise Hint(f"answer with one number, got a True/False value {answer!r}")
+    else:
+        raise Hint(f"answer with one number, got {_kind(answer)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise Hint(
+            f"answer with one finite number, got {value} — something in the computation overflowed or divided 0 by 0"
+        )
+    return value
+
+
+def number(answer) -> float:
+    """The answer as a float: any real number type (see the module docstring), else `Hint`.
+    `number(torch.tensor(0.5)) == 0.5`."""
+    return float(_value(answer))
+
+
+def integer(answer) -> int:
+    """The answer as an int. A float that is a whole number counts (78.0 is 78; so do
+    `torch.tensor(78.)` and `np.int64(78)`); 78.4 does not. `integer(np.int64(7)) == 7`."""
+    value = _value(answer)
+    if isinstance(value, int):
+        return value
+    if value != int(value):
+        raise Hint(f"answer with a whole number, got {answer!r}")
+    return int(value)
+
+
+def _items(answer, n: int) -> list:
+    from collections.abc import Mapping, Set
+
+    if hasattr(answer, "shape") and hasattr(answer, "tolist"):  # a 1-d tensor or array
+        if len(tuple(answer.shape)) != 1:
+            raise Hint(
+                f"answer with {n} numbers, e.g. a tuple, got an array of shape {tuple(answer.shape)}"
+            )
+        answer = [answer[i] for i in range(answer.shape[0])]
+    if isinstance(answer, (str, bytes, Mapping, Set)) or not isinstance(answer, (tuple, list)):
+        raise Hint(f"answer with {n} numbers in order, e.g. a tuple (a, b), got {_kind(answer)}")
+    if len(answer) != n:
+        raise Hint(f"answer with {n} numbers, got {len(answer)}: {tuple(answer)!r:.80}")
+    return list(answer)
+
+
+def numbers(answer, n: int) -> tuple[float, ...]:
+    """`n` numbers as floats from a tuple, a list, or a 1-d tensor or array; each item may be of any
+    accepted number type. `numbers((np.int64(7), 3.0), 2) == (7.0, 3.0)`."""
+    items = _items(answer, n)
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(number(item))
+        except Hint as hint:
+            raise Hint(f"item {i + 1} of {n}: {hint}") from None
+    return tuple(out)
+
+
+def integers(answer, n: int) -> tuple[int, ...]:
+    """`n` whole numbers, as `numbers` reads them. `integers((np.int64(7), 3.0), 2) == (7, 3)`."""
+    items = _items(answer, n)
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(integer(item))
+        except Hint as hint:
+            raise Hint(f"item {i + 1} of {n}: {hint}") from None
+    return tuple(out)
+
+
+# --- tolerances -----------------------------------------------------------------------------------
+
+
+def tolerance(*, sig: int | None = None, rel: float | None = None, abs: float | None = None):
+    """Check that exactly one tolerance is given; return (kind, amount)."""
+    given = [(k, v) for k, v in (("sig", sig), ("rel", rel), ("abs", abs)) if v is not None]
+    if len(given) != 1:
+        raise TypeError(f"give exactly one of sig=, rel=, abs=; got {dict(given) or 'none'}")
+    kind, amount = given[0]
+    if kind == "sig" and (not isinstance(amount, int) or amount < 1):
+        raise TypeError(f"sig must be a whole number of digits >= 1, got {amount!r}")
+    if kind != "sig" and not (isinstance(amount, (int, float)) and amount >= 0):
+        raise TypeError(f"{kind} must be a number >= 0, got {amount!r}")
+    return kind, amount
+
+
+def tolerance_words(*, sig=None, rel=None, abs=None) -> str:
+    """How a tolerance reads in a hint: "3 significant digits", "a relative 1e-06", "± 0.001"."""
+    kind, amount = tolerance(sig=sig, rel=rel, abs=abs)
+    if kind == "sig":
+        return f"{amount} significant digit{'s' if amount > 1 else ''}"
+    return f"a relative {amount:g}" if kind == "rel" else f"± {amount:g}"
+
+
+def _allowed(expected: float, kind: str, amount) -> float:
+    """The largest |answer - expected| the tolerance accepts."""
+    if kind == "abs":
+        return float(amount)
+    if kind == "rel":
+        return float(amount) * math.fabs(expected)
+    if expected == 0:
+        raise TypeError("sig= cannot judge an expected value of 0: give abs=")
+    # one unit in the last required digit: a value rounded to `sig` digits is off by at most half a
+    # unit, one truncated (0.922 for 0.92274) by less than one; both are right to those digits
+    unit = 10.0 ** (math.floor(math.log10(math.fabs(expected))) - amount + 1)
+    return unit * (1 + 1e-9)  # the float representation of a rounded number may be a hair over
+
+
+def within(answer, expected: float, *, sig=None, rel=None, abs=None) -> bool:
+    """True when the answer (any accepted number type) is within the tolerance of `expected`."""
+    kind, amount = tolerance(sig=sig, rel=rel, abs=abs)
+    value = number(answer)
+    return math.fabs(value - expected) <= _allowed(expected, kind, amount)
+
+
+def shown_unit(answer) -> float:
+    """The place value of the last digit the answer shows: 0.01 for 0.03, 1 for 78, 1e-4 for
+    Decimal("0.0260"), 0 for a Fraction (exact). A float is read through its shortest repr (the
+    digits a person typed); a float32 value through float32's, so a number typed into
+    `torch.tensor(0.03)` counts as 0.03."""
+    value = _value(answer)
+    if isinstance(answer, Decimal):
+        return 10.0 ** answer.as_tuple().exponent
+    if isinstance(value, Fraction):
+        return 0.0
+    if isinstance(value, int):
+        return 1.0
+    text = repr(value)
+    dtype = str(getattr(answer, "dtype", ""))
+    if "float32" in dtype or "float16" in dtype or "bfloat16" in dtype:
+        import numpy as np
+
+        text = str(np.float32(value))  # the digits that identify this float32 value
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2].rstrip("0")) if "." in mantissa else 0
+    return 10.0 ** (int(exponent or 0) - decimals)
+
+
+def compare(
+    answer,
+    expected: float,
+    *,
+    sig: int | None = None,
+    rel: float | None = None,
+    abs: float | None = None,
+    wrong: dict | None = None,
+    otherwise: str = "that is not the value this exercise asks for",
+) -> str | None:
+    """None when `answer` is within the tolerance of `expected`, else a hint:
+
+    - not a number: "answer with one number, ...";
+    - within the same tolerance of a key of `wrong` (a value a known mistake gives): that value's hint;
+    - right to every digit it shows but shown too coarsely: "close — give more digits (needed: 3
+      significant digits)";
+    - otherwise `otherwise`, with the tolerance stated: "... (checked to 3 significant digits)".
+
+    Give exactly one of `sig` (significant digits of `expected`; a value rounded or truncated to
+    that many digits passes), `rel` (|a - e| <= rel·|e|) or `abs` (|a - e| <= abs).
+    A `wrong` value that the tolerance would accept as right is a mistake in the checker: TypeError.
+    """
+    kind, amount = tolerance(sig=sig, rel=rel, abs=abs)
+    words = tolerance_words(sig=sig, rel=rel, abs=abs)
+    try:
+        value = number(answer)
+    except Hint as hint:
+        return str(hint)
+    allowed = _allowed(expected, kind, amount)
+    for bad in wrong or {}:
+        if math.fabs(bad - expected) <= allowed:
+            raise TypeError(
+                f"checker mistake: the wrong value {bad!r} is within {words} of the right one "
+                f"{expected!r}"
+            )
+    if math.fabs(value - expected) <= allowed:
+        return None
+    for bad, hint in (wrong or {}).items():
+        near = allowed if bad == 0 else _allowed(bad, kind, amount)
+        if math.fabs(value - bad) <= near:
+            return hint
+    # right to the digits it shows (rounded or truncated), but shown too coarsely to judge
+    unit = shown_unit(answer)
+    if unit > allowed and math.fabs(value - expected) < unit:
+        return f"close — give more digits (needed: {words})"
+    return f"{otherwise} (checked to {words})"

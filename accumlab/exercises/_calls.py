@@ -1,0 +1,135 @@
+"""Calls an answer makes: counting calls to one API, and refusing accumlab's own implementation of
+the answer. Part of the answer instrumentation in `_observe` (which re-exports both names); used by
+the checkers of lessons 02, 03, 04, 06, 10, 11 and 12.
+
+    with Spy(accelerator, "backward", "accelerator.backward") as spy:
+        answer(accelerator, model, optimizer, scheduler, loader, 4)
+    if spy.calls == 0:
+        raise Hint(spy.sentence(expected=8) + ": the framework's backward scales and syncs")
+
+    with Refuse("al.scale.noise_scale"):
+        b = answer(grads)   # a call raises Hint("this exercise asks you to write it yourself — ...")
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+from ._answers import Hint
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 forward', '4 forwards'; `many` for irregular plurals ('backward passes')."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+class Spy:
+    """`with Spy(accelerator, "backward", "accelerator.backward") as spy: answer(...)`: counts the
+    calls to `owner.name` (still calling through); `spy.calls`, `spy.sentence(4)` → "your answer
+    called accelerator.backward 0 times (4 expected)". Works on instances, classes
+    (`Spy(torch.Tensor, "backward")`) and modules; restores the attribute afterwards."""
+
+    def __init__(self, owner, name: str, label: str | None = None):
+        self.owner, self.name = owner, name
+        self.label = label or f"{getattr(owner, '__name__', type(owner).__name__)}.{name}"
+        self.calls = 0
+
+    def __enter__(self) -> Spy:
+        self._own = self.name in getattr(self.owner, "__dict__", {})
+        self._before = self.owner.__dict__[self.name] if self._own else None
+        original = getattr(self.owner, self.name)
+
+        @functools.wraps(original)
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        setattr(self.owner, self.name, counted)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._own:
+            setattr(self.owner, self.name, self._before)
+        else:
+            delattr(self.owner, self.name)
+
+    def sentence(self, expected: int | None = None) -> str:
+        said = f"your answer called {self.label} {plural(self.calls, 'time')}"
+        return said + ("" if expected is None else f" ({expected} expected)")
+
+
+def _accumlab_modules() -> list:
+    return [m for n, m in list(sys.modules.items()) if n.split(".")[0] == "accumlab" and m]
+
+
+def _resolve(name: str):
+    import accumlab
+
+    if not name.startswith("al."):
+        raise ValueError(
+            f"name accumlab callables as 'al.<name>' or 'al.<topic>.<name>', got {name!r}"
+        )
+    value = accumlab
+    for part in name.split(".")[1:]:
+        value = getattr(value, part)
+    return value
+
+
+class Refuse:
+    """`with Refuse("al.full_batch_grads", "al.scale.noise_scale"): answer(...)`: while the block
+    runs, a call to one of these from code outside accumlab (the learner's answer) raises
+    `Hint("this exercise asks you to write it yourself — your answer called al.full_batch_grads")`.
+    Every accumlab module's binding of the object is replaced (so `al.<topic>.<name>` and other
+    spellings are caught too) and restored afterwards; calls from accumlab's own code pass through.
+    A class is refused by its `__init__`. The hint is raised again when the block ends if the answer
+    swallowed it (`except Exception:`)."""
+
+    def __init__(self, *names: str):
+        self.names = names
+        self.called: list[str] = []
+
+    def _guard(self, name: str, original):
+        @functools.wraps(original)
+        def refused(*args, **kwargs):
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if caller == "accumlab" or caller.startswith("accumlab."):
+                return original(*args, **kwargs)
+            self.called.append(name)
+            raise Hint(self.hint())
+
+        return refused
+
+    def hint(self) -> str:
+        return f"this exercise asks you to write it yourself — your answer called {self.called[0]}"
+
+    def __enter__(self) -> Refuse:
+        self._undo: list[tuple[type, str, object]] = []  # classes: their own __init__ or None
+        self._guards: dict = {}  # id(guard) -> (guard, the function it stands for)
+        for name in self.names:
+            target = _resolve(name)
+            if isinstance(target, type):
+                self._undo.append((target, "__init__", target.__dict__.get("__init__")))
+                type.__setattr__(target, "__init__", self._guard(name, target.__init__))
+                continue
+            guard = self._guard(name, target)
+            self._guards[id(guard)] = (guard, target)
+            for module in _accumlab_modules():
+                for attr, value in list(vars(module).items()):
+                    if value is target:
+                        setattr(module, attr, guard)
+        return self
+
+    def __exit__(self, kind, err, tb) -> None:
+        for owner, attr, value in reversed(self._undo):
+            if value is None:
+                delattr(owner, attr)
+            else:
+                type.__setattr__(owner, attr, value)
+        # every binding of a guard, including those a lazy name cached during the block
+        for module in _accumlab_modules():
+            for attr, value in list(vars(module).items()):
+                if id(value) in self._guards and self._guards[id(value)][0] is value:
+                    setattr(module, attr, self._guards[id(value)][1])
+        if self.called and (kind is None or issubclass(kind, Exception)):
+            raise Hint(self.hint()) from None

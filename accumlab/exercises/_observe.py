@@ -1,0 +1,246 @@
+"""Instrumenting an answer: how it computed, not only what it returned.
+
+An exercise that teaches a way of computing (accumulate over micro-batches, retain the graph,
+freeze a layer, cache embeddings, use the framework's backward, keep a float32 main gradient) judges
+what the answer ran. Used by the checkers of lessons 01-04, 09, 11 and 12:
+
+- `Observe(model)` — forwards, and the rows each received, on every module of `model` (the model
+  itself and each submodule, so `for layer in model: h = layer(h)` is seen as well as `model(x)`);
+  backward passes that wrote `.grad`, told apart from `torch.autograd.grad` calls that never do;
+  bytes saved for backward and graphs alive at once (through `accumlab.saved.LiveSavedTensors`).
+- `Modules(model)` — whether the original modules are still the ones in the model (`is`): a
+  BatchNorm replaced by `nn.Identity` is gone, not frozen.
+- `Spy(owner, "name")` — calls to one API (`accelerator.backward`, `torch.Tensor.backward`).
+- `Refuse("al.scale.noise_scale", ...)` — a call to accumlab's own implementation of the answer
+  from the answer's code becomes the hint "this exercise asks you to write it yourself".
+
+Each observation renders as a sentence a hint can quote:
+
+    with Observe(model) as seen:
+        answer(model, data, 8)
+    if len(seen.forwards) != 4:
+        raise Hint(f"your answer ran {seen.forwards_phrase()}; accumulation runs "
+                   f"{forwards_phrase([8] * 4)}")   # "1 forward of 32 rows; ... 4 forwards of 8 rows"
+
+Hooks stay inert once the block ends. `copy.deepcopy` copies a module's forward hooks: a copy the
+answer makes inside the block is observed too, under the original's module names.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..saved import LiveSavedTensors
+from ._answers import Hint  # noqa: F401 - checkers may import it from here
+
+# calls to an API, and refusing accumlab's own implementation: in _calls, reached from here too
+from ._calls import Refuse, Spy, plural  # noqa: F401
+
+
+@dataclass(frozen=True)
+class Call:
+    """One forward of one module: the rows it received (the first dimension of its first tensor
+    argument; None without one) and whether autograd was recording a graph."""
+
+    rows: int | None
+    graph: bool
+
+
+def forwards_phrase(rows: list) -> str:
+    """'no forward', '1 forward of 32 rows', '4 forwards of 8 rows', '3 forwards (8, 8, 16 rows)'."""
+    rows = [c.rows if isinstance(c, Call) else c for c in rows]
+    if not rows:
+        return "no forward"
+    if len(set(rows)) == 1:
+        each = rows[0]
+        return plural(len(rows), "forward") + ("" if each is None else f" of {plural(each, 'row')}")
+    return f"{plural(len(rows), 'forward')} ({', '.join(str(r) for r in rows)} rows)"
+
+
+def _rows(args: tuple, kwargs: dict) -> int | None:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return int(value.shape[0]) if value.dim() else 1
+    return None
+
+
+def _graph_task() -> int:
+    return torch._C._current_graph_task_id()  # the backward pass running now (-1 outside one)
+
+
+class _GraphsAlive(LiveSavedTensors):
+    """LiveSavedTensors that also tags each saved tensor with the forward that saved it (the
+    forward running, or the last one: a loss computed after it belongs to its graph), so it can
+    count the forwards whose saved tensors are still alive: graphs backward has not freed."""
+
+    def __init__(self, exclude, current):
+        super().__init__(exclude)
+        self._current = current
+        self._per_forward: dict[int, int] = {}
+        self.graphs = 0
+        self.peak_graphs = 0
+
+    def _pack(self, t):
+        held = super()._pack(t)
+        if held is not t:  # tracked (not one of the excluded parameters)
+            index = self._current()
+            if index not in self._per_forward:
+                self._per_forward[index] = 0
+                self.graphs += 1
+                self.peak_graphs = max(self.peak_graphs, self.graphs)
+            self._per_forward[index] += 1
+            weakref.finalize(held, self._drop, index)
+        return held
+
+    def _drop(self, index: int) -> None:
+        self._per_forward[index] -= 1
+        if self._per_forward[index] == 0:
+            del self._per_forward[index]
+            self.graphs -= 1
+
+
+class Observe:
+    """`with Observe(model) as seen: answer(...)`, then read:
+
+    - `seen.calls[name]`: the `Call`s of each module (`""` is `model` itself, "0", "0.bn", ...);
+    - `seen.forwards`: the passes through the model, counted at its entry module — `entry` if
+      given, else the first module without children in registration order (a Sequential's first
+      layer, an embedding) — so layers called one by one still count;
+    - `seen.backwards`: backward passes that wrote `.grad` of a parameter (`.backward()`,
+      `accelerator.backward`); `seen.grad_only`: passes that reached the parameters without
+      writing `.grad` (`torch.autograd.grad`);
+    - `seen.peak_saved_bytes`, `seen.peak_graphs`: the most bytes saved for backward, and the most
+      forwards with a graph not yet freed, alive at once (parameters excluded);
+    - `seen.summary()`: "your answer ran 4 forwards of 8 rows and 4 backward passes; at most 1
+      graph was alive at once".
+    """
+
+    def __init__(self, model: nn.Module, *, entry: str | None = None):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"Observe needs an nn.Module, got {type(model).__name__}")
+        modules = dict(model.named_modules())
+        if entry is None:
+            entry = next(n for n, m in modules.items() if not any(True for _ in m.children()))
+        if entry not in modules:
+            raise ValueError(f"entry={entry!r} is not a module of the model: {sorted(modules)}")
+        self.model, self.entry = model, entry
+        self.calls: dict[str, list[Call]] = {name: [] for name in modules}
+        self._passes = 0  # entry forwards so far: the index that tags saved tensors
+        self._accumulated: set[int] = set()  # graph tasks that wrote .grad
+        self._reached: set[int] = set()  # graph tasks that computed a parameter's gradient
+        self._handles: list = []
+        self._active = False
+        self._saved: _GraphsAlive | None = None
+
+    def _on_forward(self, name: str):
+        def hook(module, args, kwargs):
+            if self._active:
+                self.calls[name].append(Call(_rows(args, kwargs), torch.is_grad_enabled()))
+                if name == self.entry:
+                    self._passes += 1
+
+        return hook
+
+    def _on_grad(self, grad):
+        if self._active:
+            self._reached.add(_graph_task())
+
+    def _on_accumulated(self, param):
+        if self._active:
+            self._accumulated.add(_graph_task())
+
+    def __enter__(self) -> Observe:
+        for name, module in self.model.named_modules():
+            self._handles.append(
+                module.register_forward_pre_hook(self._on_forward(name), with_kwargs=True)
+            )
+        for p in self.model.parameters():
+            if p.requires_grad:
+                self._handles.append(p.register_hook(self._on_grad))
+                self._handles.append(p.register_post_accumulate_grad_hook(self._on_accumulated))
+        self._saved = _GraphsAlive(self.model.parameters(), lambda: self._passes)
+        self._saved.__enter__()
+        self._active = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._active = False
+        self._saved.__exit__(*exc)
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    @property
+    def forwards(self) -> list[Call]:
+        return self.calls[self.entry]
+
+    @property
+    def rows(self) -> list[int | None]:
+        return [c.rows for c in self.forwards]
+
+    @property
+    def backwards(self) -> int:
+        return len(self._accumulated)
+
+    @property
+    def grad_only(self) -> int:
+        return len(self._reached - self._accumulated)
+
+    @property
+    def peak_saved_bytes(self) -> int:
+        return self._saved.peak if self._saved else 0
+
+    @property
+    def peak_graphs(self) -> int:
+        return self._saved.peak_graphs if self._saved else 0
+
+    def forwards_phrase(self) -> str:
+        return forwards_phrase(self.rows)
+
+    def backwards_phrase(self) -> str:
+        text = plural(self.backwards, "backward pass", "backward passes")
+        text = "no backward pass" if not self.backwards else text
+        if self.grad_only:
+            text += f" and {plural(self.grad_only, 'torch.autograd.grad call')} (which leave .grad alone)"
+        return text
+
+    def graphs_phrase(self) -> str:
+        return f"at most {plural(self.peak_graphs, 'graph')} alive at once"
+
+    def summary(self) -> str:
+        return (
+            f"your answer ran {self.forwards_phrase()} and {self.backwards_phrase()}; "
+            f"{self.graphs_phrase()}"
+        )
+
+
+class Modules:
+    """`before = Modules(model)` before the answer runs; afterwards `before.missing(model_after,
+    nn.BatchNorm1d)` names the original modules of that kind no longer in the model (by `is`:
+    replaced, e.g. by `nn.Identity`, or removed), and `before.sentence(...)` says it in words."""
+
+    def __init__(self, model: nn.Module):
+        self.original = dict(model.named_modules())
+
+    def missing(self, model: nn.Module, kind: type | tuple = nn.Module) -> list[str]:
+        now = {id(m) for m in model.modules()} if isinstance(model, nn.Module) else set()
+        return [n for n, m in self.original.items() if isinstance(m, kind) and id(m) not in now]
+
+    def sentence(self, model: nn.Module, kind: type | tuple = nn.Module) -> str | None:
+        """None when every original module of `kind` is still there, else e.g. "your answer
+        replaced 2 of the 2 BatchNorm1d layers (1: now Identity, 4: now Identity)"."""
+        gone = self.missing(model, kind)
+        if not gone:
+            return None
+        total = sum(isinstance(m, kind) for m in self.original.values())
+        now = dict(model.named_modules()) if isinstance(model, nn.Module) else {}
+        what = ", ".join(
+            f"{n or 'the model'}: now {type(now[n]).__name__ if n in now else 'removed'}"
+            for n in gone
+        )
+        kinds = kind.__name__ if isinstance(kind, type) else "original"
+        return f"your answer replaced {len(gone)} of the {total} {kinds} layers ({what})"

@@ -1,0 +1,644 @@
+"""The shared machinery of the exercises: reading numbers (_answers), instrumenting answers
+(_observe, _calls), telling stubs from answers and stopping answers in time (_limit)."""
+
+import ast
+import copy
+import json
+import signal
+import threading
+import time
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import accumlab
+import accumlab as al
+from accumlab import exercises
+from accumlab.exercises import Exercise
+from accumlab.exercises._answers import (
+    Hint,
+    compare,
+    integer,
+    integers,
+    number,
+    numbers,
+    shown_unit,
+    tolerance_words,
+    within,
+)
+from accumlab.exercises._limit import AnswerTimeout, call_within, is_stub
+from accumlab.exercises._observe import Modules, Observe, Refuse, Spy, forwards_phrase
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def hint_of(fn, *args):
+    with pytest.raises(Hint) as raised:
+        fn(*args)
+    return str(raised.value)
+
+
+# --- numbers as a person types them ----------------------------------------------------------------
+
+ONE_HALF = [
+    0.5,
+    Fraction(1, 2),
+    Decimal("0.5"),
+    np.float64(0.5),
+    np.float32(0.5),
+    np.float16(0.5),
+    np.array(0.5),
+    torch.tensor(0.5),
+    torch.tensor(0.5, dtype=torch.float64),
+    torch.tensor(0.5, dtype=torch.bfloat16),
+    torch.tensor(0.5, requires_grad=True),
+]
+
+
+@pytest.mark.parametrize("answer", ONE_HALF, ids=[type(a).__name__ for a in ONE_HALF])
+def test_number_reads_every_real_number_type(answer):
+    assert number(answer) == 0.5 and type(number(answer)) is float
+
+
+@pytest.mark.parametrize(
+    "answer", [3, np.int64(3), np.int8(3), np.uint8(3), torch.tensor(3), torch.tensor(3.0)]
+)
+def test_whole_numbers_of_every_type(answer):
+    assert number(answer) == 3.0
+    assert integer(answer) == 3 and type(integer(answer)) is int
+
+
+REFUSED = [
+    (True, "True/False"),
+    (np.bool_(False), "True/False"),
+    (torch.tensor(True), "True/False"),
+    (float("nan"), "finite"),
+    (float("inf"), "finite"),
+    (-float("inf"), "finite"),
+    (np.float64("nan"), "finite"),
+    (torch.tensor(float("nan")), "finite"),
+    (torch.tensor(float("inf")), "finite"),
+    (Decimal("NaN"), "finite"),
+    ("0.5", "remove the quotes"),
+    (1 + 2j, "complex"),
+    (np.complex128(1), "complex"),
+    (torch.tensor(1 + 1j), "complex"),
+    (torch.tensor([1.0, 2.0]), "shape (2,)"),
+    (np.array([0.5]), ".item()"),
+    (None, "one number"),
+    ([0.5], "one number"),
+]
+
+
+@pytest.mark.parametrize("answer, says", REFUSED, ids=[repr(a)[:30] for a, _ in REFUSED])
+def test_number_refuses_with_a_hint_in_words(answer, says):
+    text = hint_of(number, answer)
+    assert "one" in text and "number" in text and says in text
+
+
+def test_integer_takes_whole_floats_and_refuses_fractions():
+    assert integer(78.0) == 78 and integer(Fraction(156, 2)) == 78 and integer(Decimal("78")) == 78
+    for almost in (78.4, torch.tensor(78.5), Fraction(1, 3), np.float32(0.5)):
+        assert "whole number" in hint_of(integer, almost)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [(np.int64(7), 3), [7, 3.0], (torch.tensor(7), torch.tensor(3.0)), torch.tensor([7, 3])],
+)
+def test_pairs_of_any_number_types(answer):
+    assert numbers(answer, 2) == (7.0, 3.0)
+    assert integers(answer, 2) == (7, 3)
+    assert integers(np.array([7, 3]), 2) == (7, 3)
+
+
+def test_pairs_refused_with_the_reason():
+    assert "2 numbers, got 3" in hint_of(numbers, (1, 2, 3), 2)
+    assert "remove the quotes" in hint_of(numbers, "7, 3", 2)
+    assert "in order" in hint_of(numbers, {7, 3}, 2)  # a set has no order
+    assert "item 2 of 2" in hint_of(integers, (7, 3.5), 2)
+    assert "item 1 of 2" in hint_of(numbers, (True, 3), 2)
+    assert "shape (2, 1)" in hint_of(numbers, torch.zeros(2, 1), 2)
+
+
+# --- tolerances --------------------------------------------------------------------------------------
+
+M_PRIME = 1 - 0.9**0.25  # 0.0259955...
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        0.026,
+        0.02600,
+        0.0259955,
+        0.025996,
+        M_PRIME,
+        Decimal("0.02600"),
+        np.float32(0.026),
+        torch.tensor(0.026),
+        0.0259,
+    ],  # rounded, more digits, other types; 0.0259 truncated
+)
+def test_three_significant_digits_accepts_rounded_and_longer_answers(typed):
+    assert compare(typed, M_PRIME, sig=3) is None
+
+
+def test_lesson_values_typed_as_printed_pass():
+    assert compare(0.922745, 0.99**8, sig=3) is None
+    assert compare(torch.tensor(0.99) ** 8, 0.99**8, sig=3) is None  # float32 arithmetic
+    assert compare(0.656, 0.9**4, sig=3) is None
+    assert compare(np.float32(1.3), 1.3, rel=1e-6) is None  # 1.2999999523 in float32
+
+
+def test_close_answers_are_asked_for_more_digits():
+    for coarse in (0.03, 0.02, Decimal("0.03"), torch.tensor(0.03)):
+        assert (
+            compare(coarse, M_PRIME, sig=3)
+            == "close — give more digits (needed: 3 significant digits)"
+        )
+    assert compare(78, 78.43, sig=3).startswith("close")
+    assert (
+        compare(0.92, 0.99**8, rel=1e-4) == "close — give more digits (needed: a relative 0.0001)"
+    )
+
+
+def test_wrong_answers_get_the_known_mistake_or_a_hint_stating_the_tolerance():
+    wrong = {0.1 / 4: "dividing by k is not exact"}
+    assert compare(0.025, M_PRIME, sig=3, wrong=wrong) == "dividing by k is not exact"
+    assert compare(np.float32(0.025), M_PRIME, sig=3, wrong=wrong) == "dividing by k is not exact"
+    said = compare(0.5, M_PRIME, sig=3, wrong=wrong, otherwise="solve (1 - m')^4 = 0.9")
+    assert said == "solve (1 - m')^4 = 0.9 (checked to 3 significant digits)"
+    assert compare(0.0258, M_PRIME, sig=3).endswith("(checked to 3 significant digits)")
+    assert compare(1.01, 1.0, abs=1e-3).endswith("(checked to ± 0.001)")
+    assert compare(True, 1.0, abs=1e-3).startswith("answer with one number")
+    assert compare(Fraction(1, 3), 0.3, abs=1e-3).endswith(
+        "(checked to ± 0.001)"
+    )  # exact: not "close"
+
+
+def test_tolerance_is_stated_and_checked():
+    assert tolerance_words(sig=1) == "1 significant digit"
+    assert tolerance_words(rel=1e-6) == "a relative 1e-06"
+    with pytest.raises(TypeError, match="exactly one"):
+        compare(1.0, 1.0, sig=3, rel=0.1)
+    with pytest.raises(TypeError, match="exactly one"):
+        compare(1.0, 1.0)
+    with pytest.raises(TypeError, match="checker mistake"):
+        compare(1.0, 0.0259955, sig=3, wrong={0.026: "the right value listed as wrong"})
+    with pytest.raises(TypeError, match="abs="):
+        compare(1.0, 0.0, sig=3)
+    assert within(torch.tensor(0.026), M_PRIME, sig=3) and not within(0.0258, M_PRIME, sig=3)
+
+
+def test_shown_unit_is_the_last_typed_digit():
+    assert shown_unit(0.03) == pytest.approx(0.01)
+    assert shown_unit(78) == 1 and shown_unit(Fraction(1, 3)) == 0
+    assert shown_unit(Decimal("0.0260")) == pytest.approx(1e-4)
+    assert shown_unit(torch.tensor(0.03)) == pytest.approx(0.01)  # float32 0.029999999329...
+    assert shown_unit(1.5e20) == pytest.approx(1e19) and shown_unit(2e-5) == pytest.approx(1e-5)
+
+
+# --- al.check around a checker -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def scratch(monkeypatch):
+    """Register throwaway exercises 99.m for the duration of one test."""
+
+    def add(m, checker):
+        monkeypatch.setitem(exercises._REGISTRY, f"99.{m}", Exercise(f"99.{m}", 1, "t", checker))
+        monkeypatch.setattr(exercises, "_load", lambda lesson: None)
+        return f"99.{m}"
+
+    return add
+
+
+def test_a_raised_hint_becomes_the_hint(scratch):
+    def checker(answer):
+        return None if number(answer) > 0 else "a positive number"
+
+    ex = scratch(1, checker)
+    assert al.check(ex, torch.tensor(0.026)).ok
+    message = al.check(ex, "0.026").message
+    assert message.endswith(
+        "Hint: answer with one number, got the text '0.026' (remove the quotes)"
+    )
+    assert "your answer raised" not in al.check(ex, True).message
+
+
+# --- stubs ------------------------------------------------------------------------------------------
+
+
+def _stub_pass(model):
+    pass
+
+
+def _stub_doc(model):
+    """Your code here."""
+
+
+def _stub_return_none(model):
+    # your code here
+    return None
+
+
+def _stub_raise(model):
+    raise NotImplementedError
+
+
+def _stub_raise_message(model, k):
+    """Write me."""
+    raise NotImplementedError("write the loop")
+
+
+def _stub_raise_call():
+    raise NotImplementedError()
+
+
+class _StubClass:
+    def __init__(self, optimizer, k): ...
+
+    def step(self): ...
+
+    def zero_grad(self):
+        raise NotImplementedError
+
+    @staticmethod
+    def helper():
+        pass
+
+    @property
+    def count(self): ...
+
+
+class _EmptyClass:
+    pass
+
+
+STUBS = [
+    None,
+    ...,
+    _stub_pass,
+    _stub_doc,
+    _stub_return_none,
+    _stub_raise,
+    _stub_raise_message,
+    _stub_raise_call,
+    lambda: None,
+    lambda *a, **k: ...,
+    _StubClass,
+    _EmptyClass,
+    (None, None),
+    [None],
+    (..., ...),
+    _StubClass.step,
+]
+
+
+@pytest.mark.parametrize("answer", STUBS, ids=range(len(STUBS)))
+def test_stubs_of_every_shape_are_not_answered_yet(answer):
+    assert is_stub(answer)
+    assert al.check("02.3", answer).message.endswith("not answered yet.")
+
+
+def _real_raise(x):
+    raise ValueError("x must be positive")
+
+
+def _raise_after_work(model):
+    raise NotImplementedError(model.train())
+
+
+def _returns_text():
+    return "x"
+
+
+def _uses_self(self):
+    return self
+
+
+class _Half:
+    def __init__(self, optimizer, k): ...
+
+    def step(self):
+        self.optimizer.step()
+
+
+class _Data:
+    k = 4
+
+    def step(self): ...
+
+
+ANSWERS = [
+    0,
+    0.0,
+    False,
+    "",
+    (),
+    [],
+    set(),
+    {},
+    (None, 3),
+    _real_raise,
+    _raise_after_work,
+    _returns_text,
+    lambda: 0,
+    _Half,
+    _Data,
+    type("Mine", (torch.optim.SGD,), {}),
+    nn.Linear(2, 2),
+    torch.tensor(0.0),
+]
+
+
+@pytest.mark.parametrize("answer", ANSWERS, ids=range(len(ANSWERS)))
+def test_answers_that_look_empty_are_answers(answer):
+    assert not is_stub(answer)
+
+
+def _exercise_cells():
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        for index, cell in enumerate(cells):
+            source = "".join(cell["source"])
+            if cell["cell_type"] != "code" or "al.check(" not in source:
+                continue
+            tree = ast.parse(source)
+            last = tree.body[-1]
+            call = getattr(last, "value", None)
+            if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "al.check"):
+                continue
+            id_, name = call.args[0].value, getattr(call.args[1], "id", None)
+            defined = {
+                t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+            } | {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            if name in defined:  # the cell hands out the learner's starting point
+                yield pytest.param(source, id_, name, id=f"{path.stem[:2]}-cell{index}-{id_}")
+
+
+# exercises whose cell hands out a loop that runs, with a line to fix: a wrong answer, not a stub
+STARTING_CODE = {"03.4", "08.2", "09.3", "10.3", "11.2", "11.3"}
+
+
+@pytest.mark.parametrize("source, id_, name", list(_exercise_cells()))
+def test_notebook_exercise_cells_read_not_answered_yet(source, id_, name):
+    """Every exercise cell as handed out: a stub reads "not answered yet"; starting code to fix is
+    a wrong answer and gets a hint (it must not be graded correct either)."""
+    namespace = {"al": accumlab, "torch": torch, "F": torch.nn.functional, "nn": nn}
+    exec(compile(source.rsplit("al.check(", 1)[0], f"<{id_}>", "exec"), namespace)
+    result = al.check(id_, namespace[name])
+    if id_ in STARTING_CODE:
+        assert not result.ok and "Hint:" in result.message, result.message
+    else:
+        assert result.message.endswith("not answered yet."), result.message
+
+
+# --- time limits ------------------------------------------------------------------------------------
+
+
+def _spin(answer=None):
+    while True:
+        pass
+
+
+def test_own_limit_says_how_long_it_allowed(scratch):
+    ex = scratch(2, lambda answer: answer())
+    message = al.check(ex, _spin, time_limit=0.3).message
+    assert "still running after 0.3 s" in message and "time_limit=" in message
+
+
+def test_a_callers_shorter_timer_is_named_as_the_reason(scratch):
+    """A caller's own SIGALRM timer (a test harness's) ends before al.check's limit: the answer is
+    stopped then, the hint says so, and the caller's timer still goes off afterwards."""
+    ex = scratch(3, lambda answer: answer())
+    rang = []
+    previous = signal.signal(signal.SIGALRM, lambda *args: rang.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        message = al.check(ex, _spin, time_limit=30).message
+        time.sleep(0.1)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert "stopped after 0.5 s by a time limit of the code that called al.check" in message
+    assert "still running after 30" not in message and len(rang) == 1
+
+
+def test_a_callers_shorter_limit_in_a_thread(scratch):
+    """The same with nested limits in a thread (watchdogs): the caller's limit, repeated, also
+    stops the caller's own loop after al.check has returned its hint."""
+    ex = scratch(4, lambda answer: answer())
+    said, out = [], {}
+
+    def caller():  # a lesson's run_loop with a shorter limit of its own
+        said.append(al.check(ex, _spin, time_limit=30).message)
+        _spin()
+
+    def run():
+        try:
+            call_within(0.5, caller)
+        except AnswerTimeout as stop:
+            out["stop"] = stop
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive() and out["stop"].ours and out["stop"].limit == 0.5
+    assert "stopped after 0.5 s by a time limit of the code that called al.check" in said[0]
+
+
+def test_timeout_attributes_when_not_nested():
+    with pytest.raises(AnswerTimeout) as stop:
+        call_within(0.2, _spin)
+    assert stop.value.ours and stop.value.limit == 0.2 and 0.2 <= stop.value.elapsed < 2
+
+
+# --- observing an answer ----------------------------------------------------------------------------
+
+
+def _net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 5), nn.BatchNorm1d(5), nn.Tanh(), nn.Linear(5, 1))
+
+
+X = torch.randn(32, 3)
+
+
+def test_forwards_are_seen_on_every_submodule_also_layer_by_layer():
+    model = _net()
+    with Observe(model) as seen:
+        model(X)
+        h = X[:8]
+        for layer in model:  # bypasses the container
+            h = layer(h)
+    assert seen.rows == [32, 8] and seen.entry == "0"
+    assert [c.rows for c in seen.calls[""]] == [32]
+    assert [c.rows for c in seen.calls["3"]] == [32, 8]
+    assert seen.forwards_phrase() == "2 forwards (32, 8 rows)"
+
+
+def test_accumulation_against_one_full_batch_pass():
+    model = _net()
+    with Observe(model) as full:
+        model(X).sum().backward()
+    assert full.summary() == (
+        "your answer ran 1 forward of 32 rows and 1 backward pass; at most 1 graph alive at once"
+    )
+    with Observe(model) as accumulated:
+        for chunk in X.split(8):
+            model(chunk).sum().backward()
+    assert accumulated.forwards_phrase() == "4 forwards of 8 rows" == forwards_phrase([8] * 4)
+    assert accumulated.backwards == 4 and accumulated.peak_graphs == 1
+    assert accumulated.backwards_phrase() == "4 backward passes"
+    assert full.peak_saved_bytes > accumulated.peak_saved_bytes > 0
+
+
+def test_graphs_kept_alive_are_counted():
+    model = _net()
+    with Observe(model) as seen:
+        losses = [model(chunk).sum() for chunk in X.split(8)]
+        torch.stack(losses).sum().backward()
+    assert seen.peak_graphs == 4 and seen.backwards == 1
+    with Observe(model) as cached:
+        with torch.no_grad():
+            for chunk in X.split(8):
+                model(chunk)
+    assert cached.peak_graphs == 0 and not any(c.graph for c in cached.forwards)
+
+
+def test_autograd_grad_is_told_apart_from_backward():
+    model = _net()
+    with Observe(model) as seen:
+        loss = model(X).sum()
+        torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)
+        torch.autograd.grad(loss, list(model.parameters()))
+    assert seen.backwards == 0 and seen.grad_only == 2
+    assert all(p.grad is None for p in model.parameters())
+    assert seen.backwards_phrase() == (
+        "no backward pass and 2 torch.autograd.grad calls (which leave .grad alone)"
+    )
+    with Observe(model) as twice:
+        loss = model(X).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    assert twice.backwards == 2 and twice.grad_only == 0 and len(twice.forwards) == 1
+
+
+def test_hooks_end_with_the_block_and_copies_made_inside_are_seen():
+    model = _net()
+    with Observe(model) as seen:
+        twin = copy.deepcopy(model)
+        twin(X)
+    model(X)
+    twin(X)
+    assert seen.rows == [32]
+    assert not model._forward_pre_hooks and not model[0]._forward_pre_hooks
+
+
+def test_entry_can_be_named_and_is_checked():
+    model = _net()
+    with Observe(model, entry="3") as seen:
+        model(X)
+    assert seen.rows == [32]
+    with pytest.raises(ValueError, match="entry='9'"):
+        Observe(model, entry="9")
+
+
+def test_replaced_modules_are_named():
+    model = _net()
+    before = Modules(model)
+    model.eval()
+    assert before.sentence(model, nn.BatchNorm1d) is None
+    model[1] = nn.Identity()
+    assert before.missing(model, nn.BatchNorm1d) == ["1"]
+    assert before.sentence(model, nn.BatchNorm1d) == (
+        "your answer replaced 1 of the 1 BatchNorm1d layers (1: now Identity)"
+    )
+
+
+def test_spy_counts_and_restores():
+    original = torch.Tensor.backward
+    w = torch.ones(2, requires_grad=True)
+    with Spy(torch.Tensor, "backward", "loss.backward") as spy:
+        (w * 2).sum().backward()
+        torch.autograd.backward((w * 3).sum())  # not through the method
+    assert (
+        spy.calls == 1 and spy.sentence(2) == "your answer called loss.backward 1 time (2 expected)"
+    )
+    assert torch.Tensor.backward is original
+
+    class Accelerator:
+        def backward(self, loss):
+            loss.backward()
+
+    acc = Accelerator()
+    with Spy(acc, "backward") as spy:
+        acc.backward((w * 2).sum())
+    assert spy.calls == 1 and "backward" not in vars(acc)
+
+
+def _answer_calling_the_reference(model, data):
+    return al.full_batch_grads(model, data)
+
+
+def test_refused_implementation_raises_the_hint_and_is_restored():
+    original = al.full_batch_grads
+    model, data = al.mlp(3, 4, 1, depth=1), al.regression_data(8, 3)
+    with pytest.raises(Hint, match="write it yourself — your answer called al.full_batch_grads"):
+        with Refuse("al.full_batch_grads"):
+            _answer_calling_the_reference(model, data)
+    with pytest.raises(Hint):  # another spelling of the same function
+        with Refuse("al.full_batch_grads"):
+            accumlab.reference.full_batch_grads(model, data)
+    assert al.full_batch_grads is original is accumlab.reference.full_batch_grads
+    _answer_calling_the_reference(model, data)
+
+
+def test_a_swallowed_refusal_is_raised_when_the_block_ends():
+    def sly(model, data):
+        try:
+            return al.full_batch_grads(model, data)
+        except Exception:
+            return None
+
+    with pytest.raises(Hint, match="al.full_batch_grads"):
+        with Refuse("al.full_batch_grads"):
+            sly(al.mlp(3, 4, 1, depth=1), al.regression_data(8, 3))
+
+
+def test_accumlabs_own_calls_pass_and_lazy_copies_are_restored():
+    from accumlab.exercises import lesson02
+
+    original = al.full_batch_grads
+    with Refuse("al.full_batch_grads"):
+        # the checker of 02.2 calls the refused function itself: allowed
+        assert al.check("02.2", _solution("02", "02.2")).ok
+        del vars(accumlab)["full_batch_grads"]  # the next lookup goes through the lazy loader
+        assert al.full_batch_grads is not original
+    assert al.full_batch_grads is original and lesson02.full_batch_grads is original
+
+
+def test_a_refused_class():
+    cls = al.batchnorm.GhostBatchNorm1d
+    with pytest.raises(Hint, match="al.batchnorm.GhostBatchNorm1d"):
+        with Refuse("al.batchnorm.GhostBatchNorm1d"):
+            cls(3, 4)
+    assert "__init__" not in vars(cls) or vars(cls)["__init__"].__name__ == "__init__"
+    cls(3, 4)
+
+
+def _solution(lesson, id_):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "solutions" / f"lesson{lesson}.py"
+    spec = importlib.util.spec_from_file_location(f"solutions_lesson{lesson}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SOLUTIONS[id_]
