@@ -94,6 +94,11 @@ class AmpTrace:
     update_norms: list[float] = field(default_factory=list)  # ‖Δparams‖ of each optimizer step
 
     @property
+    def finite_params(self) -> list[bool]:
+        """Per window: are all weights still finite after its step?"""
+        return [all(bool(torch.isfinite(v).all()) for v in p.values()) for p in self.params]
+
+    @property
     def scale_changes_inside_windows(self) -> int:
         """How many times the scale differed between two backwards of the same window."""
         k = len(self.micro_scales) // max(len(self.window_scales), 1)
