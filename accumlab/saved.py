@@ -40,7 +40,7 @@ def saved_storages(fn: Callable[[], object], exclude: Iterable[torch.Tensor] = (
         key = _storage_key(t)
         if key not in skip:
             seen[key] = t.untyped_storage().nbytes()
-        return t
+        return t.detach()  # see LiveSavedTensors._pack: no reference cycle through a saved output
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn()
@@ -97,7 +97,10 @@ class LiveSavedTensors:
             self.bytes += self._sizes[key]
             self.peak = max(self.peak, self.bytes)
         self._refs[key] += 1
-        held = _Held(t)
+        # detached: a saved output holds its own grad_fn, and through it this holder, a reference
+        # cycle that only the garbage collector would free once the graph is dropped without a
+        # backward (autograd rebuilds the tensor it unpacks from the saved variable's metadata)
+        held = _Held(t.detach())
         weakref.finalize(held, self._release, key)
         return held
 

@@ -1,6 +1,21 @@
 """Solutions to lesson 00's exercises (kept apart from the lesson)."""
 
-import torch
 
-SOLUTIONS = {"00.1": "cuda" if torch.cuda.is_available() else "cpu", "00.2": (8, 3)}
-WRONG = {"00.1": "tpu", "00.2": (3, 8)}
+def set_explorer():
+    import accumlab as al
+
+    explorer = al.accumulation.accumulation_explorer()
+    explorer.controls["micro_batch_size"].value = 8  # first: it sets how large k may be
+    explorer.controls["accumulation_steps"].value = 3
+    explorer.controls["zero_grad"].value = "every_micro_step"
+    return explorer
+
+
+def default_explorer():
+    import accumlab as al
+
+    return al.accumulation.accumulation_explorer()  # 16 samples in 4 micro-batches
+
+
+SOLUTIONS = {"00.1": 48, "00.2": set_explorer()}
+WRONG = {"00.1": 24, "00.2": default_explorer()}

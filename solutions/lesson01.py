@@ -13,5 +13,5 @@ def backward_once(w, x):
     return w.grad
 
 
-SOLUTIONS = {"01.1": 2, "01.2": backward_twice, "01.3": {"a"}}
-WRONG = {"01.1": 4, "01.2": backward_once, "01.3": {"a", "b"}}
+SOLUTIONS = {"01.1": 2, "01.2": backward_twice, "01.3": {"a", "b"}}
+WRONG = {"01.1": 4, "01.2": backward_once, "01.3": {"a"}}

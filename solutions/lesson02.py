@@ -37,5 +37,5 @@ def pass_through(optimizer, k):
     return optimizer  # steps and zeroes on every micro-batch
 
 
-SOLUTIONS = {"02.1": -40.0, "02.2": accumulate, "02.3": EveryKth}
-WRONG = {"02.1": -20.0, "02.2": accumulate_undivided, "02.3": pass_through}
+SOLUTIONS = {"02.1": 1.4, "02.2": accumulate, "02.3": EveryKth}
+WRONG = {"02.1": 1.2, "02.2": accumulate_undivided, "02.3": pass_through}

@@ -37,6 +37,31 @@ def test_window_progress_shows_each_bug():
         al.accumulation.window_progress(model, data, 4, 3, divide_by_k="yes")
 
 
+def test_last_only_lengths_are_the_buggy_loops_step():
+    data = al.regression_data(n=24, features=3, seed=4)
+    model = al.mlp(features=3, hidden=8, depth=1, seed=4)
+    full = al.flatten(al.full_batch_grads(model, data))
+    lengths = al.accumulation.last_only_lengths(model, data, 8)
+    assert lengths["k"] == 3 and len(lengths["ratios"]) == 3
+    # the loop that zeroes every iteration steps with the last micro-batch ÷ k: its length is ratio[-1]
+    buggy = al.flatten(al.accumulated_grads(model, data, 8, zero_grad="every_micro_step"))
+    assert abs(float(buggy.norm() / full.norm()) - lengths["ratios"][-1]) <= 1e-12
+    assert (
+        abs(
+            float(torch.nn.functional.cosine_similarity(buggy, full, dim=0))
+            - lengths["cosines"][-1]
+        )
+        <= 1e-12
+    )
+    # mean square = 1 + spread, and both computed independently of each other here
+    parts = [al.flatten(al.full_batch_grads(model, mb)) for mb in data.micro_batches(8)]
+    mean_square = sum(float(g.dot(g)) for g in parts) / 3 / float(full.dot(full))
+    assert abs(lengths["mean_square"] - mean_square) <= 1e-12
+    assert abs(lengths["mean_square"] - 1 - lengths["spread"]) <= 1e-12 and lengths["spread"] > 0
+    survey = al.accumulation.last_only_survey([4, 5], samples=24)
+    assert survey[0]["ratios"] == lengths["ratios"] and survey[1]["ratios"] != lengths["ratios"]
+
+
 def test_explorer_recomputes_when_controls_move():
     ex = al.accumulation.accumulation_explorer()
     assert ex.data["samples"] == 16
@@ -108,6 +133,22 @@ def test_graph_growth_explorer_keeps_one_figure():
         == last["batched_saved_bytes"]
         == 12 * last["per_sample_saved_bytes"]
     )
+    assert "<b>n = 12</b>" in ex.summary.value  # the caption follows the slider
+
+
+def test_graph_growth_measures_the_real_loops():
+    model = al.mlp(features=4, hidden=16, depth=2, seed=0)
+    data = al.regression_data(n=12, features=4, seed=0)
+    rows = al.autograd.graph_growth(model, data, 6)
+    one = rows[0]["per_sample_saved_bytes"]
+    ops = rows[0]["per_sample_nodes"] - len(list(model.parameters()))
+    for r in rows:
+        # a backward per sample frees every graph's saved tensors, with or without the logging
+        assert r["per_sample_saved_bytes"] == r["logged_saved_bytes"] == one > 0
+        # ...but total += loss keeps every graph's nodes: the summed graph's, n copies of each op
+        assert r["logged_nodes"] == r["summed_nodes"] == 6 + r["n"] * ops + r["n"] - 1
+        assert r["per_sample_nodes"] == r["batched_nodes"] == 6 + ops
+    assert all(p.grad is None for p in model.parameters())  # the loops ran on a copy
 
 
 def test_graph_growth_explorer_measures_each_n_once(monkeypatch):

@@ -11,6 +11,7 @@ __getattr__, __dir__, __all__ = lazy_names(
     __name__,
     {
         "graph_growth_explorer": "explorer",
+        "graph_growth_caption": "plots",
         "plot_graph_growth": "plots",
         "update_graph_growth": "plots",
         "saved_bytes_around_backward": "saved",

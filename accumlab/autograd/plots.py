@@ -1,41 +1,50 @@
-"""Lesson 01: graph growth. `plot_graph_growth` builds the figure; the explorer moves its lines with
-`update_graph_growth` (no new figure, no layout pass)."""
+"""Lesson 01: what four loops keep alive. `plot_graph_growth` builds the figure; the explorer moves
+its lines with `update_graph_growth` (no new figure, no layout pass) and writes the numbers at the
+chosen n above it with `graph_growth_caption`."""
 
 from __future__ import annotations
 
+import html
+
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from . import shapes
 
-SERIES = (  # key prefix, label, marker, line style (dashed: it lies on top of another line)
-    ("summed", "sum n losses, one backward", "o", "-"),
-    ("per_sample", "backward after every sample", "s", "-"),
-    ("batched", "one batched forward of n", "x", "--"),
+# Two loops always coincide on each panel (the sum and the logging loop hold the same nodes; the
+# sum and the batched forward the same bytes; the other two one sample's worth), so one of each
+# pair is a wide translucent band and the other a thin dashed line drawn on top of it.
+SERIES = (  # key prefix, label, marker, line style, line width, opacity
+    ("summed", "sum n losses, one backward", "o", "-", 5.0, 0.35),
+    ("per_sample", "backward after every sample", "s", "-", 5.0, 0.35),
+    ("logged", "backward after every sample, total += loss kept", "x", "--", 1.3, 1.0),
+    ("batched", "one batched forward of n samples", "+", "--", 1.3, 1.0),
 )
-PANELS = (("nodes", "backward nodes alive"), ("saved_bytes", "saved bytes alive"))
+PANELS = (("nodes", "backward nodes the loop holds"), ("saved_bytes", "most saved bytes alive"))
 
 
 def plot_graph_growth(rows: list[dict]) -> Figure:
-    """Lesson 01: graph nodes and saved bytes alive at once — summing n losses, backward per sample,
-    one batched forward — for `graph_growth` rows. A fixed layout: an explorer moves its lines with
-    `update_graph_growth`."""
+    """Lesson 01: for `graph_growth` rows, the nodes each loop holds and the most bytes saved for
+    backward alive at once, against the number of samples n. A fixed layout: an explorer moves
+    its lines with `update_graph_growth`."""
     shapes.rows("rows", rows)
-    fig = Figure(figsize=(8, 3.2))
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.86, wspace=0.3)
+    fig = Figure(figsize=(8, 3.6))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.74, wspace=0.3)
     for ax, (key, label) in zip(fig.subplots(1, 2), PANELS, strict=True):
         ax.set_gid(key)
-        for prefix, name, marker, style in SERIES:
+        for prefix, name, marker, style, width, alpha in SERIES:
             ax.plot(
-                [], [], marker=marker, linestyle=style, markersize=4, label=name,
-                gid=f"{prefix}_{key}",
+                [], [], marker=marker, linestyle=style, linewidth=width, alpha=alpha,
+                markersize=5, label=name, gid=f"{prefix}_{key}",
             )  # fmt: skip
         ax.set_xlabel("samples n")
         ax.set_ylabel(label)
-    fig.axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(
-        "Summing losses keeps n graphs alive; a batched forward keeps the same bytes in one graph",
-        fontsize=10,
-    )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # n is a count: no 2.5
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    # one legend for both panels: the same four loops on each
+    handles, labels = fig.axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=7, bbox_to_anchor=(0.5, 0.93))
+    fig.suptitle("What each loop keeps alive after n samples", fontsize=10, y=0.99)
     update_graph_growth(fig, rows)
     return fig
 
@@ -54,4 +63,18 @@ def update_graph_growth(fig: Figure, rows: list[dict]) -> None:
             a[f"{prefix}_{key}"].set_data(n, ys)
             top = max(top, *ys)
         a[key].set_xlim(min(n) - 0.5, max(n) + 0.5)
-        a[key].set_ylim(0, 1.35 * top)  # the top quarter: room for the legend
+        a[key].set_ylim(0, 1.1 * top)
+
+
+def graph_growth_caption(rows: list[dict]) -> str:
+    """The explorer's line above the figure: each loop's numbers at the last n of `rows`."""
+    last = shapes.rows("rows", rows)[-1]
+    cells = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{last[f'{prefix}_nodes']}</td>"
+        f"<td>{last[f'{prefix}_saved_bytes']}</td></tr>"
+        for prefix, name, *_ in SERIES
+    )
+    return (
+        f"<b>n = {last['n']}</b><table><tr><th>loop</th><th>nodes held</th>"
+        f"<th>most saved bytes alive</th></tr>{cells}</table>"
+    )

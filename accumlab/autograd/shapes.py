@@ -11,6 +11,8 @@ ROW = {
     "summed_saved_bytes": int,
     "per_sample_nodes": int,
     "per_sample_saved_bytes": int,
+    "logged_nodes": int,
+    "logged_saved_bytes": int,
     "batched_nodes": int,
     "batched_saved_bytes": int,
 }

@@ -1,30 +1,39 @@
-"""Lesson 01: summing n losses before one backward keeps n graphs alive; backward per sample keeps
-one; one batched forward of n samples keeps the same bytes as the sum in a graph of one sample's
-size."""
+"""Lesson 01: what four loops over n samples keep alive — the graph's nodes and the bytes it saved
+for backward. Summing n losses before one backward keeps n graphs; a backward after every sample
+keeps one sample's; the same loop that also keeps `total = total + loss` for logging frees every
+saved tensor but keeps every node (the leak of PyTorch's FAQ); one batched forward of n samples
+saves what the sum saves, in a graph with one sample's nodes."""
 
 from __future__ import annotations
 
-import torch
+import copy
 
 from .. import _validate
 from .._validate import positive_int
 from ..engine import forward
 from ..graph import count_nodes
 from ..losses import get_loss
-from ..saved import saved_storages
+from ..saved import LiveSavedTensors
 
-# after each of the n additions a batched forward of all samples so far is measured too, so the
+# after each of the n samples a batched forward of all samples so far is measured too, so the
 # work grows as n²: n = 1000 takes seconds on a 2-core CPU, and the lessons use n ≤ 32
 MAX_SUMMED = 1000
+LOOPS = ("summed", "per_sample", "logged", "batched")
 
 
 def graph_growth(model, data, n: int, *, loss: str = "mse") -> list[dict]:
-    """Lesson 01: add per-sample losses into one total, one sample at a time, and record after each
-    addition the backward nodes and saved bytes alive — next to a backward per sample (one sample's
-    graph) and one batched forward of the same samples. One pass: n forwards, not n²/2.
+    """Lesson 01: run four loops over samples 0..n-1 of `data` on a copy of `model` and record,
+    after each sample i, the backward nodes the loop still holds (reachable from the tensors it
+    keeps) and the most bytes of saved-for-backward tensors alive at once so far
+    (`LiveSavedTensors.peak`):
 
-    Returns one row per i = 1..n: {"n", "summed_nodes", "summed_saved_bytes", "per_sample_nodes",
-    "per_sample_saved_bytes", "batched_nodes", "batched_saved_bytes"}.
+    - "summed": `total = total + loss_i`, one backward after the n-th sample;
+    - "per_sample": `loss_i.backward()` after every sample, keeping only the last loss;
+    - "logged": the same, plus `total = total + loss_i` kept for logging (without `.detach()`);
+    - "batched": one forward of samples 0..i at once.
+
+    Returns one row per i = 1..n: {"n", "<loop>_nodes", "<loop>_saved_bytes" for each loop}.
+    Parameters and data are excluded from the bytes: they are alive whatever the loop does.
     """
     _validate.model("model", model)
     _validate.data("data", data)
@@ -32,58 +41,50 @@ def graph_growth(model, data, n: int, *, loss: str = "mse") -> list[dict]:
     if n > len(data):
         raise ValueError(f"n must be at most the number of samples ({len(data)}), got {n}")
     loss_fn = get_loss(loss)
-    # parameters and the data are alive anyway; slices of data.x are views of its whole storage
+    model = copy.deepcopy(model)  # the loops call backward: the caller's .grad stays untouched
+    # slices of data.x are views of its storage: excluding data.x excludes every sample
     exclude = [*model.parameters(), data.x, data.y]
 
     def one(i):
         return loss_fn(forward(model, data[i], f"sample {i}"), data.y[i : i + 1])[0]
 
-    holder = {}
-    per_sample_bytes = sum(saved_storages(lambda: holder.update(one=one(0)), exclude).values())
-    per_sample_nodes = count_nodes(holder["one"])
-    seen: dict = {}
-    rows, total = [], None
-    skip = {(t.device, t.untyped_storage().data_ptr()) for t in exclude}
+    columns = {name: _loop(name, one, model, data, loss_fn, exclude, n) for name in LOOPS}
+    return [
+        {"n": i + 1, **{key: column[i][key] for column in columns.values() for key in column[i]}}
+        for i in range(n)
+    ]
 
-    def pack(t: torch.Tensor):
-        key = (t.device, t.untyped_storage().data_ptr())
-        if key not in skip:
-            seen[key] = t.untyped_storage().nbytes()
-        return t
 
-    def batched(size: int) -> tuple[int, int]:
-        out = {}
-
-        def forward():
-            out["loss"] = loss_fn(model(data.x[:size]), data.y[:size])[0]
-
-        return sum(saved_storages(forward, exclude).values()), count_nodes(out["loss"])
-
-    for i in range(n):
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            total = one(i) if total is None else total + one(i)
-        batched_bytes, batched_nodes = batched(i + 1)
-        rows.append(
-            {
-                "n": i + 1,
-                "summed_nodes": count_nodes(total),
-                "summed_saved_bytes": sum(seen.values()),
-                "per_sample_nodes": per_sample_nodes,
-                "per_sample_saved_bytes": per_sample_bytes,
-                "batched_nodes": batched_nodes,
-                "batched_saved_bytes": batched_bytes,
-            }
-        )
+def _loop(name: str, one, model, data, loss_fn, exclude, n: int) -> list[dict]:
+    """One loop's row per sample: the nodes it holds after the sample, the peak bytes so far."""
+    rows, total, held = [], None, None
+    with LiveSavedTensors(exclude=exclude) as live:
+        for i in range(n):
+            if name == "batched":
+                held = None  # the forward of i samples goes before the forward of i + 1
+                held = loss_fn(forward(model, data[: i + 1], f"samples 0..{i}"), data.y[: i + 1])[0]
+            else:
+                loss = one(i)
+                if name != "summed":
+                    loss.backward()  # frees this sample's saved tensors
+                    model.zero_grad()  # keeps .grad from growing: it plays no part here
+                if name == "per_sample":
+                    held = loss
+                else:  # summed and logged: the running total links every sample's graph
+                    total = held = loss if total is None else total + loss
+            rows.append({f"{name}_nodes": count_nodes(held), f"{name}_saved_bytes": live.peak})
+        if name == "summed":
+            total.backward()  # the loop's one backward (the peak was reached before it)
     return rows
 
 
 def summed_loss_graph(model, data, n: int, *, loss: str = "mse") -> dict:
-    """Lesson 01: sum n per-sample losses before one backward vs backward per sample vs one
-    batched forward of the n samples: `graph_growth(...)`'s last row.
+    """Lesson 01: the four loops of `graph_growth` after n samples: its last row.
 
     Summing keeps all n graphs alive at once (nodes and saved bytes grow with n); calling backward
-    per sample frees each graph's saved tensors before the next is built; a batched forward saves
-    what the sum saves, in a graph with one sample's nodes.
+    per sample frees each graph's saved tensors before the next is built; keeping the losses for
+    logging keeps the nodes but none of the saved bytes; a batched forward saves what the sum
+    saves, in a graph with one sample's nodes.
     """
     return graph_growth(model, data, n, loss=loss)[-1]
 

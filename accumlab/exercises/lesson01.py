@@ -5,44 +5,113 @@ from __future__ import annotations
 import torch
 
 from . import exercise
+from ._answers import Hint, integer
+from ._calls import plural
 
 
-@exercise("01.1", 1, "Count the leaves that receive .grad")
+@exercise("01.1", 1, "Count the AccumulateGrad nodes")
 def _count_leaves(answer):
-    # loss = ((y - w*x)**2).mean() with w and b requiring grad, x and y plain data
-    if not isinstance(answer, int) or isinstance(answer, bool):
-        return "answer with an integer: how many AccumulateGrad nodes does the graph have?"
-    if answer != 2:
-        return "only tensors created with requires_grad=True get an AccumulateGrad node; data tensors do not"
-    return None
+    # loss = ((y - (w*x + b))**2).mean() + 0.01*(w**2).sum() + s.detach()*h.mean(): w and b
+    # reach the loss (w along two paths, one node), s only through detach()
+    wrong = {
+        3: "s.detach() is a new tensor cut out of the graph: no gradient reaches s",
+        4: "w is used twice, but a leaf has one AccumulateGrad node, reached along both paths",
+        1: "b requires grad too: every leaf that reaches the loss gets its own node",
+    }
+    n = integer(answer)  # 2, 2.0, np.int64(2), torch.tensor(2) alike
+    return None if n == 2 else wrong.get(n, "one AccumulateGrad node per leaf that requires grad")
+
+
+def _observe_twice(answer):
+    """Run answer(w, x) with every saved tensor of the graphs it builds tagged; return (returned,
+    w, reads of each saved tensor by backward, backward passes that wrote w.grad, passes that
+    reached w without writing .grad)."""
+    w = torch.tensor(3.0, requires_grad=True)
+    x = torch.tensor([1.0, 2.0])
+    saved: list[torch.Tensor] = []
+    reads: dict[int, int] = {}
+    wrote: set[int] = set()
+    reached: set[int] = set()
+
+    def pack(t):
+        saved.append(t.detach())
+        return len(saved) - 1  # autograd stores the tag; backward hands it to unpack
+
+    def unpack(tag):
+        reads[tag] = reads.get(tag, 0) + 1
+        return saved[tag]
+
+    def task() -> int:
+        return torch._C._current_graph_task_id()  # the backward pass running now
+
+    w.register_hook(lambda g: reached.add(task()))
+    w.register_post_accumulate_grad_hook(lambda p: wrote.add(task()))
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        returned = answer(w, x)
+    counts = [reads.get(tag, 0) for tag in range(len(saved))]
+    return returned, w, counts, len(wrote), len(reached - wrote)
 
 
 @exercise("01.2", 2, "Call backward twice on one graph")
 def _backward_twice(answer):
-    # answer(w, x) must build loss = (w * x).pow(2).sum(), call backward twice and return w.grad
-    w = torch.tensor(3.0, requires_grad=True)
-    x = torch.tensor([1.0, 2.0])
-    grad = answer(w, x)
-    if not isinstance(grad, torch.Tensor):
-        return "return w.grad (a tensor) after the second backward"
-    once = 2 * w.detach() * (x**2).sum()
-    if torch.allclose(grad, once):
-        return "w.grad after two backward calls should hold the sum of both: what does .grad do across calls?"
-    if not torch.allclose(grad, 2 * once):
-        return "the first backward frees the graph unless you ask it not to: see retain_graph"
+    # answer(w, x) must build loss = (w * x).pow(2).sum() ONCE, call backward on it twice and
+    # return w.grad. Observed: how often backward read each tensor the graph saved (twice each:
+    # one graph, two passes), and how many backward passes wrote w.grad.
+    returned, w, reads, writes, grad_only = _observe_twice(answer)
+    if not reads:
+        raise Hint(
+            "the checker saw no graph being built: build the loss from w and x with plain "
+            "operations inside the function"
+        )
+    if grad_only and not writes:
+        raise Hint(
+            f"your answer called torch.autograd.grad {plural(grad_only, 'time')}, "
+            "which returns the gradient without writing w.grad: the exercise asks for backward()"
+        )
+    if writes != 2:
+        raise Hint(
+            f"{plural(writes, 'backward pass', 'backward passes')} wrote w.grad; the exercise "
+            "calls backward twice on one graph (what does .grad do across calls?)"
+        )
+    if max(reads) < 2:
+        raise Hint(
+            "each tensor the graph saved was read by backward once: your two backward passes "
+            "walked two different graphs. Build the loss once and walk that one graph twice — "
+            "the first backward frees what it saved unless you ask it not to (retain_graph)"
+        )
+    if not isinstance(returned, torch.Tensor):
+        raise Hint("return w.grad (a tensor) after the second backward")
+    once = 2 * w.detach() * (torch.tensor([1.0, 2.0]) ** 2).sum()
+    if w.grad is None or not torch.allclose(w.grad, 2 * once, rtol=1e-6, atol=0):
+        raise Hint("after two backward passes w.grad should hold the sum of both")
+    if not torch.equal(returned.detach(), w.grad):
+        raise Hint("return w.grad itself, not another tensor")
     return None
+
+
+NAMES = {"a", "b", "c", "d"}
 
 
 @exercise("01.3", 2, "Which tensors have .grad after backward?")
 def _which_grads(answer):
-    # a = leaf (requires_grad), b = a * 2, c = b.sum(); c.backward()
-    if not isinstance(answer, (set, list, tuple)):
+    # a leaf requiring grad; b = a * 2 with b.retain_grad(); c = b.sum(); d = a.detach(); c.backward()
+    if isinstance(answer, str) and answer in NAMES:
+        answer = {answer}
+    if isinstance(answer, (str, bytes, dict)) or not isinstance(
+        answer, (set, frozenset, list, tuple)
+    ):
         return "answer with a set of names, e.g. {'a', 'b'}"
-    answer = set(answer)
-    if answer == {"a"}:
-        return None
-    if "b" in answer:
-        return "non-leaf tensors do not keep .grad unless you call .retain_grad() on them"
-    if "c" in answer:
-        return "c is the output; backward starts there but .grad is only stored on leaves"
-    return "the leaf created with requires_grad=True is where .grad lands"
+    if not all(isinstance(n, str) for n in answer):
+        return "answer with the names as strings, e.g. {'a', 'b'}"
+    names = {n.strip().lower() for n in answer}
+    if not names <= NAMES:
+        return f"the tensors are named a, b, c and d; got {sorted(names - NAMES)}"
+    if "d" in names:
+        return "d = a.detach() shares a's memory but is a new leaf that does not require grad"
+    if "c" in names:
+        return "c is where backward starts, but it is a non-leaf that did not call retain_grad()"
+    if "b" not in names:
+        return "b is a non-leaf, but it asked to keep its gradient"
+    if "a" not in names:
+        return "a is the leaf created with requires_grad=True"
+    return None

@@ -11,37 +11,72 @@ from ..engine import Recipe, params_of, run
 from ..models import ScalarModel, mlp
 from ..reference import full_batch_grads
 from . import exercise
+from ._answers import Hint, compare
+from ._observe import Observe, Refuse, Spy, forwards_phrase
 
 
-@exercise("02.1", 1, "Predict the gradient after the second sample, without halving the loss")
+@exercise("02.1", 1, "w after the step, without halving the loss")
 def _predict_unhalved(answer):
-    # classic example, one sample at a time, loss NOT divided by 2: .grad after both samples
-    if not isinstance(answer, (int, float)) or isinstance(answer, bool):
-        return "answer with a number"
-    data, model = classic_data(), ScalarModel()
-    trace = run(Recipe(1, 2, normalization="none"), model, data, optimizer=None)
-    # `not <=`: NaN compares False both ways, and `abs(nan - x) > tol` would call it correct
-    if not abs(answer - float(trace.window_grads[0]["w"])) <= 1e-9:
-        return "each sample's gradient is -2·x·(y - w·x); without the 1/2 nothing averages them"
-    return None
+    # classic example, one sample at a time, loss NOT divided by 2, SGD lr 0.01: w after the step
+    trace = run(Recipe(1, 2, normalization="none"), ScalarModel(w=1.0), classic_data(), lr=0.01)
+    expected = float(trace.params[-1]["w"])  # 1 - 0.01 · (-32 - 8) = 1.4
+    return compare(
+        answer,
+        expected,
+        sig=3,
+        wrong={
+            1.2: "that is the step with each loss divided by 2 (the full-batch step)",
+            -40.0: "that is w.grad after both samples; the exercise asks for w after the step",
+            0.6: "SGD moves w against the gradient: w − lr · grad",
+        },
+        otherwise="add the two samples' gradients, −2·x·(y − w·x) each, then w − lr · grad",
+    )
+
+
+# what an answer must not call: accumlab's own ways of getting the full-batch gradient
+REFUSED = ("al.full_batch_grads", "al.accumulated_grads", "al.accumulation_progress", "al.run")
 
 
 @exercise("02.2", 2, "Write an accumulation loop that leaves the full-batch gradient in .grad")
 def _accumulate(answer):
-    # answer(model, data, micro_batch_size) → fills model's .grad; data splits evenly
+    # answer(model, data, micro_batch_size) → fills model's .grad; data splits evenly. Observed:
+    # the forwards and the rows each received, the backward passes, the graphs alive at once.
     data = regression_data(12, 3, seed=11)
     model = mlp(3, 4, 1, depth=1, seed=11)
     mine = copy.deepcopy(model)
-    answer(mine, data, 4)
+    size, k = 4, 3
+    with Refuse(*REFUSED), Observe(mine) as seen:
+        answer(mine, data, size)
+    want = forwards_phrase([size] * k)
+    if seen.rows != [size] * k or not all(c.graph for c in seen.forwards):
+        raise Hint(
+            f"your answer ran {seen.forwards_phrase()}; accumulation runs {want}, one per "
+            "micro-batch, each recording its graph"
+        )
+    if seen.backwards != k:
+        raise Hint(
+            f"your answer ran {seen.backwards_phrase()}; accumulation calls backward once per "
+            f"micro-batch ({k}), each adding into .grad"
+        )
+    if seen.peak_graphs > 1:
+        raise Hint(
+            f"{seen.graphs_phrase()}: call backward on each micro-batch before the next forward, "
+            "so only one graph is alive at a time (lesson 01)"
+        )
     full = full_batch_grads(model, data)
     for name, p in mine.named_parameters():
         if p.grad is None:
-            return f"{name}.grad is None: did every micro-batch call backward?"
+            raise Hint(f"{name}.grad is None: did every micro-batch call backward?")
         ratio = float(p.grad.norm() / full[name].norm())
-        if abs(ratio - 3) < 1e-6:
-            return "the gradient is 3× too large: each micro-batch's mean loss needs a scale"
+        if abs(ratio - k) < 1e-6:
+            raise Hint(
+                f"the gradient is {k}× too large: each micro-batch's mean loss needs a scale"
+            )
         if not torch.allclose(p.grad, full[name], rtol=1e-10, atol=1e-12):
-            return "compare your .grad with al.full_batch_grads(model, data) — zeroing inside the loop?"
+            raise Hint(
+                f"{name}.grad differs from the full-batch gradient — zeroing inside the loop, or "
+                "another scale?"
+            )
     return None
 
 
@@ -49,7 +84,8 @@ def _accumulate(answer):
 def _window_optimizer(answer):
     # answer(optimizer, k) -> an object with step() and zero_grad(); the checker runs the loop
     #     for mb in micro_batches: (loss(mb) / k).backward(); opt.step(); opt.zero_grad()
-    # for 2 epochs (24 samples, micro-batch 3, k = 4) and compares with al.run(Recipe(3, 4))
+    # for 2 epochs (24 samples, micro-batch 3, k = 4) and compares with al.run(Recipe(3, 4)).
+    # Observed: how often the real optimizer's step() ran (once per window: 4 times).
     import torch.nn.functional as F
 
     if not callable(answer):
@@ -57,19 +93,22 @@ def _window_optimizer(answer):
     data = regression_data(24, 2, seed=12)
     model = mlp(2, 3, 1, depth=1, seed=12)
     mine = copy.deepcopy(model)
-    wrapped = answer(torch.optim.SGD(mine.parameters(), lr=0.05), 4)
-    if not (
-        callable(getattr(wrapped, "step", None)) and callable(getattr(wrapped, "zero_grad", None))
-    ):
-        return "the wrapper needs step() and zero_grad() methods"
-    for _ in range(2):
-        for mb in data.micro_batches(3):
-            (F.mse_loss(mine(mb.x), mb.y) / 4).backward()
-            wrapped.step()
-            wrapped.zero_grad()
+    optimizer = torch.optim.SGD(mine.parameters(), lr=0.05)
+    # spied before the wrapper is built, so a wrapper that keeps optimizer.step is counted too
+    with Spy(optimizer, "step", "the optimizer's step()") as steps:
+        wrapped = answer(optimizer, 4)
+        if not (
+            callable(getattr(wrapped, "step", None))
+            and callable(getattr(wrapped, "zero_grad", None))
+        ):
+            return "the wrapper needs step() and zero_grad() methods"
+        for _ in range(2):
+            for mb in data.micro_batches(3):
+                (F.mse_loss(mine(mb.x), mb.y) / 4).backward()
+                wrapped.step()
+                wrapped.zero_grad()
     got = params_of(mine)
     want = run(Recipe(3, 4), model, data, lr=0.05, epochs=2).params[-1]
-    every = run(Recipe(3, 1), model, data, lr=0.05 / 4, epochs=2).params[-1]
 
     def same(a, b):
         return all(torch.allclose(a[n], b[n], rtol=1e-10, atol=1e-12) for n in b)
@@ -78,8 +117,14 @@ def _window_optimizer(answer):
         return (
             "the parameters never changed: step() must reach the optimizer once per k micro-batches"
         )
-    if same(got, every):
-        return "every call reaches the optimizer: step() and zero_grad() must act only when a window of k micro-batches is complete"
+    if steps.calls != 4:
+        return (
+            f"{steps.sentence(4)} over 16 micro-batches: step() and zero_grad() must act only "
+            "when a window of k micro-batches is complete"
+        )
     if not same(got, want):
-        return "count the micro-batches in step(); act (step, then zero) only when the count is a multiple of k"
+        return (
+            "the optimizer stepped once per window, but with the wrong gradient: zero_grad() must "
+            "reach it only right after a real step, so each window starts from nothing"
+        )
     return None

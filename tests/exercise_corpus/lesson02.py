@@ -1,5 +1,196 @@
 """Lesson 02: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
-RIGHT: dict = {}
-WRONG: dict = {}
-STUBS: dict = {}
+from fractions import Fraction
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import accumlab as al
+
+# ---- 02.2: accumulate(model, data, micro_batch_size) leaves the full-batch gradient in .grad
+
+
+def _sum_over_all_samples(model, data, micro_batch_size):
+    for mb in data.micro_batches(micro_batch_size):
+        (F.mse_loss(model(mb.x), mb.y, reduction="sum") / len(data)).backward()
+
+
+def _weighted_by_size(model, data, micro_batch_size):
+    model.zero_grad(set_to_none=False)
+    for mb in data.micro_batches(micro_batch_size):
+        (F.mse_loss(model(mb.x), mb.y) * len(mb) / len(data)).backward()
+
+
+def _one_full_batch(model, data, micro_batch_size):  # skips the technique
+    F.mse_loss(model(data.x), data.y).backward()
+
+
+def _copies_the_reference(model, data, micro_batch_size):  # calls the package
+    reference = al.full_batch_grads(model, data)
+    for name, p in model.named_parameters():
+        p.grad = reference[name].clone()
+
+
+def _copies_the_accumulated(model, data, micro_batch_size):  # calls the package
+    reference = al.accumulated_grads(model, data, micro_batch_size)
+    for name, p in model.named_parameters():
+        p.grad = reference[name].clone()
+
+
+def _summed_then_one_backward(model, data, micro_batch_size):  # lesson 01's shortcut
+    parts = data.micro_batches(micro_batch_size)
+    (sum(F.mse_loss(model(mb.x), mb.y) for mb in parts) / len(parts)).backward()
+
+
+def _zero_grad_inside(model, data, micro_batch_size):
+    parts = data.micro_batches(micro_batch_size)
+    for mb in parts:
+        model.zero_grad()
+        (F.mse_loss(model(mb.x), mb.y) / len(parts)).backward()
+
+
+def _autograd_grad_full_batch(model, data, micro_batch_size):
+    params = list(model.parameters())
+    for p, g in zip(params, torch.autograd.grad(F.mse_loss(model(data.x), data.y), params)):
+        p.grad = g
+
+
+def _one_sample_at_a_time(model, data, micro_batch_size):
+    for mb in data.micro_batches(1):
+        (F.mse_loss(model(mb.x), mb.y) / len(data)).backward()
+
+
+def _stub_accumulate(model, data, micro_batch_size): ...  # the lesson's cell
+
+
+# ---- 02.3: EveryKth(optimizer, k)
+
+
+class _CountsInZeroGrad:
+    def __init__(self, optimizer, k):
+        self.optimizer, self.k, self.seen = optimizer, k, 0
+
+    def step(self):
+        if (self.seen + 1) % self.k == 0:
+            self.optimizer.step()
+
+    def zero_grad(self):
+        self.seen += 1
+        if self.seen % self.k == 0:
+            self.optimizer.zero_grad(set_to_none=True)
+
+
+def _closure(optimizer, k):
+    count = {"micro_batches": 0}
+
+    def step():
+        count["micro_batches"] += 1
+        if count["micro_batches"] % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+    return SimpleNamespace(step=step, zero_grad=lambda: None)
+
+
+class _KeepsBoundMethods:
+    def __init__(self, optimizer, k):
+        self._step, self._zero, self.k, self.n = optimizer.step, optimizer.zero_grad, k, 0
+
+    def step(self):
+        self.n += 1
+        if self.n % self.k == 0:
+            self._step()
+
+    def zero_grad(self):
+        if self.n % self.k == 0:
+            self._zero()
+
+
+class _NeverZeroes:
+    def __init__(self, optimizer, k):
+        self.optimizer, self.k, self.n = optimizer, k, 0
+
+    def step(self):
+        self.n += 1
+        if self.n % self.k == 0:
+            self.optimizer.step()
+
+    def zero_grad(self):
+        pass
+
+
+class _ZeroesEveryTime(_NeverZeroes):
+    def zero_grad(self):
+        self.optimizer.zero_grad()
+
+
+class _OffByOne:
+    def __init__(self, optimizer, k):
+        self.optimizer, self.k, self.n = optimizer, k, 0
+
+    def step(self):
+        if self.n % self.k == 0:
+            self.optimizer.step()
+        self.n += 1
+
+    def zero_grad(self):
+        if self.n % self.k == 1:
+            self.optimizer.zero_grad()
+
+
+class _StubWrapper:  # the lesson's cell
+    def __init__(self, optimizer, k): ...
+
+    def step(self): ...
+
+    def zero_grad(self): ...
+
+
+RIGHT = {
+    "02.1": [
+        ("computed in float32", float(torch.tensor(1.0) - 0.01 * torch.tensor(-40.0))),
+        ("a 0-d tensor", torch.tensor(1.4)),
+        ("a numpy float32", np.float32(1.4)),
+        ("a fraction", Fraction(7, 5)),
+        ("3 significant digits", 1.40),
+    ],
+    "02.2": [
+        ("sum of squared errors over all samples", _sum_over_all_samples),
+        ("each micro-batch weighted by its size, zero-filled .grad", _weighted_by_size),
+    ],
+    "02.3": [
+        ("the count kept in zero_grad()", _CountsInZeroGrad),
+        ("a function returning a namespace", _closure),
+        ("the optimizer's bound methods kept", _KeepsBoundMethods),
+    ],
+}
+
+WRONG = {
+    "02.1": [
+        ("w.grad instead of w", -40.0),
+        ("the wrong sign", 0.6),
+        ("w unchanged", np.float64(1.0)),
+    ],
+    "02.2": [
+        ("one full-batch forward and backward: skips the technique", _one_full_batch),
+        ("al.full_batch_grads copied into .grad: calls the package", _copies_the_reference),
+        ("al.accumulated_grads copied into .grad: calls the package", _copies_the_accumulated),
+        ("losses summed, one backward", _summed_then_one_backward),
+        ("zero_grad() inside the loop", _zero_grad_inside),
+        ("torch.autograd.grad on the full batch", _autograd_grad_full_batch),
+        ("one sample per micro-batch", _one_sample_at_a_time),
+    ],
+    "02.3": [
+        ("never zeroes", _NeverZeroes),
+        ("zeroes on every call", _ZeroesEveryTime),
+        ("steps one micro-batch early", _OffByOne),
+    ],
+}
+
+STUBS = {
+    "02.1": [("the cell's None", None)],
+    "02.2": [("the cell's function", _stub_accumulate)],
+    "02.3": [("the cell's class", _StubWrapper)],
+}

@@ -47,6 +47,9 @@ CASES = [
     bad("autograd.plot_graph_growth", "rows a dict", lambda: G.plot_graph_growth(_rows()[-1]), "rows", "dict"),
     bad("autograd.update_graph_growth", "rows {}", lambda: G.update_graph_growth(Figure(), {}), "rows", "dict"),
     bad("autograd.update_graph_growth", "a figure plot_graph_growth did not build", lambda: G.update_graph_growth(Figure(), _rows()), "fig", "no artist named"),
+    bad("autograd.graph_growth_caption", "rows []", lambda: G.graph_growth_caption([]), "rows"),
+    bad("autograd.graph_growth_caption", "a row missing its keys", lambda: G.graph_growth_caption([{"n": 1}]), "rows[0]", "summed_nodes"),
+    handled("autograd.graph_growth_caption", "rows of 3 samples", lambda: G.graph_growth_caption(_rows()), lambda text: "n = 3" in text),
     # explorer.py
     bad("autograd.graph_growth_explorer", "model 'x'", lambda: G.graph_growth_explorer(model="x"), "model", "str"),
     bad("autograd.graph_growth_explorer", "data 'x'", lambda: G.graph_growth_explorer(data="x"), "data", "str"),
