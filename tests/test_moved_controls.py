@@ -33,10 +33,6 @@ from moved_controls_run import describe_failures, describe_moves, run_notebook
 XFAIL = {
     "03_loss_scaling.ipynb": "cell 33 asserts on the explorer's state before setting it: with "
     "accumulation_steps moved to 1 (variants low, random) the 'mean' errors are not all > 1e-3",
-    "05_memory_and_throughput.ipynb": "cell 40 sets depth and checkpointing only, then compares "
-    "with explore_memory(8, 4, 128, 6, 'adam'): fails with the other controls moved",
-    "06_amp_clipping_schedules.ipynb": "cell 40 asserts explorer.data['param_gap'] < 1e-12 on "
-    "whatever the controls show (clip_at, scheduler_step moved)",
     "10_bookkeeping_logging_resume.ipynb": "cell 32 sets counter, omission and stop_at but not k, "
     "epochs or batches_per_epoch: straddling() == 2 fails",
     "12_accumulation_at_scale.ipynb": "cell 21 asserts the default bubble (stages 2, "

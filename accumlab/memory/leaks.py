@@ -1,5 +1,5 @@
 """Loops that look like accumulation but keep graphs alive (lesson 05), measured with
-`LiveSaved` (saved-tensor hooks): how many bytes of saved activations are alive, and how big the graph behind a
+`LiveSavedTensors`: how many bytes of saved activations are alive, and how big the graph behind a
 running total grows."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .. import _validate
 from .._validate import one_of, positive_int
 from ..data import Data
 from ..losses import Loss, get_loss
-from .parts import LiveSaved
+from ..saved import LiveSavedTensors
 from .step import device_of
 
 
@@ -62,7 +62,7 @@ def peak_saved_bytes(
     data = data.to(device_of(model))
     micro = data.micro_batches(len(data) if loop == "full_batch" else micro_batch_size)
     k = len(micro)
-    with LiveSaved(exclude=[*model.parameters(), data.x, data.y]) as live:
+    with LiveSavedTensors(exclude=[*model.parameters(), data.x, data.y]) as live:
         total = 0
         for mb in micro:
             loss_sum, count = loss_fn(model(mb.x), mb.y)
@@ -108,7 +108,7 @@ def logging_growth(
     data = data.to(device_of(model))
     micro = data.micro_batches(micro_batch_size)
     nodes, alive = [], []
-    with LiveSaved(exclude=[*model.parameters(), data.x, data.y]) as live:
+    with LiveSavedTensors(exclude=[*model.parameters(), data.x, data.y]) as live:
         total_loss = 0.0
         for mb in micro:
             with torch.no_grad() if no_grad else contextlib.nullcontext():

@@ -16,7 +16,7 @@ from .._validate import positive_int
 from ..data import Data, regression_data
 from ..losses import Loss, get_loss
 from ..models import mlp
-from ..saved import LiveSavedTensors, _storage_key
+from ..saved import _storage_key, saved_storages
 from .checkpointing import checkpointed
 from .step import device_of, memory_optimizer
 
@@ -55,15 +55,6 @@ def memory_setup(
         n=global_batch, features=width, outputs=width, seed=seed, dtype=torch.float32
     )
     return model.to(device), data
-
-
-class LiveSaved(LiveSavedTensors):
-    """`accumlab.saved.LiveSavedTensors` holding DETACHED tensors: a saved OUTPUT of an operation
-    (tanh saves its result) would otherwise hold its own grad_fn, a reference cycle through C++
-    that keeps a forward-only graph, and its activations, alive for good."""
-
-    def _pack(self, t: torch.Tensor):
-        return super()._pack(t.detach())  # same storage, same bytes counted; no grad_fn
 
 
 def tensor_bytes(tensors) -> int:
@@ -122,11 +113,7 @@ def activation_bytes(
     batch = batch.to(device_of(model))  # the model's device, where its forward runs
     net = checkpointed(model, segments)
     exclude = [*model.parameters(), batch.x, batch.y]
-    with LiveSaved(exclude=exclude) as live:
-        out = loss_fn(net(batch.x), batch.y)  # alive: its graph holds what was saved
-        saved = live.bytes
-    del out  # the graph goes, and with it the saved tensors
-    return saved
+    return sum(saved_storages(lambda: loss_fn(net(batch.x), batch.y), exclude).values())
 
 
 def proportional_deviation(sizes: list[int], values: list[float]) -> float:
