@@ -1,6 +1,5 @@
 """Lesson 06: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
-
 import numpy as np
 import torch
 
@@ -232,4 +231,3 @@ WRONG = {
     ],
 }
 STUBS = {"06.2": [("None", None)]}
-
