@@ -256,3 +256,19 @@ from ._validate_torch import (  # noqa: E402, F401 - re-exported for the callers
     tensor,
     tensor_dict,
 )
+
+# --- fitted models --------------------------------------------------------------------------------
+
+
+def fitted_in_domain(formula: str, fitted: Mapping[str, float], positive: Iterable[str], why: str):
+    """A least-squares fit whose parameters named in `positive` came out <= 0 (or not finite) is
+    outside its model's domain: say so, with the fitted values and `why` the data gave them,
+    instead of handing on a curve with negative costs."""
+    bad = [n for n in positive if not (math.isfinite(fitted[n]) and fitted[n] > 0)]
+    if bad:
+        values = ", ".join(f"{n} = {fitted[n]:.4g}" for n in fitted)
+        raise ValueError(
+            f"{formula} must have {' and '.join(n + ' > 0' for n in bad)}; the fit gives {values}: "
+            f"{why}"
+        )
+    return fitted

@@ -197,9 +197,8 @@ def token_data(
     else:
         lengths = sequence("lengths", lengths)
         positive_int("len(lengths)", len(lengths), maximum=MAX_STEPS, why=why)
-        for i, n_i in enumerate(lengths):
-            if isinstance(n_i, bool) or not isinstance(n_i, int) or n_i < 0:
-                raise ValueError(f"lengths[{i}] must be a non-negative integer, got {n_i!r}")
+        # numpy and 0-d tensor integers count as integers, as everywhere else (one shared rule)
+        lengths = [positive_int(f"lengths[{i}]", n_i, minimum=0) for i, n_i in enumerate(lengths)]
         longest = max(lengths) + 1
         _fits(
             f"token_data(lengths with max {longest - 1})",

@@ -29,15 +29,17 @@ def accumulate_mean_of_means(model, micro_batches):
 
 
 SOLUTIONS = {
-    "03.1": 1.3,
-    "03.2": al.Recipe(4, 3, normalization="global"),
-    "03.3": 25,
+    "03.1": 1.3,  # (30 · 2.0 + 70 · 1.0) / 100
+    "03.2": al.Recipe(
+        2, 3, "mean", "divide_by_actual"
+    ),  # 11 full micro-batches: windows 3, 3, 3, 2
+    "03.3": 50,  # (30 + 10 + 45 + 15) / 2 ranks
     "03.4": accumulate,
 }
 
 WRONG = {
     "03.1": 1.5,
-    "03.2": al.Recipe(4, 3, normalization="mean", last_window="divide_by_actual"),
+    "03.2": al.Recipe(4, 3, "mean", "divide_by_actual"),  # the last micro-batch holds 2 samples
     "03.3": 100,
     "03.4": accumulate_mean_of_means,
 }

@@ -13,7 +13,7 @@ def freeze(model):
 
 def ghost_normalize(x, ghost_batch_size):
     chunks = []
-    for c in x.split(ghost_batch_size):
+    for c in x.split(ghost_batch_size):  # the last chunk may be shorter
         chunks.append((c - c.mean(0)) / (c.var(0, unbiased=False) + 1e-5).sqrt())
     return torch.cat(chunks)
 

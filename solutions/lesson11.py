@@ -45,14 +45,31 @@ def docs_epoch(accelerator, model, optimizer, scheduler, loader, k):
             optimizer.zero_grad()
 
 
+def plain_backward_epoch(accelerator, model, optimizer, scheduler, loader, k):
+    """Exact numbers, but Accelerate's backward is never called: loss.backward() directly."""
+    batches = list(loader)
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        tokens = sum(int((y != al.IGNORE_INDEX).sum()) for _, y in window)
+        for x, y in window:
+            logits = model(x)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1), y.flatten(), ignore_index=al.IGNORE_INDEX, reduction="sum"
+            )
+            (loss / tokens).backward()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+
+
 SOLUTIONS = {
-    "11.1": 0.5,
+    "11.1": (2, 4 / 6),
     "11.2": token_loss,
     "11.3": exact_epoch,
 }
 
 WRONG = {
-    "11.1": 1.0,
+    "11.1": (2, 1.0),
     "11.2": token_mean_loss,
     "11.3": docs_epoch,
 }

@@ -31,6 +31,8 @@ def _windows(zero_grad_at: str):
     mine, optimizer, loader = accelerator.prepare(mine, optimizer, loader)
     seen = []
     for x, y in loader:
+        if zero_grad_at == "before":  # outside the block: every window still accumulates
+            optimizer.zero_grad()
         with accelerator.accumulate(mine):
             if zero_grad_at == "top":
                 optimizer.zero_grad()
@@ -57,3 +59,11 @@ def test_zero_grad_at_the_top_keeps_only_the_last_micro_batch():
     last = al.full_batch_grads(model, data[8:12])
     assert al.grad_diff(seen[0], {n: g / 3 for n, g in last.items()}).max_rel <= 1e-12
     assert al.grad_diff(seen[0], al.full_batch_grads(model, data[:12])).max_rel > 0.1
+
+
+def test_zero_grad_before_the_accumulate_block_is_harmless():
+    # AcceleratedOptimizer.zero_grad acts only when sync_gradients is True; before the block it
+    # still holds the previous iteration's value, so only the zero_grad after a real step acts
+    model, data, seen = _windows("before")
+    assert len(seen) == 2
+    assert al.grad_diff(seen[0], al.full_batch_grads(model, data[:12])).max_rel <= 1e-12

@@ -395,6 +395,13 @@ def test_accuracy_over_seeds_reports_each_seed_and_the_recalibrated_models():
     assert out["seeds"] == [0, 1] and len(out["accuracy"]["bn"]) == len(out["accuracy"]["gn"]) == 2
     assert set(out["recalibrated"]) == set(out["biased_running_var"]) == {"bn"}
     assert all(0 <= a <= 1 for a in out["recalibrated"]["bn"])
+    assert [run["labels"] for run in out["runs"]] == [["bn", "gn"]] * 2 and out["first"] is out[
+        "runs"
+    ][0]
+    # the last epoch's optimizer steps: 32 samples in windows of 16 are 2 steps per epoch
+    for i, label in enumerate(("bn", "gn")):
+        for s, run in enumerate(out["runs"]):
+            assert out["final_loss"][label][s] == pytest.approx(sum(run["losses"][i][-2:]) / 2)
     with pytest.raises(ValueError, match="seeds"):
         al.batchnorm.accuracy_over_seeds(setups, blobs[:32], blobs[32:], seeds=())
 
@@ -410,11 +417,77 @@ def test_dropout_with_the_same_masks_is_exact(data):
         al.batchnorm.replayed_dropout_diff(al.batchnorm.norm_model("none"), data, 8)
 
 
-def test_dropout_expectation_slope_is_that_of_noise(data):
+def _dropout_gap_over_noise(seed: int, monkeypatch=None, bias: float = 0.0) -> float:
+    """Lesson 04's dropout test (512 samples, micro-batches of 64, 64 draws) on one seed; `bias`
+    scales every accumulated gradient by 1 + bias, a systematic difference the test must catch."""
+    import accumlab.batchnorm.training as training
+
+    if bias:
+        honest = training.accumulated_grads
+
+        def biased(*args, **kwargs):
+            return {n: g * (1 + bias) for n, g in honest(*args, **kwargs).items()}
+
+        monkeypatch.setattr(training, "accumulated_grads", biased)
+    model = al.batchnorm.norm_model("none", dropout=0.2, seed=seed)
     out = al.batchnorm.dropout_expectation(
-        al.batchnorm.norm_model("none", dropout=0.2), data, 8, draws=32
+        model, al.batchnorm.batchnorm_data(512, seed=seed), 64, draws=64, seed=seed
     )
-    assert -0.8 < out["slope"] < -0.25
+    assert (
+        len(out["noise_gap"]) == 64
+        and out["noise_ratio"] == out["rel_gap"][-1] / out["noise_gap"][-1]
+    )
+    return out["noise_ratio"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dropout_gap_is_within_its_noise_level(seed):
+    """Equal in expectation: after 64 draws the gap is what independent noise leaves (ratio ≈ 1)."""
+    assert _dropout_gap_over_noise(seed) <= 1.5
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_dropout_noise_bound_catches_a_five_percent_bias(seed, monkeypatch):
+    """The lesson's bound fails when the accumulated gradient is 5 % too large."""
+    assert _dropout_gap_over_noise(seed, monkeypatch, bias=0.05) > 1.5
+
+
+def test_dropout_expectation_needs_two_draws_and_a_dropout_that_drops(data):
+    with pytest.raises(ValueError, match="draws"):
+        al.batchnorm.dropout_expectation(
+            al.batchnorm.norm_model("none", dropout=0.2), data, 8, draws=1
+        )
+    with pytest.raises(ValueError, match="p > 0"):
+        al.batchnorm.dropout_expectation(al.batchnorm.norm_model("none"), data, 8)
+    out = al.batchnorm.dropout_expectation(
+        al.batchnorm.norm_model("none", dropout=0.2), data, 8, draws=8
+    )
+    assert isinstance(al.batchnorm.plot_dropout_expectation(out), Figure)
+
+
+def test_truncated_bptt_chunks_are_not_independent_samples():
+    """Splitting sequences along time with the hidden state carried detached (truncated BPTT)
+    does not give the whole sequences' gradient; carried with its graph, it does. Lesson 04's
+    sentence on where "RNNs should not accumulate" comes from."""
+    gru = al.batchnorm.TinyGRU(features=3, hidden=8, seed=0).gru
+    x = al.batchnorm.sequence_data(8, steps=12, features=3, seed=0).x
+    target = torch.randn(8, 12, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+
+    def grads(chunks: int, detach: bool) -> dict:
+        """A loss on every time step's output, backward once per chunk of time steps."""
+        gru.zero_grad(set_to_none=True)
+        h = None
+        for xs, ys in zip(x.chunk(chunks, dim=1), target.chunk(chunks, dim=1), strict=True):
+            out, h = gru(xs, h)
+            ((out - ys) ** 2).sum().backward(retain_graph=not detach)
+            h = h.detach() if detach else h
+        return {n: p.grad.clone() for n, p in gru.named_parameters()}
+
+    whole = grads(1, detach=True)
+    assert (
+        al.grad_diff(grads(2, detach=False), whole).max_rel <= 1e-12
+    )  # state carried with its graph
+    assert al.grad_diff(grads(2, detach=True), whole).max_rel > 1e-2  # truncated: not the same
 
 
 def test_a_gru_accumulates_exactly():
@@ -439,3 +512,41 @@ def test_sync_batchnorm_refuses_cpu_tensors_inside_a_process_group(tmp_path):
             layer(torch.randn(8, 4))
     finally:
         dist.destroy_process_group()
+
+
+# --- micro-batches of 2: every normalised value is ±d/√(d² + eps) ---------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_micro_batches_of_two_normalise_to_plus_minus_one(seed):
+    blobs = al.batchnorm.batchnorm_data(32, seed=seed)
+    model = al.batchnorm.norm_model("batch", seed=seed)
+    seen = al.batchnorm.normalized_values(model, blobs, 2)
+    assert seen["layers"] == ["1", "4"]
+    for x, xhat in zip(seen["inputs"], seen["normalized"], strict=True):
+        d = (x[0::2] - x[1::2]) / 2
+        assert torch.allclose(xhat[0::2], d / (d * d + 1e-5).sqrt(), rtol=0, atol=1e-10)
+        assert torch.allclose(xhat[1::2], -xhat[0::2], rtol=0, atol=1e-10)
+        assert ((xhat.abs() - 1).abs() < 0.01).double().mean() > 0.9
+    wide = al.batchnorm.normalized_values(model, blobs, 8)["normalized"]
+    assert all(((v.abs() - 1).abs() < 0.01).double().mean() < 0.05 for v in wide)
+
+
+def test_normalized_values_are_read_back_through_scale_and_shift():
+    """A BatchNorm2d with γ and β set: (y − β)/γ per channel is what F.batch_norm normalises to."""
+    from accumlab.data import Data
+
+    conv = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.BatchNorm2d(3)
+    ).double()
+    with torch.no_grad():
+        conv[1].weight.copy_(torch.tensor([0.5, 2.0, -1.0]))
+        conv[1].bias.copy_(torch.tensor([1.0, -1.0, 0.5]))
+    images = Data(torch.randn(6, 2, 4, 4, dtype=torch.float64), torch.zeros(6, dtype=torch.long))
+    seen = al.batchnorm.normalized_values(conv, images, 3)
+    x, xhat = seen["inputs"][0], seen["normalized"][0]
+    expected = torch.cat(
+        [torch.nn.functional.batch_norm(c, None, None, training=True) for c in x.split(3)]
+    )
+    assert torch.allclose(xhat, expected, atol=1e-10)
+    assert conv[1].running_mean.abs().sum() == 0  # the caller's buffers untouched

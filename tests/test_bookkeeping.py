@@ -178,7 +178,9 @@ def test_checkpoint_files(tmp_path):
 
 
 def test_train_and_resume_reject_bad_input():
-    with pytest.raises(ValueError, match=r"stop_at must be a micro-step in \[1, 21\], got 22"):
+    with pytest.raises(
+        ValueError, match=r"stop_at must be a number of micro-batches in \[1, 21\], got 22"
+    ):
         bk.train(SMALL, stop_at=22)
     with pytest.raises(ValueError, match="stop_at.*got 0"):
         bk.train(SMALL, stop_at=0)
@@ -315,9 +317,9 @@ def test_explorer_figure_updates_in_place():
 
 
 def test_bookkeeping_data():
-    d = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 153, "none", batches_per_epoch=103)
-    assert d["bit_exact"] and d["stop_step"] == 38 and d["steps"] == 78
-    assert all(e == 0.0 for e in d["errors"]) and d["error_steps"][0] == 39
+    d = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 47, "none", batches_per_epoch=31)
+    assert d["bit_exact"] and d["stop_step"] == 12 and d["steps"] == 24  # 8 steps per epoch
+    assert all(e == 0.0 for e in d["errors"]) and d["error_steps"][0] == 13
     lost = bk.bookkeeping_data(4, 3, "sync_at_epoch_end", 33, "partial window's .grad")
     assert lost["schedule"].batches_per_epoch == 23 and lost["stop_step"] == 8
     assert not lost["bit_exact"] and lost["errors"][0] > 0
@@ -331,8 +333,8 @@ def test_bookkeeping_data():
         ({"k": 0}, "k must be an integer >= 1, got 0"),
         ({"epochs": 5}, "epochs must be at most 4, got 5"),
         ({"counter": "x"}, "counter must be one of.*got 'x'"),
-        ({"stop_at": 69}, r"stop_at must be a micro-step in \[1, 68\], got 69"),
-        ({"batches_per_epoch": 104}, "batches_per_epoch must be at most 103, got 104"),
+        ({"stop_at": 69}, r"stop_at must be a number of micro-batches in \[1, 68\], got 69"),
+        ({"batches_per_epoch": 32}, "batches_per_epoch must be at most 31, got 32"),
         ({"batches_per_epoch": 1}, "batches_per_epoch must be an integer >= 2, got 1"),
         ({"stop_at": True}, "stop_at.*True"),
         ({"omission": "all"}, "omission must be one of.*got 'all'"),
@@ -351,8 +353,8 @@ def test_explorer_controls():
     ex.controls["epochs"].value = 1  # the interruption slider follows: 33 is past the end
     assert ex.controls["stop_at"].max == 22 and ex.controls["stop_at"].value <= 22
     assert ex.error is None and ex.data["schedule"].epochs == 1
-    ex.controls["batches_per_epoch"].value = 103
-    assert ex.controls["stop_at"].max == 102 and ex.data["schedule"].batches_per_epoch == 103
+    ex.controls["batches_per_epoch"].value = 31
+    assert ex.controls["stop_at"].max == 30 and ex.data["schedule"].batches_per_epoch == 31
     ex.controls["k"].value = 16
     ex.controls["counter"].value = "per_epoch"
     assert ex.data["schedule"].leftover and ex.error is None
@@ -488,3 +490,71 @@ def test_transformers_trainer_steps_and_resumes_where_the_lesson_says(tmp_path):
     _, resumed = train(tmp_path / "again", resume=str(tmp_path / "full" / "checkpoint-38"))
     start = bk.position_from_step(38, B, K, "per_epoch")
     assert start == 151 and resumed.seen == full.seen[start:]
+
+
+# practice.py, and the checks lesson 10 relies on ----------------------------------------------
+
+
+def test_accelerate_syncs_at_epoch_end_only_for_a_prepared_loader():
+    prepared = bk.accelerate_sync_points(7, 4, 2, prepared=True)
+    unprepared = bk.accelerate_sync_points(7, 4, 2, prepared=False)
+    assert prepared == [w[-1] for w in bk.step_schedule(7, 4, 2, "sync_at_epoch_end").windows]
+    assert unprepared == [w[-1] for w in bk.step_schedule(7, 4, 2, "global").windows]
+    assert prepared == [3, 6, 10, 13] and unprepared == [3, 7, 11]
+
+
+def test_a_stock_loop_resumes_exactly_only_with_the_epochs_rng_then_the_checkpoints():
+    results = {r: bk.stock_loader_resume(r) for r in bk.RNG_RESTORES}
+    assert results["epoch_then_ckpt"]["bit_exact"]
+    assert results["epoch_then_ckpt"]["extra_reads"] == 0
+    for restore in ("none", "at_checkpoint"):
+        r = results[restore]
+        assert not r["bit_exact"] and r["extra_reads"] == r["missed_reads"] > 0
+    # the caller's global RNG is left alone
+    torch.manual_seed(3)
+    before = torch.get_rng_state()
+    bk.stock_loader_resume("none")
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_dropout_masks_split_alike_is_a_property_of_the_generator():
+    assert bk.dropout_masks_split_alike(4, 2, p=0.1)
+    assert bk.dropout_masks_split_alike(8, 4, features=3, p=0.5, seed=2)
+
+
+def test_resuming_twice_from_one_dict_without_a_copy_gives_two_runs():
+    setup = bk.Setup(batches_per_epoch=9, epochs=2)
+    run = bk.train(setup, stop_at=5)
+    reference = bk.train(setup)
+    first = bk.resume(run.checkpoint, copy_first=False)
+    second = bk.resume(run.checkpoint, copy_first=False)
+    assert bk.final_error(first, reference)[0]
+    assert not bk.final_error(second, first)[0]
+    # with the copy (the default) the dict is untouched and both resumes are exact
+    run = bk.train(setup, stop_at=5)
+    assert all(bk.final_error(bk.resume(run.checkpoint), reference)[0] for _ in range(2))
+
+
+def test_checkpoints_with_nan_values_and_references_of_another_setup_are_refused():
+    setup = bk.Setup(batches_per_epoch=5, epochs=2, accumulation_steps=2)
+    ckpt = bk.train(setup, stop_at=3).checkpoint
+    name = next(iter(ckpt["model"]))
+    ckpt["model"][name] = ckpt["model"][name] * float("nan")
+    with pytest.raises(ValueError, match=r"checkpoint\['model'\].*nan"):
+        bk.resume(ckpt)
+    other = bk.train(bk.Setup(batches_per_epoch=5, epochs=2, accumulation_steps=4))
+    with pytest.raises(
+        ValueError, match="reference must be the uninterrupted run of the same setup"
+    ):
+        bk.resume_damage(setup, 3, reference=other)
+
+
+def test_counts_accept_numpy_integers_and_0d_tensors():
+    import numpy as np
+
+    assert bk.position_from_step(np.int64(3), 10, 4) == bk.position_from_step(3, 10, 4)
+    assert bk.step_schedule(10, 4).position_after(torch.tensor(2)) == 8
+    assert bk.scheduler_total_steps(np.int64(103), np.int64(4), torch.tensor(3)) == 78
+    setup = bk.Setup(batches_per_epoch=5, epochs=2, accumulation_steps=2)
+    assert bk.train(setup, stop_at=np.int64(3)).checkpoint["micro_step"] == 3
+    assert bk.tokens_per_step(np.array([3, 4, 5]), 2, 1).real == [7, 5]

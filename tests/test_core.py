@@ -198,3 +198,14 @@ def test_finite_tensors_names_the_path_of_a_nan_inside_a_nested_checkpoint():
     with pytest.raises(ValueError, match=r"checkpoint\[1\] holds nan"):
         finite_tensors("checkpoint", [torch.ones(1), torch.tensor([float("nan")])])
     finite_tensors("checkpoint", {"ids": torch.tensor([1, 2])})  # integer tensors hold no NaN
+
+
+def test_token_data_reads_numpy_and_tensor_integers_as_integers():
+    import numpy as np
+
+    a = al.token_data(lengths=[3, 4])
+    for lengths in (np.array([3, 4]), [np.int64(3), torch.tensor(4)]):
+        assert torch.equal(al.token_data(lengths=lengths).x, a.x)
+    for bad in ([True, 3], [2.5, 3], [-1, 3]):
+        with pytest.raises(ValueError, match=r"lengths\[0\]"):
+            al.token_data(lengths=bad)

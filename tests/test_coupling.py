@@ -156,6 +156,38 @@ def test_gradcache_with_dropout_needs_the_rng_replayed(pairs):
     assert not any(torch.equal(a, b) for a, b in zip(fresh["first"], fresh["second"], strict=True))
 
 
+def test_open_clip_caching_is_exact_only_when_the_rng_is_replayed(pairs):
+    model = C.encoder(dropout=0.2)
+    ref = C.same_masks_reference(model, pairs, 8, seed=5)
+    stock = C.cached_negatives_grads(model, pairs, 8, seed=5)  # open_clip: no replay
+    replayed = C.cached_negatives_grads(model, pairs, 8, seed=5, replay_rng=True)
+    assert _rel(replayed["grads"], ref["grads"]) <= 1e-13
+    assert _rel(stock["grads"], ref["grads"]) > 0.05
+    with pytest.raises(ValueError, match="replay_rng must be True or False"):
+        C.cached_negatives_grads(model, pairs, 8, replay_rng="no")
+
+
+def test_gradcache_with_batchnorm_counts_both_passes(pairs):
+    out = C.gradcache_grads(C.encoder(norm="batch"), pairs, 8)
+    counters = [int(b) for n, b in out["buffers"].items() if n.endswith("num_batches_tracked")]
+    assert counters == [8, 8]  # 4 graph-less forwards + 4 forwards with a graph, per BatchNorm
+    # a plain accumulation loop over the same 4 chunks forwards each once
+    model = C.encoder(norm="batch")
+    for chunk in pairs.micro_batches(8):
+        model(C.pair_inputs(chunk))
+    assert [int(b) for n, b in model.named_buffers() if n.endswith("num_batches_tracked")] == [4, 4]
+
+
+def test_contrastive_sweep_logged_loss_falls_with_the_micro_batch(pairs):
+    model = C.encoder()
+    sweep = C.contrastive_sweep(model, pairs, [32, 8])
+    big = float(C.contrastive_loss(model, pairs).detach())
+    assert sweep["loss"][0] == pytest.approx(big, abs=1e-12)
+    assert sweep["loss"][1] < sweep["loss"][0]
+    with pytest.raises(ValueError, match=r"sizes\[1\] must be at least 2"):
+        C.contrastive_sweep(model, pairs, [8, 1])
+
+
 def test_gradcache_leaves_the_callers_generator_alone(pairs):
     torch.manual_seed(11)
     expected = torch.rand(3)
@@ -237,16 +269,58 @@ def test_ema_bad_input(reg):
         C.ema_horizon(1)
 
 
-def test_accelerate_syncs_once_per_window_and_the_gate_counts_one_ema_update():
+def test_accelerate_syncs_once_per_window_and_the_gated_ema_is_the_once_per_step_ema():
     plain = C.accelerate_ema_updates(3, 6, gated=False)
     gated = C.accelerate_ema_updates(3, 6, gated=True)
     assert plain["sync_flags"] == gated["sync_flags"] == [False, False, True] * 2
     assert plain["optimizer_steps"] == gated["optimizer_steps"] == 2
-    assert (plain["ema_updates"], gated["ema_updates"]) == (6, 2)
+    assert (plain["ema_updates"], gated["ema_updates"]) == (6, 2)  # AveragedModel.n_averaged
+    assert gated["ema_gap"] <= 1e-12 and plain["ema_gap"] > 1e-3
     with pytest.raises(ValueError, match="gated must be True or False, got 1"):
         C.accelerate_ema_updates(3, 6, gated=1)
     with pytest.raises(ValueError, match="micro_steps must be an integer >= 1, got 0"):
         C.accelerate_ema_updates(3, 0, gated=True)
+    with pytest.raises(ValueError, match="beta must be a number in"):
+        C.accelerate_ema_updates(3, 6, gated=True, beta=1.0)
+
+
+def test_lightning_weight_averaging_updates_once_per_optimizer_step(tmp_path):
+    """Lightning's WeightAveraging callback (2.6+) guards on trainer.global_step: with
+    accumulate_grad_batches=4 over 8 batches it updates its AveragedModel twice, not 8 times."""
+    lightning = pytest.importorskip("lightning.pytorch")
+    callbacks = pytest.importorskip("lightning.pytorch.callbacks")
+    if not hasattr(callbacks, "WeightAveraging"):
+        pytest.skip("this Lightning has no WeightAveraging callback")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Module(lightning.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = al.mlp(4, 8, 1, seed=0)
+
+        def training_step(self, batch, _):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    data = al.regression_data(32, 4, seed=0)
+    averaging = callbacks.WeightAveraging()
+    trainer = lightning.Trainer(
+        max_epochs=1,
+        accumulate_grad_batches=4,
+        callbacks=[averaging],
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(Module(), DataLoader(TensorDataset(data.x, data.y), batch_size=4))
+    assert trainer.global_step == 2
+    assert int(averaging._average_model.n_averaged) == 2
 
 
 # router.py -------------------------------------------------------------------------------------
@@ -267,6 +341,41 @@ def test_global_counts_make_the_aux_loss_exact_and_per_micro_batch_does_not():
     assert _rel(fixed["grads"], full["grads"]) <= 1e-13
     assert abs(fixed["loss"] - full["loss"]) <= 1e-12
     assert _rel(naive["grads"], full["grads"]) > 0.1 and naive["loss"] > full["loss"] + 0.01
+
+
+def test_running_counts_are_exact_only_for_the_last_micro_batch():
+    data = C.router_data(64)
+    model = C.router_model()
+    full = C.aux_loss_grads(model, data, 64, "full")
+    running = C.aux_loss_grads(model, data, 8, "running_counts")
+    assert _rel(running["grads"], full["grads"]) > 0.05
+    # one micro-batch: its running counts are the window's counts
+    assert (
+        _rel(C.aux_loss_grads(model, data, 64, "running_counts")["grads"], full["grads"]) <= 1e-13
+    )
+    # by hand: micro-batch m uses the counts of micro-batches 1..m
+    manual = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+    seen, counts = 0, None
+    for mb in data.micro_batches(8):
+        logits = model(mb.x)
+        mine = C.routed_fractions(logits) * len(mb)
+        counts = mine if counts is None else counts + mine
+        seen += len(mb)
+        grads = torch.autograd.grad(
+            C.load_balance_loss(logits, counts / seen, 64), list(model.parameters())
+        )
+        for (n, _), g in zip(model.named_parameters(), grads, strict=True):
+            manual[n] += g
+    assert _rel(running["grads"], manual) <= 1e-13
+
+
+def test_load_balance_loss_refuses_nan_logits_and_fractions():
+    bad = torch.zeros(4, 2, dtype=torch.float64)
+    bad[1, 0] = float("nan")
+    with pytest.raises(ValueError, match="logits holds nan"):
+        C.load_balance_loss(bad)
+    with pytest.raises(ValueError, match="fractions holds nan"):
+        C.load_balance_loss(torch.zeros(4, 2), torch.tensor([float("nan"), 0.5]))
 
 
 def test_router_data_grouped_or_shuffled():
@@ -318,6 +427,29 @@ def test_clip_per_sample_accumulates_exactly_other_placements_do_not(reg):
     plain = al.full_batch_grads(model, data)
     for mode in C.CLIP_MODES:
         assert _rel(C.clipped_grads(model, data, 4, 1e9, mode), plain) <= 1e-13
+
+
+def test_clipped_grads_run_a_micro_batch_loop_and_add_noise_once(reg):
+    reg, model = reg
+    clip = C.median_grad_norm(model, reg)
+    # micro_batch mode really backpropagates each micro-batch: at size 1 it is per-sample clipping
+    assert (
+        _rel(
+            C.clipped_grads(model, reg, 1, clip, "micro_batch"),
+            C.clipped_grads(model, reg, len(reg), clip, "per_sample"),
+        )
+        <= 1e-13
+    )
+    noisy = [
+        C.clipped_grads(model, reg, s, clip, "per_sample", noise_multiplier=1.0, seed=2)
+        for s in (2, len(reg))
+    ]
+    assert _rel(*noisy) <= 1e-13  # the same noise, drawn once per logical batch
+    clean = C.clipped_grads(model, reg, 2, clip, "per_sample")
+    noise = torch.cat([(noisy[0][n] - clean[n]).reshape(-1) for n in clean]) * len(reg)
+    assert 0.5 < float(noise.std()) / clip < 1.5  # std = noise_multiplier × C
+    with pytest.raises(ValueError, match="noise_multiplier must be a finite number >= 0"):
+        C.clipped_grads(model, reg, 2, clip, "per_sample", noise_multiplier=-1.0)
 
 
 def test_dpsgd_bad_input(reg):
@@ -489,9 +621,21 @@ def test_explorer_figure_is_updated_not_rebuilt():
     assert ex.error is None and ex.figure is fig and list(fig.axes[0].patches) == bars
     chosen = next(r for r in ex.data["rows"] if r["coupling"] == "aux_loss")
     assert chosen["micro_batch_size"] == 16 and chosen["accumulation_steps"] == 8
-    assert bars[2].get_height() == pytest.approx(chosen["naive"]) and bars[2].get_alpha() == 1.0
-    assert bars[0].get_alpha() < 1.0
+    # two bars, the chosen coupling's: naive (red) and the fix (green)
+    assert len(bars) == 2 and len(ex.data["rows"]) == 1
+    assert bars[0].get_height() == pytest.approx(chosen["naive"])
+    assert bars[1].get_height() == pytest.approx(max(chosen["fix"], 1e-17))
     assert bytes(ex.image.value[:4]) == b"\x89PNG"
+    # the numbers are in the caption, the figure's texts never change
+    assert "aux_loss" in ex.summary.value and f"{chosen['naive']:.2g}" in ex.summary.value
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [
+        "naive accumulation",
+        "the fix",
+    ]
+    # every coupling, computed on its own, is the row the explorer shows for it
+    for coupling in C.COUPLINGS:
+        ex.controls["coupling"].value = coupling
+        assert ex.data["rows"] == [C.coupling_gaps(coupling, 16, 8)]
 
 
 def test_explorer_sliders_cannot_reach_invalid_values():

@@ -4,6 +4,7 @@ bounds); each test names the source line it measures."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
 import os
@@ -207,12 +208,44 @@ def test_trainer_kwargs_ignored_and_default_clip():
         assert math.isclose(c.logged_grad_norm, c.reference_norm, rel_tol=1e-9)
 
 
-def test_deepspeed_stand_in_divides_in_backward():
-    both = F.run_all(("deepspeed_stand_in", "deepspeed_stand_in_double"), progress=False)
-    documented = F.check_run(both["regression"]["deepspeed_stand_in"])
-    twice = F.check_run(both["regression"]["deepspeed_stand_in_double"])
-    assert len(documented) == 2 and _worst(documented) < 1e-12  # the short window never steps
-    assert [round(c.scale, 12) for c in twice] == [0.25, 0.25]
+@pytest.mark.skipif(
+    not importlib.util.find_spec("deepspeed"), reason="the real engine needs deepspeed"
+)
+def test_real_deepspeed_divides_in_backward_and_never_resets_its_counter():
+    runs = F.run_all(("deepspeed", "deepspeed_double", "deepspeed_exact"), progress=False)
+    for data in F.DATASETS:
+        assert runs[data]["deepspeed"].version.startswith("deepspeed ")  # the real engine ran
+        documented = F.check_run(runs[data]["deepspeed"])
+        twice = F.check_run(runs[data]["deepspeed_double"])
+        exact = F.check_run(runs[data]["deepspeed_exact"])
+        assert [len(c.window) for c in documented] == [4, 4]  # managed: the short window waits
+        assert {c.divided_by for c in twice} == {"Σ means ÷ 16"}
+        assert len(exact) == 3 and max(c.grad_error for c in exact) < 1e-5  # float32 tolerance
+        assert min(c.grad_error for c in exact) > 1e-9  # float32 really ran: not float64 round-off
+    reg = F.check_run(runs["regression"]["deepspeed"])
+    assert max(c.grad_error for c in reg) < 1e-5  # ÷ k once: exact on equal micro-batches
+    assert all(
+        abs(c.scale - 0.25) < 1e-5 for c in F.check_run(runs["regression"]["deepspeed_double"])
+    )
+    two = F.run_framework("deepspeed", "regression", 4, epochs=2)
+    assert two.windows == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 0, 1), (2, 3, 4, 5), (6, 7, 8, 9)]
+    assert "WORLD_SIZE" not in os.environ and "MASTER_PORT" not in os.environ  # put back
+
+
+def test_stand_in_replaces_deepspeed_only_where_it_is_missing_and_says_so(monkeypatch):
+    from accumlab.frameworks import with_deepspeed
+
+    monkeypatch.setattr(with_deepspeed, "deepspeed_installed", lambda: False)
+    runs = F.run_all(("deepspeed", "deepspeed_double"), ("regression",), progress=False)
+    assert runs["regression"]["deepspeed"].version.startswith("STAND-IN")
+    documented = F.check_run(runs["regression"]["deepspeed"])
+    assert len(documented) == 2 and _worst(documented) < 1e-5
+    assert [round(c.scale, 6) for c in F.check_run(runs["regression"]["deepspeed_double"])] == [
+        0.25,
+        0.25,
+    ]
+    exact = F.check_run(F.run_framework("deepspeed_exact", "tokens", 4))
+    assert len(exact) == 3 and _worst(exact) < 1e-5  # the boundary override, as DeepSpeed's
     model = al.mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     engine = F.StandInEngine(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, F.lr_factor), 4)
@@ -227,7 +260,7 @@ def test_table_cells_come_from_the_runs(table):
     assert "the table holds for these versions" in md
     assert table.row("accelerate")["short last window"].startswith("×0.5")
     assert table.row("trainer")["short last window"] == "exact"
-    assert table.row("deepspeed_stand_in")["short last window"].startswith("never stepped")
+    assert table.row("deepspeed")["short last window"].startswith("never stepped")
     assert table.row("trainer_num_items")["tokens vs reference"] == "exact"
     with pytest.raises(ValueError, match="'keras'"):
         table.row("keras")
@@ -262,7 +295,8 @@ def test_runs_need_no_network_and_leave_nothing_behind(monkeypatch, tmp_path):
 def test_import_accumlab_imports_no_framework():
     code = (
         "import sys, accumlab as al; al.frameworks.make_problem(); "
-        "print(sorted(m for m in ('accelerate', 'lightning', 'transformers') if m in sys.modules))"
+        "print(sorted(m for m in ('accelerate', 'lightning', 'transformers', 'deepspeed') "
+        "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -315,3 +349,22 @@ def test_every_public_name_resolves():
     assert "frameworks" in al.TOPICS
     for name in F.__all__:
         assert getattr(F, name) is not None, name
+
+
+@pytest.mark.skipif(
+    not importlib.util.find_spec("deepspeed"), reason="the real engine needs deepspeed"
+)
+def test_deepspeed_batch_triple_is_filled_in_and_checked():
+    from accumlab.frameworks.with_deepspeed import one_process_group
+
+    def engine_with(config):
+        model = al.mlp(4, 8, depth=1, dtype=torch.float32)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        return deepspeed.initialize(model=model, optimizer=optimizer, config=config)[0]
+
+    with one_process_group() as deepspeed:
+        two = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 3}
+        assert engine_with(two).train_batch_size() == 12  # micro × k × 1 process
+        three = {**two, "train_batch_size": 16}
+        with pytest.raises(AssertionError, match="16"):
+            engine_with(three)

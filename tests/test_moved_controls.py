@@ -30,14 +30,7 @@ from moved_controls_run import describe_failures, describe_moves, run_notebook
 
 # ==== Lessons that fail with moved controls today (strict: a listed lesson that passes FAILS) ====
 # Fixed your lesson? Delete its line here, in the same commit. `--runxfail` prints the failure.
-XFAIL = {
-    "03_loss_scaling.ipynb": "cell 33 asserts on the explorer's state before setting it: with "
-    "accumulation_steps moved to 1 (variants low, random) the 'mean' errors are not all > 1e-3",
-    "10_bookkeeping_logging_resume.ipynb": "cell 32 sets counter, omission and stop_at but not k, "
-    "epochs or batches_per_epoch: straddling() == 2 fails",
-    "12_accumulation_at_scale.ipynb": "cell 21 asserts the default bubble (stages 2, "
-    "micro_batches 4) before setting any control",
-}
+XFAIL: dict[str, str] = {}
 # =================================================================================================
 
 ROOT = Path(__file__).resolve().parents[1]

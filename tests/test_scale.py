@@ -1,4 +1,4 @@
-"""accumlab.scale (lesson 12): the accumulator's dtype, pipeline schedules (replayed and run on two
+"""accumlab.scale (lessons 12 and 13): the accumulator's dtype, pipeline schedules (replayed and run on two
 processes), torch.compile recompiles, the gradient noise scale and the batch-size sweep, plots,
 the explorer — and a clear ValueError for every bad argument."""
 
@@ -301,11 +301,116 @@ def test_noise_scale_on_known_gradients():
     # two samples ±1 around mean 3 in one coordinate: tr(Σ) = 2, |G|² = 9 − 2/2 = 8
     r = al.scale.noise_scale(torch.tensor([[2.0], [4.0]]))
     assert (r["trace_sigma"], r["g_squared"], r["b_simple"]) == (2.0, 8.0, 0.25)
-    assert al.scale.noise_scale(torch.tensor([[1.0], [-1.0]]))["b_simple"] == math.inf
+    assert r["b_naive"] == 2.0 / 9.0  # tr(Σ)/|mean|²: no correction
+    with pytest.raises(ValueError, match="grads.*tr\\(Σ\\)/n"):  # mean within its own noise
+        al.scale.noise_scale(torch.tensor([[1.0], [-1.0]]))
+    with pytest.raises(ValueError, match="grads.*all-zero"):
+        al.scale.noise_scale(torch.zeros(4, 2))
     with pytest.raises(ValueError, match="grads.*samples ≥ 2"):
         al.scale.noise_scale(torch.ones(1, 3))
     with pytest.raises(ValueError, match="grads"):
         al.scale.noise_scale([[1.0]])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_naive_estimator_is_biased_at_small_n_and_the_correction_is_not(seed):
+    p = al.scale.Problem()
+    r = al.scale.estimator_bias(p, 0.05, samples=64, draws=500, seed=seed)
+    assert r["corrected"] == pytest.approx(89.0, rel=0.15)
+    assert r["naive"] == pytest.approx(r["predicted_naive"], rel=0.1)  # B / (1 + B/n)
+    assert r["naive"] < 0.5 * r["exact"]
+
+
+def test_two_batch_estimate_formulas():
+    # E|G_B|² = |G|² + tr(Σ)/B with |G|² = 2, tr(Σ) = 8: B = 4 → 4, B = 16 → 2.5
+    est = al.scale.two_batch_estimate(4.0, 2.5, 4, 16)
+    assert est["g_squared"] == pytest.approx(2.0) and est["trace_sigma"] == pytest.approx(8.0)
+    ema = al.scale.NoiseScaleEMA(beta=None)
+    for small, big in ((4.0, 2.5), (6.0, 2.0)):
+        ema.update(small, big, 4, 16)
+    both = [al.scale.two_batch_estimate(a, c, 4, 16) for a, c in ((4.0, 2.5), (6.0, 2.0))]
+    mean_tr = sum(e["trace_sigma"] for e in both) / 2
+    mean_g2 = sum(e["g_squared"] for e in both) / 2
+    assert ema.b_simple == pytest.approx(mean_tr / mean_g2)  # ratio of averages, not average ratio
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_two_batch_noise_from_accumulation_matches_the_exact_value(seed):
+    p = al.scale.Problem()
+    r = al.scale.two_batch_noise(p, 0.05, micro_batch_size=8, accumulation_steps=16, windows=400,
+                                 seed=seed)  # fmt: skip
+    assert r["b_simple"] == pytest.approx(p.b_simple(0.05), rel=0.15)
+    r = al.scale.two_batch_noise(p, 2.0, micro_batch_size=4, accumulation_steps=8, windows=200,
+                                 seed=seed)  # fmt: skip
+    assert r["b_simple"] == pytest.approx(p.b_simple(2.0), rel=0.1)
+
+
+def test_accumulation_noise_hooks_read_the_same_norms_as_the_vectorised_estimate():
+    p = al.scale.Problem()
+    for loss_scale, divide in ((None, True), (1.0, False)):  # loss / k, or the plain mean loss
+        net = al.scale.linear_model(p, 0.5)
+        meter = al.scale.AccumulationNoise(net, 4, 8, beta=None, loss_scale=loss_scale)
+        for window in al.scale.micro_batch_windows(p, 4, 8, 20):
+            for x, y in window:
+                loss = 0.5 * ((net(x).squeeze(1) - y) ** 2).mean()
+                (loss / 8 if divide else loss).backward()
+            meter.window_done()
+            net.zero_grad()
+        same = al.scale.two_batch_noise(
+            p, 0.5, micro_batch_size=4, accumulation_steps=8, windows=20
+        )
+        assert meter.b_simple == pytest.approx(same["b_simple"], rel=1e-9)
+        meter.remove()
+    with pytest.raises(ValueError, match="accumulation_steps=8.*\\[1\\]"):
+        meter = al.scale.AccumulationNoise(net, 4, 8)
+        x, y = al.scale.micro_batch_windows(p, 4, 8, 1)[0][0]
+        (0.5 * ((net(x).squeeze(1) - y) ** 2).mean()).backward()
+        meter.window_done()  # one backward, not 8
+
+
+def test_step_recompiles_when_a_grad_is_none_at_step_time():
+    assert al.scale.step_recompiles(set_to_none=(True, False))["graphs"] == 1
+    unused = al.scale.step_recompiles(set_to_none=(True,), unused_in=(2,))
+    assert unused["graphs_after_step"] == [1, 1, 2, 2]
+    kept = al.scale.step_recompiles(set_to_none=(False,), unused_in=(2,))  # zeros, not None
+    assert kept["graphs"] == 1 and kept["grads_none_at_step"] == [0, 0, 0, 0]
+
+
+def test_adamw_refuses_a_float32_grad_dtype_sgd_does_not():
+    steps = al.scale.step_with_grad_dtype()
+    if not al.scale.grad_dtype_supported():
+        assert steps == {}
+        return
+    assert steps["SGD"] == "steps"
+    assert all(v.startswith("RuntimeError") for n, v in steps.items() if n.startswith("AdamW"))
+
+
+def test_fit_refuses_steps_outside_its_domain():
+    with pytest.raises(ValueError, match="E_min > 0.*fit gives.*do not fall"):
+        al.scale.fit([1, 2, 4, 8], [10.0, 12.0, 15.0, 21.0])  # rising: E_min < 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sweep_claims_hold_across_seeds(seed):
+    sweep = al.scale.batch_size_sweep(seed=seed)
+    steps = dict(zip(sweep["batch_sizes"], sweep["steps"]))
+    samples = dict(zip(sweep["batch_sizes"], sweep["samples"]))
+    below, above = steps[1] / steps[8], steps[128] / steps[1024]
+    assert below > 4 and below > 1.5 * above
+    assert samples[8] / samples[1] < 2 and samples[1024] / samples[128] > 3
+    fitted = al.scale.fit(sweep["batch_sizes"], sweep["steps"])
+    assert 0.5 < fitted["b_crit"] / 89 < 2 and fitted["s_min"] < 2
+
+
+def test_batch_explorer_moves_and_its_data_is_explore_batch():
+    sweep = al.scale.batch_size_sweep(seeds=4)
+    ex = al.scale.batch_explorer(sweep)
+    ex.controls["micro_batch_size"].value = 2
+    ex.controls["accumulation_steps"].value = 16
+    assert ex.data == al.scale.explore_batch(sweep, 2, 16)
+    assert ex.data["batch"] == 32 and ex.data["passes"] == 16 * ex.data["steps"]
+    ex.controls["accumulation_steps"].value = 1
+    assert ex.data["measured_b_simple"] is None
 
 
 def test_problem_rejects_bad_values():

@@ -18,6 +18,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "norm_inputs": "stats",
         # measured.py: the statistics read back from the layer itself
         "layer_statistics": "measured",
+        "normalized_values": "measured",
         # running.py: running statistics
         "matching_momentum": "running",
         "micro_batch_weights": "running",

@@ -62,3 +62,56 @@ def layer_statistics(model: nn.Module, data: Data, micro_batch_size: int) -> dic
     for key in ("means", "vars", "running_means", "running_vars"):
         out[key] = torch.stack(out[key])
     return out
+
+
+@one_thread()
+def normalized_values(model: nn.Module, data: Data, micro_batch_size: int) -> dict:
+    """What every BatchNorm layer of `model` computes when `data` arrives in micro-batches of
+    `micro_batch_size` (training mode, on a copy): its input x and its normalised values
+    x̂ = (x − μ)/√(σ² + eps), read back from its output as (y − β)/γ.
+
+    Returns {"layers": the layers' names, "inputs", "normalized": one (samples, channels) tensor
+    per layer, the micro-batches' rows in order}. With micro-batches of 2, x̂ of the pair is
+    ±d/√(d² + eps) with d = (x₁ − x₂)/2: ±1 unless the two samples nearly agree. Lesson 04.
+    """
+    _check_data(data)
+    check_micro_batches(model, data, micro_batch_size)
+    model = copy.deepcopy(model).train()
+    layers = [
+        (n, m) for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+    ]
+    if not layers:
+        raise ValueError("model has no BatchNorm layer: nothing normalises with batch statistics")
+    for name, bn in layers:
+        if bn.affine and bool((bn.weight == 0).any()):
+            raise ValueError(
+                f"BatchNorm layer {name!r} has a scale γ of 0 in some channel: its output there "
+                "no longer shows the normalised value"
+            )
+    seen = {name: ([], []) for name, _ in layers}
+
+    def keep(name):
+        def hook(_module, args, y):  # returns None: the output passes on unchanged
+            seen[name][0].append(args[0].detach())
+            seen[name][1].append(y.detach())
+
+        return hook
+
+    handles = [bn.register_forward_hook(keep(name)) for name, bn in layers]
+    try:
+        with torch.no_grad():
+            for j, mb in enumerate(data.micro_batches(micro_batch_size)):
+                forward(model, mb, f"micro-batch {j}")
+    finally:
+        for handle in handles:
+            handle.remove()
+    out = {"layers": [], "inputs": [], "normalized": []}
+    for name, bn in layers:
+        x, y = torch.cat(seen[name][0]), torch.cat(seen[name][1])
+        if bn.affine:  # γ and β per channel: dimension 1 of (N, C), (N, C, L), (N, C, H, W)
+            shape = (1, -1, *[1] * (y.dim() - 2))
+            y = (y - bn.bias.detach().view(shape)) / bn.weight.detach().view(shape)
+        out["layers"].append(name)
+        out["inputs"].append(x)
+        out["normalized"].append(y)
+    return out

@@ -145,7 +145,10 @@ def plot_dropout_expectation(result: dict) -> Figure:
     ax = fig.add_subplot()
     n, gap = result["draws"], result["rel_gap"]
     ax.loglog(n, gap, marker=".", label="measured")
-    ax.loglog(n, [gap[0] / d**0.5 for d in n], "--", color="grey", label="first gap / √draws")
+    if "noise_gap" in result:  # what averaging pure noise leaves: σ/√draws
+        ax.loglog(n, result["noise_gap"], "--", color="grey", label="pure noise: σ / √draws")
+    else:
+        ax.loglog(n, [gap[0] / d**0.5 for d in n], "--", color="grey", label="first gap / √draws")
     ax.set_xlabel("dropout draws averaged")
     ax.set_ylabel("relative L2 gap")
     ax.set_title("accumulated vs full batch with dropout: equal in expectation", fontsize=9)

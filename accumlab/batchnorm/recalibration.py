@@ -21,8 +21,9 @@ def recalibrate(model: nn.Module, data: Data, batch_size: int | None = None) -> 
     at once). update_bn resets the buffers, sets momentum=None (a cumulative average: every batch
     weighs the same), runs the forwards in training mode and puts momentum and mode back.
 
-    No gradient is needed, so the forwards run under no_grad: a batch far larger than the training
-    micro-batch costs no activation memory for backward. Lesson 04."""
+    No gradient is needed, so the forwards run under no_grad (update_bn is decorated with it too):
+    nothing is kept for a backward, though each forward still allocates its layers' outputs while
+    it runs, so a batch larger than the training micro-batch still costs memory. Lesson 04."""
     _validate.model("model", model)
     _check_data(data)
     if not batchnorm_layers(model):

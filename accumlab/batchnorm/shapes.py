@@ -128,6 +128,13 @@ def dropout_expectation(value) -> None:
     for i, gap in enumerate(value["rel_gap"]):
         positive_float(f"result['rel_gap'][{i}]", gap)
     same_length(draws=value["draws"], rel_gap=value["rel_gap"])
+    if "noise_gap" in value:
+        noise = finite_floats("result['noise_gap']", value["noise_gap"], minimum=0.0)
+        if len(noise) != len(value["draws"]) or min(noise) <= 0:
+            raise ValueError(
+                "result['noise_gap'] must hold one gap > 0 per draw (a logarithmic axis), got "
+                f"{len(noise)} values for {len(value['draws'])} draws, smallest {min(noise, default=0)}"
+            )
 
 
 def explorer(data) -> None:

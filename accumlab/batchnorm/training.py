@@ -137,9 +137,10 @@ def accuracy_over_seeds(
     (b − 1)/b, b its micro-batch size: the biased variance training normalised with, instead of the
     unbiased one PyTorch's running update stores. Lesson 04.
 
-    Returns {"labels", "seeds", "accuracy": {label: [one per seed]}, "recalibrated" and
-    "biased_running_var": {label: [...]} (BatchNorm setups only), "first": the first seed's
-    `training_comparison` result}.
+    Returns {"labels", "seeds", "accuracy": {label: [one per seed]}, "final_loss": {label: [mean
+    training loss over the last epoch's optimizer steps, as the loop saw it, one per seed]},
+    "recalibrated" and "biased_running_var": {label: [...]} (BatchNorm setups only), "runs": each
+    seed's `training_comparison` result (its trained models included), "first": runs[0]}.
     """
     from .layers import batchnorm_layers
     from .recalibration import recalibrate
@@ -158,18 +159,25 @@ def accuracy_over_seeds(
         "labels": list(setups),
         "seeds": seeds,
         "accuracy": {},
+        "final_loss": {},
         "recalibrated": {},
         "biased_running_var": {},
+        "runs": [],
     }
     for seed in seeds:
         result = training_comparison(
             setups, train, test, epochs=epochs, lr=lr, seed=seed, progress=False
         )
+        out["runs"].append(result)
         out.setdefault("first", result)
-        for label, acc, model in zip(
-            result["labels"], result["accuracy"], result["models"], strict=True
+        for label, acc, model, losses in zip(
+            result["labels"], result["accuracy"], result["models"], result["losses"], strict=True
         ):
             out["accuracy"].setdefault(label, []).append(acc)
+            _, mb, k = setups[label]
+            per_epoch = -(-len(train) // (mb * k))  # optimizer steps in one epoch
+            last = losses[-per_epoch:]
+            out["final_loss"].setdefault(label, []).append(sum(last) / len(last))
             if batchnorm_layers(model):
                 rebuilt = accuracy(recalibrate(model, train), test)
                 out["recalibrated"].setdefault(label, []).append(rebuilt)
@@ -187,16 +195,21 @@ def dropout_expectation(
 ) -> dict:
     """Dropout draws different masks for micro-batches than for the full batch, so one accumulated
     gradient differs from one full-batch gradient; averaged over many draws both approach the same
-    expected gradient. Returns the relative L2 gap of the running averages after 1..draws draws,
-    and "slope": the least-squares slope of log(gap) against log(draws) (−1/2 for pure noise).
-    Lesson 04."""
+    expected gradient. Lesson 04.
+
+    Returns, after 1..draws draws, "rel_gap": |mean accumulated − mean full-batch gradient| /
+    |mean full-batch gradient|, and "noise_gap": the gap pure noise would leave, σ/√d over the same
+    norm, with σ² the per-draw spread of the difference estimated from all draws. "noise_ratio" is
+    the last gap over the last noise gap: about 1 when the two agree in expectation; a systematic
+    difference b adds to the gap and does not shrink, so the ratio grows like √(1 + d·b²/σ²).
+    "slope": the least-squares slope of log(gap) against log(draws) (−1/2 for pure noise)."""
     _validate.model("model", model)
-    if not any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules()):
+    if not any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
         raise ValueError(
-            "model has no dropout layer: both gradients would be the same every draw and the gap "
+            "model has no dropout layer with p > 0: both gradients would be the same every draw and the gap "
             "would measure only rounding (build one with al.batchnorm.norm_model(..., dropout=0.2))"
         )
-    positive_int("draws", draws)
+    positive_int("draws", draws, minimum=2)  # one draw cannot tell its noise from a bias
     _validate.seed("seed", seed)
     check_micro_batches(model, data, micro_batch_size)
     # per draw: one accumulated window of micro-batches and one full batch
@@ -204,7 +217,8 @@ def dropout_expectation(
     _validate.within_max_steps(
         f"draws × micro-batches per draw = {draws} × {steps // draws}", steps
     )
-    acc_sum = full_sum = None
+    delta_sum = full_sum = None
+    delta_sq = 0.0  # Σ |δ_d|², for the spread of the per-draw differences δ_d
     gaps = []
     for d in range(draws):
         # independent masks for the two estimates, drawn without moving the caller's generator
@@ -216,11 +230,24 @@ def dropout_expectation(
             )
         with seeded(seed + 2 * d + 1):
             full = flatten(full_batch_grads(model, data, loss="cross_entropy"))
-        acc_sum = acc if acc_sum is None else acc_sum + acc
+        delta = acc - full
+        delta_sum = delta if delta_sum is None else delta_sum + delta
         full_sum = full if full_sum is None else full_sum + full
-        gaps.append(float((acc_sum - full_sum).norm() / full_sum.norm()))
-    # averaging independent noise shrinks the gap as draws^(-1/2); a bias would flatten it to 0
+        delta_sq += float(delta @ delta)
+        gaps.append(float(delta_sum.norm() / full_sum.norm()))
+    # spread of δ around its mean: Σ|δ_d − δ̄|² = Σ|δ_d|² − D·|δ̄|², over D − 1
+    mean_delta = delta_sum / draws
+    spread = max(delta_sq - draws * float(mean_delta @ mean_delta), 0.0) / (draws - 1)
+    scale = float((full_sum / draws).norm())
+    noise = [(spread / d) ** 0.5 / scale for d in range(1, draws + 1)]
+    # averaging independent noise shrinks the gap as draws^(-1/2); a bias would flatten it
     logs = torch.log(torch.tensor([range(1, draws + 1), gaps], dtype=torch.float64))
     x, y = logs[0] - logs[0].mean(), logs[1] - logs[1].mean()
-    slope = float((x * y).sum() / (x * x).sum()) if draws > 1 else float("nan")
-    return {"draws": list(range(1, draws + 1)), "rel_gap": gaps, "slope": slope}
+    slope = float((x * y).sum() / (x * x).sum())
+    return {
+        "draws": list(range(1, draws + 1)),
+        "rel_gap": gaps,
+        "noise_gap": noise,
+        "noise_ratio": gaps[-1] / noise[-1],
+        "slope": slope,
+    }

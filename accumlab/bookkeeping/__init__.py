@@ -37,6 +37,11 @@ __getattr__, __dir__, __all__ = lazy_names(
         "resume": "checkpoints",
         "resume_damage": "checkpoints",
         "save_checkpoint": "checkpoints",
+        # practice.py: what stock tools do, measured with the tools
+        "RNG_RESTORES": "practice",
+        "accelerate_sync_points": "practice",
+        "dropout_masks_split_alike": "practice",
+        "stock_loader_resume": "practice",
         # tokens.py: the effective batch in samples and tokens
         "TokenBudget": "tokens",
         "tokens_per_step": "tokens",

@@ -13,8 +13,10 @@ import torch
 
 from .. import _validate
 from .._validate import one_of
+from .._validate_torch import finite_tensors
 from .counters import position_from_step
 from .loop import Loop, Run, Setup, train
+from .loop import stop_at_in as _stop_at
 
 # What a resumed run gets wrong (lesson 10):
 #   none                  — everything restored: the run continues bit for bit
@@ -65,6 +67,9 @@ def _check_checkpoint(checkpoint) -> None:
         raise ValueError(
             f"checkpoint is missing {', '.join(missing)}; got keys {sorted(checkpoint)}"
         )
+    # a NaN weight, moment or partial gradient would resume into a run of NaNs without a word
+    for key in ("model", "optimizer", "grads"):
+        finite_tensors(f"checkpoint[{key!r}]", checkpoint[key])
 
 
 def save_checkpoint(checkpoint: dict, path) -> Path:
@@ -85,14 +90,20 @@ def load_checkpoint(path) -> dict:
     return checkpoint
 
 
-def resume(checkpoint: dict, *, omit: str = "none", setup: Setup | None = None) -> Run:
+def resume(
+    checkpoint: dict, *, omit: str = "none", setup: Setup | None = None, copy_first: bool = True
+) -> Run:
     """Continue a run from `checkpoint` to its end, restoring everything except `omit` (one of
-    OMISSIONS). `setup` overrides the checkpoint's own (a different k, for example). Lesson 10."""
+    OMISSIONS). `setup` overrides the checkpoint's own (a different k, for example).
+    `copy_first=False` loads the caller's dict itself, as plain `load_state_dict` code does: the
+    resumed optimizer then updates the checkpoint's tensors in place (lesson 10 measures it)."""
     _check_checkpoint(checkpoint)
     one_of("omit", omit, OMISSIONS)
+    _validate.flag("copy_first", copy_first)
     # load_state_dict keeps the tensors it is given and the optimizer then updates them in place
     # (see `load_aliasing`): work on a copy so the caller's checkpoint stays what it was
-    checkpoint = copy.deepcopy(checkpoint)
+    if copy_first:
+        checkpoint = copy.deepcopy(checkpoint)
     saved = Setup(**checkpoint["setup"])
     if setup is None:
         setup = saved
@@ -216,18 +227,27 @@ def resume_damage(
     *,
     reference: Run | None = None,
 ) -> list[ResumeCheck]:
-    """Interrupt `setup` at micro-step `stop_at`, resume once per omission, and compare each
-    result with the uninterrupted run (in memory; lesson 10's table and explorer). The default
-    stop, micro-step 153, is inside a window of the second epoch."""
+    """Interrupt `setup` after `stop_at` micro-batches, resume once per omission, and compare
+    each result with the uninterrupted run `reference` (default: train(setup); one passed in must
+    be that run). The default stop, after 153 micro-batches, is inside a window of the second
+    epoch. Lesson 10."""
     setup = Setup() if setup is None else setup
     if not isinstance(setup, Setup):
         raise ValueError(f"setup must be an al.bookkeeping.Setup, got {type(setup).__name__}")
     total = setup.batches_per_epoch * setup.epochs
-    if isinstance(stop_at, bool) or not isinstance(stop_at, int) or not 0 < stop_at < total:
-        raise ValueError(f"stop_at must be a micro-step in [1, {total - 1}], got {stop_at!r}")
+    stop_at = _stop_at(stop_at, total)
     omissions = _validate.sequence("omissions", omissions)
     for i, omit in enumerate(omissions):
         one_of(f"omissions[{i}]", omit, OMISSIONS)
+    if reference is not None:
+        _validate.instance("reference", reference, Run, "a Run al.bookkeeping.train(...) returns")
+        if reference.setup != setup or reference.first_micro_step != 0:
+            # a reference of another setup would report its difference as a resume's damage
+            raise ValueError(
+                f"reference must be the uninterrupted run of the same setup, "
+                f"al.bookkeeping.train(setup); got a run of {reference.setup} from micro-step "
+                f"{reference.first_micro_step}, for {setup}"
+            )
     reference = train(setup) if reference is None else reference
     first = train(setup, stop_at=stop_at)
     checks = []

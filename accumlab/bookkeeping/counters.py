@@ -9,7 +9,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from .._validate import MAX_STEPS, one_of, positive_int
+from .._validate import MAX_STEPS, _is_int, one_of, positive_int
 
 # How a loop decides that micro-batch i (0-based, index in its epoch) ends a window:
 #   per_epoch         — `(i + 1) % k == 0`: the epoch's last micro-batches wait for the next epoch,
@@ -86,8 +86,9 @@ class Schedule:
     def position_after(self, steps_done: int) -> int:
         """Micro-steps consumed once `steps_done` optimizer steps have been taken (where a resumed
         run must start reading data)."""
-        if isinstance(steps_done, bool) or not isinstance(steps_done, int):
+        if isinstance(steps_done, bool) or not _is_int(steps_done):
             raise ValueError(f"steps_done must be an integer, got {steps_done!r}")
+        steps_done = int(steps_done)
         if not 0 <= steps_done <= self.steps:
             raise ValueError(f"steps_done must be in [0, {self.steps}], got {steps_done}")
         return 0 if steps_done == 0 else self.windows[steps_done - 1][-1] + 1
@@ -149,8 +150,9 @@ def position_from_step(
                   or k dividing the epoch)
     step:         whole epochs, then (step mod steps per epoch) micro-batches — forgets the × k
     """
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+    if isinstance(step, bool) or not _is_int(step) or step < 0:
         raise ValueError(f"step must be a non-negative integer, got {step!r}")
+    step = int(step)
     b = positive_int("batches_per_epoch", batches_per_epoch)
     k = positive_int("accumulation_steps", accumulation_steps)
     one_of("rule", rule, POSITION_RULES)
@@ -187,8 +189,9 @@ def linear_warmup(total_steps: int, warmup_steps: int):
     """`step -> factor` for LambdaLR: (step + 1) / warmup up to the peak, then linear to 0 at
     total_steps (0 afterwards). Lesson 10."""
     total = positive_int("total_steps", total_steps)
-    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int):
+    if isinstance(warmup_steps, bool) or not _is_int(warmup_steps):
         raise ValueError(f"warmup_steps must be an integer, got {warmup_steps!r}")
+    warmup_steps = int(warmup_steps)
     if not 0 <= warmup_steps < total:
         raise ValueError(f"warmup_steps must be in [0, {total}), got {warmup_steps}")
 

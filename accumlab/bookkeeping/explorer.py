@@ -13,11 +13,13 @@ from ..explorer import Explorer, int_slider
 from .checkpoints import OMISSIONS, final_error, read_counts, resume
 from .counters import COUNTERS
 from .loop import Run, Setup, train
+from .loop import stop_at_in as _stop_at
 
 MAX_K, MAX_EPOCHS = 16, 4
 # 23 = 5 × 4 + 3 micro-batches per epoch: the same remainder as the lesson's 103 at k = 4, and a
-# run short enough (69 micro-steps over 3 epochs) to recompute on every move; up to 103 on demand
-BATCHES, MIN_BATCHES, MAX_BATCHES = 23, 2, 103
+# run short enough (69 micro-steps over 3 epochs) to recompute on every move; at most 31 (a run
+# of at most 124 micro-steps: a move that changes the run trains it once and resumes it once)
+BATCHES, MIN_BATCHES, MAX_BATCHES = 23, 2, 31
 
 
 @lru_cache(maxsize=8)
@@ -70,8 +72,7 @@ def bookkeeping_data(
     setup = explorer_setup(k, epochs, counter, batches_per_epoch)
     one_of("omission", omission, OMISSIONS)
     total = setup.batches_per_epoch * epochs
-    if isinstance(stop_at, bool) or not isinstance(stop_at, int) or not 0 < stop_at < total:
-        raise ValueError(f"stop_at must be a micro-step in [1, {total - 1}], got {stop_at!r}")
+    stop_at = _stop_at(stop_at, total)
     reference = _uninterrupted(setup)
     checkpoint = reference.checkpoints[stop_at]
     rest = resume(checkpoint, omit=omission)
@@ -109,7 +110,7 @@ def bookkeeping_explorer() -> Explorer:
     k = int_slider("accumulation steps k", 4, 1, MAX_K)
     epochs = int_slider("epochs", 3, 1, MAX_EPOCHS)
     batches = int_slider("micro-batches per epoch", BATCHES, MIN_BATCHES, MAX_BATCHES)
-    stop = int_slider("interrupt after micro-step", 33, 1, BATCHES * 3 - 1)
+    stop = int_slider("interrupt after micro-batches", 33, 1, BATCHES * 3 - 1)
     counter = W.Dropdown(options=list(COUNTERS), value="sync_at_epoch_end", description="counter")
     omission = W.Dropdown(options=list(OMISSIONS), value="none", description="checkpoint forgets")
 

@@ -9,13 +9,12 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of, positive_float, positive_int
 from ..data import Data, regression_data
-from ..engine import Recipe
-from ..losses import get_loss
 from ..models import mlp
 from ..optim import OPTIMIZERS, make_optimizer
 from .counters import COUNTERS, Schedule, check_micro_steps, linear_warmup, step_schedule
@@ -112,10 +111,8 @@ class Loop:
         self.lengths = self.schedule.window_lengths()
         self.ends = self.schedule.ends_window()
         self.data = setup.data()
-        self.recipe = Recipe(
-            setup.micro_batch_size, setup.accumulation_steps, "mean", setup.last_window
-        )
-        self.loss = get_loss("mse")
+        # Setup builds both: the model's (n, 1) output always matches y's (n, 1) targets, so the
+        # loop's loss line needs no per-step shape check
         self.model = setup.model()
         self.optimizer = make_optimizer(setup.optimizer, self.model.parameters(), setup.lr)
         total = max(self.schedule.steps, 1)
@@ -143,6 +140,8 @@ class Loop:
         out = Run(self.setup, self.micro_step, self.step)
         b, mb = self.setup.batches_per_epoch, self.setup.micro_batch_size
         k = self.setup.accumulation_steps
+        by_k = self.setup.last_window == "divide_by_k"
+        count = mb * self.data.y[0].numel()  # items per micro-batch (MSE: one per target value)
         with torch.random.fork_rng(devices=[]), one_thread():
             torch.set_rng_state(self.torch_rng)
             while self.micro_step < end:
@@ -156,9 +155,11 @@ class Loop:
                     self.order = torch.randperm(self.setup.samples, generator=self.sampler)
                 idx = self.order[i * mb : (i + 1) * mb]
                 x, y = self.data.x[idx], self.data.y[idx]
-                loss_sum, count = self.loss(self.model(x), y)
+                # Recipe(normalization="mean").scale's line: the micro-batch mean ÷ k (or ÷ the
+                # micro-batches the window really holds)
+                loss_sum = F.mse_loss(self.model(x), y, reduction="sum")
                 n_window = self.lengths[g] or k  # a leftover micro-batch is divided by k
-                scaled = self.recipe.scale(loss_sum, count, n_window, n_window * count)
+                scaled = loss_sum / count / (k if by_k else n_window)
                 scaled.backward()  # adds into .grad, also on top of a restored partial window
                 out.consumed.append(idx)
                 w, value, scaled_value = self.window, loss_sum.item(), scaled.item()
@@ -249,12 +250,23 @@ def _seeded_rng(seed: int) -> torch.Tensor:
         return torch.get_rng_state()
 
 
+def stop_at_in(stop_at, total: int) -> int:
+    """An interruption: after `stop_at` micro-batches, 1 to total − 1 (numpy integers and 0-d
+    tensors accepted, like every count)."""
+    if isinstance(stop_at, bool) or not _validate._is_int(stop_at) or not 0 < stop_at < total:
+        raise ValueError(
+            f"stop_at must be a number of micro-batches in [1, {total - 1}], got {stop_at!r}"
+        )
+    return int(stop_at)
+
+
 def train(
     setup: Setup | None = None, *, stop_at: int | None = None, keep_checkpoints: bool = False
 ) -> Run:
-    """Run `setup` from scratch, to the end or until micro-step `stop_at` (then
+    """Run `setup` from scratch, to the end or until it has run `stop_at` micro-batches (then
     `run.checkpoint` holds everything needed to continue). `keep_checkpoints=True` also keeps, in
-    `run.checkpoints`, the checkpoint an interruption before each micro-step would write. Lesson 10."""
+    `run.checkpoints[m]`, the checkpoint an interruption after m micro-batches would write.
+    Lesson 10."""
     setup = Setup() if setup is None else setup
     if not isinstance(setup, Setup):
         raise ValueError(f"setup must be an al.bookkeeping.Setup, got {type(setup).__name__}")
@@ -262,6 +274,5 @@ def train(
     loop = Loop(setup)
     if stop_at is not None:
         total = loop.schedule.micro_steps
-        if isinstance(stop_at, bool) or not isinstance(stop_at, int) or not 0 < stop_at < total:
-            raise ValueError(f"stop_at must be a micro-step in [1, {total - 1}], got {stop_at!r}")
+        stop_at = stop_at_in(stop_at, total)
     return loop.run(stop_at, keep_checkpoints=keep_checkpoints)

@@ -134,28 +134,26 @@ _ERROR_TICKS = [1e-16, 1e-8, 1.0]
 
 
 def plot_bookkeeping_explorer(data: dict) -> Figure:
-    """The explorer's four panels for `bookkeeping_data(...)` output: window size per optimizer
-    step (top left), how many steps had each size (top right), the logged loss (bottom left), and
-    the resumed weights' error after each step (bottom right). Fixed layout; the explorer moves
-    its artists with `update_bookkeeping_explorer`."""
+    """The explorer's three panels for `bookkeeping_data(...)` output: window size per optimizer
+    step (left), the logged loss (middle), and the resumed weights' error after each step
+    (right); how many steps had each size is in the summary line. Fixed layout; the explorer
+    moves its artists with `update_bookkeeping_explorer`."""
     explorer("data", data)
     from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLocator
 
     # every text costs a layout on each redraw (a legend ~15 ms): short labels here; the
     # numbers and the colours' meaning go in the explorer's summary line (explorer_summary)
-    fig = Figure(figsize=(9.5, 5.2))
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.97, hspace=0.35, wspace=0.3)
-    (ax_w, ax_h), (ax_l, ax_e) = fig.subplots(2, 2)
-    for ax, name in ((ax_w, "ax_w"), (ax_h, "ax_h"), (ax_l, "ax_l"), (ax_e, "ax_e")):
+    fig = Figure(figsize=(9.5, 2.9))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.17, top=0.96, wspace=0.3)
+    ax_w, ax_l, ax_e = fig.subplots(1, 3)
+    for ax, name in ((ax_w, "ax_w"), (ax_l, "ax_l"), (ax_e, "ax_e")):
         ax.set_gid(name)
     ax_w.plot([], [], drawstyle="steps-mid", color="tab:blue", gid="sizes")
     ax_w.plot([], [], "o", color="tab:red", gid="straddle")
     ax_w.vlines([], 0, 1, colors="black", linestyles="dotted", linewidth=1, gid="epochs_w")
     ax_w.axvline(0, color="tab:purple", linewidth=1.5, gid="stop_w")
+    ax_w.set_xlabel("optimizer step")
     ax_w.set_ylabel("window size")
-    ax_h.vlines([], 0, [], colors="tab:blue", linewidth=8, gid="hist")
-    ax_h.set_xlabel("window size")
-    ax_h.set_ylabel("optimizer steps")
     # the true mean wide underneath, the logged Σ loss / k thin on top: green shows where they part
     ax_l.plot([], [], color="tab:green", linewidth=3, gid="log_window")
     ax_l.plot([], [], color="tab:orange", linewidth=1, gid="log_scaled")
@@ -173,9 +171,9 @@ def plot_bookkeeping_explorer(data: dict) -> Figure:
     ax_e.set_xlabel("optimizer step")
     ax_e.set_ylabel("resumed weights' error")
     # three labelled ticks per axis: tick labels are most of a redraw's cost
-    for ax in (ax_w, ax_h, ax_l, ax_e):
+    for ax in (ax_w, ax_l, ax_e):
         ax.xaxis.set_major_locator(MaxNLocator(3, integer=True))
-    for ax in (ax_w, ax_h, ax_l):
+    for ax in (ax_w, ax_l):
         ax.yaxis.set_major_locator(MaxNLocator(3))
     update_bookkeeping_explorer(fig, data)
     return fig
@@ -200,10 +198,6 @@ def update_bookkeeping_explorer(fig: Figure, d: dict) -> None:
     a["stop_w"].set_xdata([d["stop_step"] + 0.5] * 2)
     a["ax_w"].set_xlim(0, s.steps + 1)
     a["ax_w"].set_ylim(0, top)
-    hist = s.histogram()
-    a["hist"].set_segments([[(size, 0), (size, count)] for size, count in hist.items()])
-    a["ax_h"].set_xlim(0, 2 * s.accumulation_steps + 1)
-    a["ax_h"].set_ylim(0, max(hist.values()) * 1.15)
     logs = d["logs"]
     a["log_window"].set_data(steps, logs["window"])
     a["log_scaled"].set_data(steps, logs["sum_of_scaled"])
@@ -227,9 +221,10 @@ def explorer_summary(d: dict) -> str:
         f"{s.counter}, k = {s.accumulation_steps}, {s.epochs} epoch(s) of "
         f"{s.batches_per_epoch} micro-batches: {s.steps} optimizer steps, window sizes "
         f"{s.histogram()}, {len(s.straddling())} spanning two epochs{left}. "
-        f"Interrupted after micro-step {d['stop_at']} (optimizer step {d['stop_step']}); the "
+        f"Interrupted after {d['stop_at']} micro-batches ({d['stop_step']} optimizer steps); the "
         f"checkpoint forgets <b>{d['omission']}</b> → resumed run: {d['steps']} steps, "
         f"{d['extra_reads']} extra / {d['missed_reads']} missed sample reads, <b>{verdict}</b>."
-        "<br>Top left: red dots, windows spanning two epochs; dotted, epoch ends; purple, the "
-        "interruption. Bottom left: green, the true window mean; orange, Σ loss / k."
+        "<br>Left: red dots, windows spanning two epochs; dotted, epoch ends; purple, the "
+        "interruption. Middle: green, the true window mean; orange, Σ loss / k. Right: the resumed "
+        "run's distance from the uninterrupted one after each step."
     )

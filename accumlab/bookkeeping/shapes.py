@@ -3,7 +3,16 @@ wrong with what they are handed instead of failing inside with a KeyError or Att
 
 from __future__ import annotations
 
-from .._validate import instance, nonempty, one_of, positive_float, positive_int, result, sequence
+from .._validate import (
+    finite_floats,
+    instance,
+    nonempty,
+    one_of,
+    positive_float,
+    positive_int,
+    result,
+    sequence,
+)
 from .checkpoints import ResumeCheck
 from .counters import Schedule
 from .logs import LOGGED
@@ -33,8 +42,10 @@ def logged(name: str, value, keys) -> tuple:
         one_of(f"keys[{i}]", key, LOGGED)
     what = "a dict from k to al.bookkeeping.logged_curves(...) results"
     result(name, value, {str: {key: nonempty([float]) for key in keys}}, what)
-    for k in value:
+    for k, curves in value.items():
         positive_int(f"{name} keys (the k of each run)", k)
+        for key in keys:  # a NaN point would silently break the line
+            finite_floats(f"{name}[{k!r}][{key!r}]", curves[key])
     return keys
 
 
@@ -49,7 +60,10 @@ def runs(name: str, value) -> dict:
 
 def lr_curves(name: str, value, peak_lr) -> dict:
     positive_float("peak_lr", peak_lr)
-    return result(name, value, {str: nonempty([float])}, "a dict from labels to lr factors")
+    result(name, value, {str: nonempty([float])}, "a dict from labels to lr factors")
+    for label, lrs in value.items():
+        finite_floats(f"{name}[{label!r}]", lrs, minimum=0.0)
+    return value
 
 
 def checks(name: str, value) -> list:

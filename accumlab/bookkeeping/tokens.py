@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._validate import positive_int, sequence
+from .._validate import _is_int, positive_int, sequence
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,9 @@ def tokens_per_step(
         lengths = lengths.tolist()
     lengths = sequence("lengths", lengths)
     for i, n in enumerate(lengths):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        if isinstance(n, bool) or not _is_int(n) or n < 0:
             raise ValueError(f"lengths[{i}] must be a non-negative integer, got {n!r}")
+    lengths = [int(n) for n in lengths]
     mb = positive_int("micro_batch_size", micro_batch_size)
     window = mb * positive_int("accumulation_steps", accumulation_steps)
     window *= positive_int("ranks", ranks)

@@ -59,6 +59,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         # gaps.py, plots.py, explorer.py
         "COUPLINGS": "gaps",
         "coupling_gaps": "gaps",
+        "coupling_caption": "plots",
         "plot_contrastive_sweep": "plots",
         "plot_coupling_explorer": "plots",
         "plot_ema": "plots",

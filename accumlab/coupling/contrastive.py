@@ -37,12 +37,12 @@ def pair_data(
 
 
 def encoder(
-    features: int = 8, dim: int = 8, *, dropout: float = 0.0, seed: int = 0
+    features: int = 8, dim: int = 8, *, dropout: float = 0.0, norm: str = "none", seed: int = 0
 ) -> nn.Sequential:
-    """The embedding network: accumlab's seeded MLP (Linear → Tanh (→ Dropout), twice, then a
-    Linear head to `dim`). Lesson 09."""
+    """The embedding network: accumlab's seeded MLP (Linear (→ norm) → Tanh (→ Dropout), twice,
+    then a Linear head to `dim`). `norm="batch"` puts a BatchNorm in each hidden layer. Lesson 09."""
     positive_int("dim", dim)  # (mlp would call it "outputs")
-    return mlp(features, 16, dim, depth=2, dropout=dropout, seed=seed)
+    return mlp(features, 16, dim, depth=2, norm=norm, dropout=dropout, seed=seed)
 
 
 def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float = TEMPERATURE) -> torch.Tensor:
@@ -87,16 +87,30 @@ def contrastive_sweep(
     model: nn.Module, data: Data, sizes, temperature: float = TEMPERATURE
 ) -> dict:
     """For each micro-batch size: naive accumulation vs the big batch (gradient cosine, max
-    relative error), the negatives each sample sees, and the chance level log(size). Lesson 09."""
+    relative error), the negatives each sample sees, the loss a loop logs (the mean of the
+    micro-batch losses; at the full size, the big batch's loss) and the chance level log(size).
+    Lesson 09."""
     sizes = _validate.positive_ints("sizes", sizes)
+    for i, s in enumerate(sizes):
+        if s < 2:  # one pair has no negative: its InfoNCE is log 1 = 0, its gradient 0
+            raise ValueError(
+                f"sizes[{i}] must be at least 2 (a micro-batch of 1 has no in-batch negative, "
+                f"so its loss and gradient are 0 and the cosine with the big batch is 0/0), got {s}"
+            )
 
     def loss(m, b):
         return contrastive_loss(m, b, temperature)
 
     diffs = [accumulation_gap(model, data, s, loss) for s in sizes]
+    logged = []
+    with torch.no_grad():
+        for s in sizes:
+            micro = data.micro_batches(s)
+            logged.append(sum(float(loss(model, mb)) * len(mb) for mb in micro) / len(data))
     return {
         "sizes": sizes,
         "negatives": [s - 1 for s in sizes],
+        "loss": logged,
         "cosine": [d.cosine for d in diffs],
         "max_rel": [d.max_rel for d in diffs],
         "chance": [chance_loss(s) for s in sizes],

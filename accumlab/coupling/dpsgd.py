@@ -4,6 +4,8 @@ the clipping happens per sample, not per micro-batch or per window (lesson 09)."
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
@@ -12,7 +14,7 @@ from .._threads import one_thread
 from .._validate import one_of, positive_float
 from ..data import Data
 from ..run_inputs import forward
-from ._checks import require_data, require_model
+from ._checks import require_data, require_model, require_seed
 
 # per_sample: clip each sample, sum (DP-SGD; what opacus accumulates over virtual steps);
 # micro_batch: clip each micro-batch's summed gradient; window: sum everything, then clip once
@@ -56,31 +58,60 @@ def _clip_one(grads: dict[str, torch.Tensor], clip_norm: float) -> dict[str, tor
 
 @one_thread()
 def clipped_grads(
-    model: nn.Module, data: Data, micro_batch_size: int, clip_norm: float, mode: str
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    clip_norm: float,
+    mode: str,
+    *,
+    noise_multiplier: float = 0.0,
+    seed: int = 0,
 ) -> dict[str, torch.Tensor]:
-    """The clipped gradient of one optimizer step over `data`, accumulated over micro-batches of
-    `micro_batch_size` and clipped as `mode` says (CLIP_MODES), divided by len(data). No noise:
-    the comparison is about where the clipping sits. Lesson 09."""
+    """The clipped gradient of one optimizer step over `data`, as a loop over micro-batches of
+    `micro_batch_size` computes it, clipped where `mode` says (CLIP_MODES):
+
+    per_sample:  each micro-batch's per-sample gradients (vmap), each clipped to `clip_norm`,
+                 summed into a running sum (Opacus' `p.summed_grad`)
+    micro_batch: each micro-batch's gradient (one backward of its summed loss) clipped, then added
+    window:      the micro-batch gradients accumulated in .grad by backward, the sum clipped once
+
+    Then, once per step, Gaussian noise of standard deviation noise_multiplier × clip_norm (none by
+    default; drawn from a generator seeded with `seed`) is added and the sum divided by len(data),
+    as DP-SGD does for the logical batch. Runs on a copy of `model`. Lesson 09."""
     one_of("mode", mode, CLIP_MODES)
     positive_float("clip_norm", clip_norm)
-    sizes = [len(mb) for mb in require_data(data).micro_batches(micro_batch_size)]
-    # a sample's gradient does not depend on its micro-batch: compute them all in one vmap, then
-    # walk through the micro-batches as an accumulating loop would
-    rows = per_sample_grads(model, data)
-    total = None
-    for i, size in enumerate(sizes):
-        start = sum(sizes[:i])
-        per = {n: g[start : start + size] for n, g in rows.items()}
-        if mode == "per_sample":
-            part = {n: g.sum(0) for n, g in _clip(per, clip_norm).items()}
-        else:
-            part = {n: g.sum(0) for n, g in per.items()}
-            if mode == "micro_batch":
-                part = _clip_one(part, clip_norm)
-        total = part if total is None else {n: total[n] + part[n] for n in total}
-    if mode == "window":
-        total = _clip_one(total, clip_norm)
-    return {n: g / len(data) for n, g in total.items()}
+    positive_float("noise_multiplier", noise_multiplier, allow_zero=True)
+    require_seed(seed)
+    micro = require_data(data).micro_batches(micro_batch_size)
+    require_model(model)
+    names = [n for n, _ in model.named_parameters()]
+    if mode == "per_sample":
+        total = None
+        for mb in micro:
+            clipped = _clip(per_sample_grads(model, mb), clip_norm)
+            part = {n: g.sum(0) for n, g in clipped.items()}
+            total = part if total is None else {n: total[n] + part[n] for n in names}
+    else:
+        replica = copy.deepcopy(model)
+        replica.zero_grad(set_to_none=True)
+        total = {n: torch.zeros_like(p) for n, p in replica.named_parameters()}
+        for mb in micro:
+            pred = forward(replica, mb, "data")
+            torch.nn.functional.mse_loss(pred, mb.y, reduction="sum").backward()
+            if mode == "micro_batch":  # clip what this micro-batch added, then start afresh
+                grads = {n: p.grad.detach().clone() for n, p in replica.named_parameters()}
+                total = {n: total[n] + g for n, g in _clip_one(grads, clip_norm).items()}
+                replica.zero_grad(set_to_none=True)
+        if mode == "window":
+            grads = {n: p.grad.detach().clone() for n, p in replica.named_parameters()}
+            total = _clip_one(grads, clip_norm)
+    if noise_multiplier > 0:  # once per logical batch, never per micro-batch
+        g = torch.Generator().manual_seed(seed)
+        total = {
+            n: t + noise_multiplier * clip_norm * torch.randn(t.shape, generator=g, dtype=t.dtype)
+            for n, t in total.items()
+        }
+    return {n: t / len(data) for n, t in total.items()}
 
 
 def clip_fraction(model: nn.Module, data: Data, clip_norm: float) -> float:

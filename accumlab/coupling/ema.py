@@ -125,34 +125,77 @@ def ema_horizon(old_weight: float) -> float:
     return 1 / (1 - old_weight)
 
 
-def accelerate_ema_updates(accumulation_steps: int, micro_steps: int, *, gated: bool) -> dict:
-    """The F5-TTS loop with the real Accelerate library: every iteration runs inside
-    `accelerator.accumulate(model)` and calls `optimizer.step()` (Accelerate skips it until the
-    gradients sync); the EMA update runs every iteration, or (`gated`) only when
-    `accelerator.sync_gradients` is True. Returns {"sync_flags": the flag after each iteration,
-    "optimizer_steps": steps the optimizer really took, "ema_updates": EMA updates}. Lesson 09."""
+def _ema_model(model: nn.Module, beta: float):
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    # the EMA PyTorch ships: its first update_parameters() copies the weights, later ones
+    # lerp toward them with weight 1 − β; n_averaged counts the calls
+    return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(beta))
+
+
+def _flat(module: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in module.parameters()])
+
+
+def accelerate_ema_updates(
+    accumulation_steps: int, micro_steps: int, *, gated: bool, beta: float = 0.9
+) -> dict:
+    """The F5-TTS loop with the real Accelerate library and a real EMA
+    (`torch.optim.swa_utils.AveragedModel` with `get_ema_multi_avg_fn(beta)`): every iteration
+    runs inside `accelerator.accumulate(model)` and calls `optimizer.step()` (Accelerate skips it
+    until the gradients sync); the EMA's `update_parameters(model)` runs every iteration, or
+    (`gated`) only when `accelerator.sync_gradients` is True.
+
+    The reference is a plain PyTorch loop over the same micro-batches (each loss ÷ k, one SGD step
+    per window) whose EMA is updated once, after each optimizer step. Returns {"sync_flags": the
+    flag after each iteration, "optimizer_steps": steps the optimizer really took, "ema_updates":
+    the EMA's n_averaged, "ema_gap": ‖EMA − reference EMA‖ / ‖reference EMA‖ at the end}.
+    Lesson 09."""
     positive_int("accumulation_steps", accumulation_steps)
     positive_int("micro_steps", micro_steps, maximum=MAX_STEPS, why="each runs a real step")
     flag("gated", gated)
+    if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and 0 <= beta < 1):
+        raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
     from accelerate import Accelerator  # here: importing Accelerate takes seconds
 
     from ..data import regression_data
     from ..models import mlp
 
+    data = regression_data(4 * micro_steps, 4, seed=0)
+    micro = data.micro_batches(4)
+
+    # the reference: accumulate k micro-batches, step, update the EMA once
+    ref_model = mlp(4, 8, 1, seed=0)
+    ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.05)
+    ref_ema = _ema_model(ref_model, beta)
+    for i, mb in enumerate(micro):
+        (torch.nn.functional.mse_loss(ref_model(mb.x), mb.y) / accumulation_steps).backward()
+        if (i + 1) % accumulation_steps == 0:
+            ref_opt.step()
+            ref_opt.zero_grad()
+            ref_ema.update_parameters(ref_model)
+
     accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps, cpu=True)
+    accelerator.sync_gradients = True  # the flag is process-wide: start as a new process would
     model = mlp(4, 8, 1, seed=0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     steps = []
     optimizer.register_step_post_hook(lambda *_: steps.append(1))  # counts real steps only
     model, optimizer = accelerator.prepare(model, optimizer)
-    data = regression_data(4 * micro_steps, 4, seed=0)
-    flags, updates = [], 0
-    for mb in data.micro_batches(4):
+    ema = _ema_model(model, beta)
+    flags = []
+    for mb in micro:
         with accelerator.accumulate(model):
             accelerator.backward(torch.nn.functional.mse_loss(model(mb.x), mb.y))
             optimizer.step()
             optimizer.zero_grad()
         flags.append(accelerator.sync_gradients)
         if accelerator.sync_gradients or not gated:
-            updates += 1  # where ema.update() would run
-    return {"sync_flags": flags, "optimizer_steps": len(steps), "ema_updates": updates}
+            ema.update_parameters(model)
+    reference = _flat(ref_ema.module)
+    return {
+        "sync_flags": flags,
+        "optimizer_steps": len(steps),
+        "ema_updates": int(ema.n_averaged),
+        "ema_gap": float((_flat(ema.module) - reference).norm() / reference.norm()),
+    }

@@ -10,7 +10,7 @@ from .._validate import one_of, positive_int
 from ..compare import grad_diff
 from ..models import mlp
 from . import aggregation, contrastive, dpsgd, ema, gradcache, router
-from .principle import accumulation_gap, batch_loss_grads
+from .principle import batch_loss_grads, naive_accumulated_grads
 
 WINDOW = 128  # most samples one optimizer step may hold here (micro-batch size × k)
 EMA_STEPS = 4  # optimizer steps the EMA comparison runs
@@ -20,7 +20,9 @@ COUPLINGS = {
     "contrastive": ("InfoNCE per micro-batch", "GradCache"),
     "ema": ("EMA updated every micro-step", "EMA updated once per step"),
     "aux_loss": ("load-balancing loss per micro-batch", "global routing counts"),
-    "clipping": ("clip each micro-batch's gradient", "clip each sample"),
+    # not an accumulation gap: clipping a summed gradient is the wrong algorithm for DP-SGD, wrong
+    # even at k = 1 (one micro-batch); the fix is per-sample clipping, accumulated
+    "clipping": ("clip each micro-batch's sum (not DP-SGD's clipping)", "clip each sample"),
     "aggregation": ("token mean per micro-batch", "token mean over the whole step"),
 }
 
@@ -48,9 +50,16 @@ def _rel(a, b) -> float:
     return grad_diff(a, b).rel_l2
 
 
+@cache
+def _big_ema(window: int):
+    """The big batch's EMA after EMA_STEPS steps of `window` samples (the same for every k)."""
+    data, model = _setup("ema")
+    return ema.ema_run(model, data[: window * EMA_STEPS], window, 1)["ema"][-1]
+
+
 def _ema_gaps(data, model, mb: int, k: int) -> tuple[float, float]:
     data = data[: mb * k * EMA_STEPS]
-    big = ema.ema_run(model, data, mb * k, 1)["ema"][-1]
+    big = _big_ema(mb * k)
     gaps = []
     for placement in ("micro_step", "optimizer_step"):
         run = ema.ema_run(model, data, mb, k, placement=placement)["ema"][-1]
@@ -74,7 +83,7 @@ def coupling_gaps(coupling: str, micro_batch_size: int, accumulation_steps: int)
     if coupling == "contrastive":
         window = data[: mb * k]
         big = batch_loss_grads(model, window, contrastive.contrastive_loss)
-        naive = accumulation_gap(model, window, mb, contrastive.contrastive_loss).rel_l2
+        naive = _rel(naive_accumulated_grads(model, window, mb, contrastive.contrastive_loss), big)
         fix = _rel(gradcache.gradcache_grads(model, window, mb)["grads"], big)
     elif coupling == "ema":
         naive, fix = _ema_gaps(data, model, mb, k)

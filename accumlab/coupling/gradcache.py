@@ -56,8 +56,9 @@ def gradcache_grads(
     """One GradCache step on a copy of `model`; the CPU generator starts from `seed` and the
     caller's generator is left as it was.
 
-    Returns {"grads", "loss", "first", "second", "same_embeddings", "peak_saved_bytes"}: the
-    accumulated gradient, the full-batch loss, the embeddings of the graph-less first pass and of
+    Returns {"grads", "loss", "buffers", "first", "second", "same_embeddings",
+    "peak_saved_bytes"}: the accumulated gradient, the full-batch loss, the model's buffers after
+    the step (BatchNorm's running statistics and counter), the embeddings of the graph-less first pass and of
     the second pass, whether they are equal bit for bit per micro-batch (only when the RNG is
     replayed or there is no randomness), and the most bytes autograd held for backward at any
     moment. Lesson 09.
@@ -90,6 +91,8 @@ def gradcache_grads(
     return {
         "grads": grads_of(model),
         "loss": float(loss.detach()),
+        # running statistics a norm layer updated: every forward counts, pass 1's included
+        "buffers": {n: b.detach().clone() for n, b in model.named_buffers()},
         "first": first,
         "second": second,
         "same_embeddings": [torch.equal(a, b) for a, b in zip(first, second, strict=True)],
@@ -124,19 +127,35 @@ def cached_negatives_grads(
     micro_batch_size: int,
     *,
     temperature: float = TEMPERATURE,
+    replay_rng: bool = False,
     seed: int = 0,
 ) -> dict:
-    """open_clip's `--accum-freq` scheme: cache every micro-batch's embeddings without a graph,
-    then for each micro-batch recompute its own embeddings with a graph, put them among the cached
-    ones, evaluate the full-batch loss and backpropagate. The gradient reaches only the recomputed
-    rows, so the k backward passes add up to the big batch's gradient (k loss evaluations instead
-    of GradCache's one). Lesson 09."""
+    """open_clip's `--accum-freq` scheme (`_train_step_eager` in open_clip_train/train.py): cache
+    every micro-batch's embeddings without a graph, then for each micro-batch recompute its own
+    embeddings with a graph, put them among the cached ones, evaluate the full-batch loss and
+    backpropagate. The gradient reaches only the recomputed rows, so the k backward passes add up
+    to the big batch's gradient (k loss evaluations instead of GradCache's one).
+
+    open_clip saves no RNG state between the two forwards (`replay_rng=False`, the default): with
+    dropout the recomputed embeddings are not the cached ones. `replay_rng=True` restores each
+    micro-batch's state first, as GradCache does. Returns {"grads", "peak_saved_bytes"}. Lesson 09.
+    """
+    require_bool(replay_rng, "replay_rng")
     model, chunks = _start(model, data, micro_batch_size, temperature, seed)
     with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
+        states, cache = [], []
         with torch.no_grad():
-            cache = [model(pair_inputs(c)) for c in chunks]
+            for c in chunks:
+                states.append(torch.get_rng_state())
+                cache.append(model(pair_inputs(c)))
         for j, c in enumerate(chunks):
-            reps = [*cache[:j], model(pair_inputs(c)), *cache[j + 1 :]]
+            if replay_rng:
+                with torch.random.fork_rng(devices=[]):
+                    torch.set_rng_state(states[j])
+                    z = model(pair_inputs(c))
+            else:
+                z = model(pair_inputs(c))
+            reps = [*cache[:j], z, *cache[j + 1 :]]
             info_nce(*_split(reps, chunks), temperature).backward()
     return {"grads": grads_of(model), "peak_saved_bytes": live.peak}
 

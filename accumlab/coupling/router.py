@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import flag, one_of, positive_int
 from ..data import Data, classification_data
@@ -19,8 +20,11 @@ from ._checks import describe, require_data, require_model
 
 # full: the whole window at once (the reference); per_micro_batch: each micro-batch's own loss,
 # averaged (what accumulation does by default); global_counts: routing counts of the whole window
-# first, then each micro-batch adds its share of E·Σᵢ fᵢ·Pᵢ (exact)
-AUX_MODES = ("full", "per_micro_batch", "global_counts")
+# first (a graph-less routing pass over the window), then each micro-batch adds its share of
+# E·Σᵢ fᵢ·Pᵢ (exact); running_counts: each micro-batch uses the counts of the micro-batches seen so
+# far in the window (Megatron-LM's global_aux_loss keeps such a buffer, reset once per step) —
+# exact only for the last micro-batch, no extra pass
+AUX_MODES = ("full", "per_micro_batch", "global_counts", "running_counts")
 
 
 def router_data(
@@ -49,7 +53,8 @@ def _logits(logits) -> torch.Tensor:
         raise ValueError(
             f"logits must be a non-empty (tokens, experts) tensor, got {describe(logits)}"
         )
-    return logits
+    # a NaN logit makes its token's probabilities NaN, and with them the whole loss
+    return _validate.tensor("logits", logits, floating=True, finite=True)
 
 
 def routed_fractions(logits: torch.Tensor) -> torch.Tensor:
@@ -75,6 +80,8 @@ def load_balance_loss(
         raise ValueError(
             f"fractions must be a tensor of shape ({experts},), got {describe(fractions)}"
         )
+    else:
+        _validate.tensor("fractions", fractions, floating=True, finite=True)
     total = len(logits) if total is None else positive_int("total", total)
     probs = logits.softmax(-1).sum(0) / total
     return experts * (fractions * probs).sum()
@@ -93,14 +100,23 @@ def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: st
     model.zero_grad(set_to_none=True)
     fractions = None
     if mode == "global_counts":
-        with torch.no_grad():  # a cheap routing pass: count where every token of the window goes
+        # a routing pass without a graph over the whole window; in a real MoE, layer l's routing
+        # depends on layers before it, so this is a full graph-less forward of the model
+        with torch.no_grad():
             fractions = routed_fractions(torch.cat([model(mb.x) for mb in micro]))
-    logged = 0.0
+    logged, counts, seen = 0.0, None, 0
     for mb in micro:
-        if mode == "global_counts":
-            loss = load_balance_loss(model(mb.x), fractions, total=len(data))  # a share: just add
+        logits = model(mb.x)
+        if mode == "running_counts":
+            # counts of every micro-batch of this window so far, this one included
+            mine = routed_fractions(logits) * len(mb)
+            counts = mine if counts is None else counts + mine
+            seen += len(mb)
+            loss = load_balance_loss(logits, counts / seen, total=len(data))
+        elif mode == "global_counts":
+            loss = load_balance_loss(logits, fractions, total=len(data))  # a share: just add
         else:
-            loss = load_balance_loss(model(mb.x)) * (len(mb) / len(data))  # mean over micro-batches
+            loss = load_balance_loss(logits) * (len(mb) / len(data))  # mean over micro-batches
         loss.backward()
         logged += float(loss.detach())
     return {"grads": grads_of(model), "loss": logged}

@@ -3,7 +3,7 @@ handed (a hand-built or partial dict, a figure they did not build) instead of fa
 
 from __future__ import annotations
 
-from .._validate import finite_float, nonempty, positive_ints, result
+from .._validate import finite_float, finite_floats, nonempty, positive_ints, result
 
 SWEEP = {"sizes": nonempty([int]), "cosine": nonempty([float]), "chance": nonempty([float])}
 ROW = {
@@ -36,16 +36,23 @@ def curves(name: str, value, xs_name: str, xs) -> dict:
                 f"{name}[{label!r}] must give one gap per entry of {xs_name} ({len(xs)}), "
                 f"got {len(ys)}"
             )
+        finite_floats(f"{name}[{label!r}]", ys, minimum=0.0)  # a NaN point silently vanishes
     return value
 
 
 def partition_gaps(name: str, value) -> dict:
     what = "a dict from aggregations to al.coupling.partition_gaps(...) results"
-    return result(name, value, {str: nonempty([float])}, what)
+    result(name, value, {str: nonempty([float])}, what)
+    for label, ys in value.items():
+        finite_floats(f"{name}[{label!r}]", ys, minimum=0.0)
+    return value
 
 
 def sweep(name: str, value) -> dict:
-    return result(name, value, SWEEP, "what al.coupling.contrastive_sweep(...) returns")
+    result(name, value, SWEEP, "what al.coupling.contrastive_sweep(...) returns")
+    for key in ("cosine", "chance"):
+        finite_floats(f"{name}[{key!r}]", value[key])
+    return value
 
 
 def explorer(name: str, value) -> dict:

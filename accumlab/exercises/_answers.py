@@ -204,7 +204,7 @@ def shown_unit(answer) -> float:
         return 0.0
     if isinstance(value, int):
         return 1.0
-    text = repr(value)
+    text = repr(float(value))  # np.float64 is a float whose repr (numpy 2) names its type
     dtype = str(getattr(answer, "dtype", ""))
     if "float32" in dtype or "float16" in dtype or "bfloat16" in dtype:
         import numpy as np
@@ -213,6 +213,16 @@ def shown_unit(answer) -> float:
     mantissa, _, exponent = text.lower().partition("e")
     decimals = len(mantissa.partition(".")[2].rstrip("0")) if "." in mantissa else 0
     return 10.0 ** (int(exponent or 0) - decimals)
+
+
+def _shortened(value: float, expected: float, unit: float) -> bool:
+    """True when `value` is `expected` rounded or truncated to the place `unit`: 1 for 1.3, 0.026
+    or 0.025 for 0.0259955 — but not 2 for 1.3, which no rounding of 1.3 gives."""
+    steps = expected / unit
+    return any(
+        math.isclose(value, k * unit, rel_tol=1e-6, abs_tol=unit * 1e-6)  # float32-typed digits
+        for k in {round(steps), math.trunc(steps)}
+    )
 
 
 def compare(
@@ -258,6 +268,6 @@ def compare(
             return hint
     # right to the digits it shows (rounded or truncated), but shown too coarsely to judge
     unit = shown_unit(answer)
-    if unit > allowed and math.fabs(value - expected) < unit:
+    if unit > allowed and _shortened(value, expected, unit):
         return f"close — give more digits (needed: {words})"
     return f"{otherwise} (checked to {words})"

@@ -1,4 +1,9 @@
-"""Lesson 04 exercises: BatchNorm under micro-batching."""
+"""Lesson 04 exercises: BatchNorm under micro-batching.
+
+04.1 and 04.2 ask for numbers (any real number type, checked to 3 significant digits); 04.3 and
+04.4 ask for functions and observe what they did: which layers are still the original ones, what
+they compute, and whether the answer called accumlab's own implementation.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +13,34 @@ import torch
 from torch import nn
 
 from . import exercise
+from ._answers import Hint, compare
+from ._observe import Modules, Refuse
 
-
-def _number(answer) -> float:
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-        raise ValueError(f"answer must be a number, got {type(answer).__name__}")
-    return float(answer)
+_BATCHNORM = nn.modules.batchnorm._BatchNorm
 
 
 @exercise(
-    "04.1", 1, "What survives of the old running mean after k = 4 micro-batches (momentum 0.1)?"
+    "04.1",
+    1,
+    "What fraction of the old running mean survives k = 4 micro-batch forwards (momentum 0.1)?",
 )
 def old_weight(answer):
-    value = _number(answer)
-    if abs(value - 0.9**4) <= 1e-6:
-        return None
-    if abs(value - 0.9) <= 1e-6:
-        return (
-            "that is one update; count how many forwards in training mode one optimizer step makes"
-        )
-    if abs(value - (1 - 4 * 0.1)) <= 1e-6:
-        return "each update multiplies the old value by a factor; the factors do not add up"
-    return "each forward keeps a fraction (1 − momentum) of the running mean it found"
+    return compare(
+        answer,
+        0.9**4,
+        sig=3,
+        wrong={
+            0.9: "that is one update; count the forwards in training mode one optimizer step makes",
+            1
+            - 4
+            * 0.1: "each update multiplies the old value by a factor; the factors do not add up",
+            0.9**8: "that is k = 8, the lesson's example; this step accumulates 4 micro-batches",
+            1 - 0.9**4: "that is the weight all the new micro-batches carry together; the question "
+            "asks what is left of the old running mean",
+            0.1**4: "momentum is the weight of the NEW batch; the old value keeps 1 − momentum",
+        },
+        otherwise="each forward keeps a fraction (1 − momentum) of the running mean it found",
+    )
 
 
 @exercise(
@@ -38,71 +49,158 @@ def old_weight(answer):
     "Which momentum makes 4 micro-batch updates decay the old statistics like one update at 0.1?",
 )
 def matched(answer):
-    value = _number(answer)
-    if abs((1 - value) ** 4 - 0.9) <= 1e-9:
-        return None
-    if abs(value - 0.1 / 4) <= 1e-9:
-        return "close, but dividing by k is not exact: write what survives after 4 updates and solve for m'"
-    return "you need (1 − m')^4 to equal what one update at momentum 0.1 leaves"
+    return compare(
+        answer,
+        1 - 0.9**0.25,
+        sig=3,
+        wrong={
+            0.1 / 4: "dividing by k is close but not exact: write what survives after 4 updates, "
+            "(1 − m')^4, and solve (1 − m')^4 = 0.9 for m'",
+            0.1: "with momentum 0.1, four updates keep 0.9^4 of the old value, not 0.9",
+            1 - 0.9 ** (1 / 8): "that is the matched momentum for k = 8, the lesson's example",
+            0.9
+            ** 0.25: "that is what survives each update, 1 − m'; momentum is the new batch's weight",
+            1 - 0.9**4: "that solves the wrong equation: you need (1 − m')^4 = 0.9",
+        },
+        otherwise="you need (1 − m')^4 to equal 0.9, what one update at momentum 0.1 leaves",
+    )
 
 
-def _grads_match(model: nn.Module) -> float:
-    from ..batchnorm.layers import batchnorm_data
-    from ..batchnorm.stats import batch_gradient_diff
+def _model_with_statistics(dropout: float | None) -> nn.Module:
+    """The lesson's classifier with running statistics, scales and shifts that are not the initial
+    0, 1, 1, 0: BatchNorm in eval mode is then visibly different from an identity."""
+    from ..models import mlp
 
-    return batch_gradient_diff(model, batchnorm_data(16), 4).max_rel
+    kwargs = {"dropout": dropout} if dropout else {}
+    model = mlp(8, 8, 3, norm="batch", seed=0, **kwargs)
+    g = torch.Generator().manual_seed(40)
+    with torch.no_grad():
+        for bn in (m for m in model.modules() if isinstance(m, _BATCHNORM)):
+            shape = bn.running_mean.shape
+            bn.running_mean.copy_(torch.randn(shape, generator=g, dtype=torch.float64))
+            bn.running_var.copy_(0.5 + torch.rand(shape, generator=g, dtype=torch.float64))
+            bn.weight.copy_(0.5 + torch.rand(shape, generator=g, dtype=torch.float64))
+            bn.bias.copy_(torch.randn(shape, generator=g, dtype=torch.float64))
+    return model
+
+
+def _frozen_by_us(model: nn.Module) -> nn.Module:
+    model = copy.deepcopy(model)
+    for bn in (m for m in model.modules() if isinstance(m, _BATCHNORM)):
+        bn.eval()
+    return model
+
+
+def _run_freeze(answer, model: nn.Module) -> nn.Module:
+    """Call the learner's freeze on `model`; check it returned that model with its own layers."""
+    before = Modules(model)
+    with Refuse("al.batchnorm.freeze_batchnorm"):
+        frozen = answer(model)
+    if frozen is None:
+        raise Hint("your function returned None: return the model it was given")
+    if not isinstance(frozen, nn.Module):
+        raise Hint(f"your function must return the model, got {type(frozen).__name__}")
+    if frozen is not model:
+        raise Hint(
+            "your function returned a different model object: freeze the layers of the model "
+            "it was given, in place, and return that model"
+        )
+    for kind in (nn.BatchNorm1d, nn.Dropout):
+        gone = before.sentence(frozen, kind)
+        if gone:
+            raise Hint(
+                f"{gone}: freezing keeps every layer where it is and switches only the BatchNorm "
+                "layers to eval mode; a replaced layer is not frozen, it is gone"
+            )
+    return frozen
 
 
 @exercise(
     "04.3", 2, "Freeze BatchNorm: a function that makes accumulation exact but keeps dropout active"
 )
 def freeze(answer):
-    from ..batchnorm.layers import batchnorm_layers
-    from ..models import mlp
+    from ..batchnorm.layers import batchnorm_data
+    from ..batchnorm.stats import batch_gradient_diff
 
     if not callable(answer):
         return "answer must be a function taking a model and returning it"
-    model = mlp(8, 8, 3, norm="batch", dropout=0.2, seed=0)
+    model = _model_with_statistics(dropout=0.2)
     before = {n: b.clone() for n, b in model.named_buffers()}
-    frozen = answer(copy.deepcopy(model))
-    if not isinstance(frozen, nn.Module):
-        return "your function must return the model"
-    if any(bn.training for bn in batchnorm_layers(frozen)):
+    rates = {n: m.p for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
+    frozen = _run_freeze(answer, model)
+    if any(bn.training for bn in frozen.modules() if isinstance(bn, _BATCHNORM)):
         return "a BatchNorm layer is still in training mode: it would normalise with micro-batch statistics"
-    if any(isinstance(m, nn.Dropout) and not m.training for m in frozen.modules()):
+    if any(not m.training for m in frozen.modules() if isinstance(m, nn.Dropout)):
         return "only the BatchNorm layers should change mode; dropout should keep regularising"
+    now = dict(frozen.named_modules())
+    changed = [f"{n}: p {p} → {now[n].p}" for n, p in rates.items() if now[n].p != p]
+    if changed:
+        return f"your answer changed dropout's rate ({', '.join(changed)}); dropout should keep regularising as before"
     frozen(torch.randn(6, 8, dtype=torch.float64))
     if any(not torch.equal(before[n], b) for n, b in frozen.named_buffers()):
         return "the running statistics changed during a forward: the layer is not frozen"
-    no_dropout = answer(mlp(8, 8, 3, norm="batch", seed=0))
-    if _grads_match(no_dropout) > 1e-12:
+
+    plain = _model_with_statistics(dropout=None)
+    expected = _frozen_by_us(plain)
+    frozen = _run_freeze(answer, plain)
+    x = batchnorm_data(16).x
+    with torch.no_grad():
+        same = torch.allclose(frozen(x), expected(x), rtol=1e-9, atol=1e-12)
+    if not same:
+        return (
+            "the frozen model computes something else than BatchNorm normalising with its running "
+            "statistics (its scale γ and shift β included): only the mode should change"
+        )
+    if batch_gradient_diff(frozen, batchnorm_data(16), 4).max_rel > 1e-12:
         return "accumulated and full-batch gradients still differ"
     return None
+
+
+def _ghost_reference(x: torch.Tensor, size: int) -> torch.Tensor:
+    """Each chunk of `size` rows normalised with its own mean and biased variance (eps = 1e-5)."""
+    return torch.cat(
+        [(c - c.mean(0)) / (c.var(0, unbiased=False) + 1e-5).sqrt() for c in x.split(size)]
+    )
+
+
+GHOST_CASES = ((12, 4), (10, 5), (8, 8), (10, 4))  # rows, ghost batch size; 10/4 ends with 2 rows
+GHOST_TOLERANCE = 1e-6  # absolute, on values of order 1: a float32 computation passes too
 
 
 @exercise(
     "04.4", 3, "Ghost batch norm by hand: normalise each chunk of rows with its own statistics"
 )
 def ghost(answer):
-    from ..batchnorm.remedies import GhostBatchNorm1d
-
     if not callable(answer):
         return "answer must be a function (x, ghost_batch_size) -> normalised x"
     g = torch.Generator().manual_seed(4)
-    for rows, size in ((12, 4), (10, 5), (8, 8)):
-        x = 3 + 2 * torch.randn(rows, 3, generator=g, dtype=torch.float64)
-        layer = GhostBatchNorm1d(3, size, affine=False).to(torch.float64).train()
-        expected = layer(x)
-        got = answer(x.clone(), size)
+    for rows, size in GHOST_CASES:
+        # columns of very different spread: the last one's variance (1e-4) is close to eps, and
+        # centred on 0 so that a float32 computation keeps its digits
+        shift = torch.tensor([3.0, -1.0, 0.0], dtype=torch.float64)
+        scale = torch.tensor([2.0, 1.0, 0.01], dtype=torch.float64)
+        x = shift + scale * torch.randn(rows, 3, generator=g, dtype=torch.float64)
+        expected = _ghost_reference(x, size)
+        with Refuse("al.batchnorm.GhostBatchNorm1d", "al.batchnorm.ghost_batchnorm"):
+            got = answer(x.clone(), size)
         if not isinstance(got, torch.Tensor) or got.shape != x.shape:
-            return f"return a tensor shaped like x {tuple(x.shape)}"
-        if not torch.allclose(got, expected, atol=1e-10):
-            if torch.allclose(
-                got, (x - x.mean(0)) / (x.var(0, unbiased=False) + 1e-5).sqrt(), atol=1e-10
-            ):
-                if size < rows:
-                    return (
-                        "those are the whole batch's statistics; each chunk of rows needs its own"
-                    )
-            return "use each chunk's mean and its biased variance (÷ n, as BatchNorm does), with eps = 1e-5"
+            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            return f"return a tensor shaped like x {tuple(x.shape)}, got {shape}"
+        got = got.detach().to(torch.float64)
+        if torch.allclose(got, expected, rtol=0, atol=GHOST_TOLERANCE):
+            continue
+        where = f"(checked to ± {GHOST_TOLERANCE:g} on {rows} rows in chunks of {size})"
+        whole = (x - x.mean(0)) / (x.var(0, unbiased=False) + 1e-5).sqrt()
+        if size < rows and torch.allclose(got, whole, rtol=0, atol=GHOST_TOLERANCE):
+            return (
+                f"those are the whole batch's statistics; each chunk of rows needs its own {where}"
+            )
+        unbiased = torch.cat(
+            [(c - c.mean(0)) / (c.var(0, unbiased=True) + 1e-5).sqrt() for c in x.split(size)]
+        )
+        if torch.allclose(got, unbiased, rtol=0, atol=GHOST_TOLERANCE):
+            return (
+                f"BatchNorm normalises with the biased variance (÷ n), not the unbiased one {where}"
+            )
+        return f"use each chunk's mean and its biased variance (÷ n), with eps = 1e-5 {where}"
     return None

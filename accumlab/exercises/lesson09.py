@@ -7,33 +7,33 @@ import copy
 import torch
 
 from . import exercise
+from ._answers import compare
+from ._observe import Hint, Observe, Refuse, forwards_phrase
 
-BETA, K = 0.99, 8
-
-
-def _number(answer) -> float:
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-        raise ValueError(f"answer must be a number, got {type(answer).__name__}")
-    return float(answer)
+# 09.1: the old EMA's share per optimizer step must be KEPT, with K updates per step
+KEPT, K = 0.9, 16
+DIGITS = 4  # significant digits the exercise asks for
 
 
-@exercise(
-    "09.1", 1, "What share of the old EMA survives one optimizer step updated every micro-step?"
-)
+@exercise("09.1", 1, "Which β keeps 0.9 of the old EMA per optimizer step, at 16 updates per step?")
 def ema_decay(answer):
-    value = _number(answer)
-    if abs(value - BETA**K) <= 1e-9:
-        return None
-    if abs(value - BETA) <= 1e-9:
-        return "that is one update; count how many times the loop calls ema.update() per optimizer step"
-    if abs(value - (1 - K * (1 - BETA))) <= 1e-9:
-        return "each update multiplies the old EMA by β: the factors multiply, they do not add up"
-    return (
-        f"each update keeps a share β = {BETA} of the EMA it found, and there are k = {K} of them"
+    return compare(
+        answer,
+        KEPT ** (1 / K),
+        sig=DIGITS,
+        wrong={
+            KEPT: f"with β = {KEPT} each update keeps {KEPT}, so {K} updates keep {KEPT}^{K}",
+            1 - (1 - KEPT) / K: f"the shares multiply, they do not add: β^{K} must equal {KEPT}",
+            KEPT
+            ** K: f"that is what survives when β = {KEPT}; you want the β whose {K}th power is {KEPT}",
+        },
+        otherwise=f"each update keeps a share β of the EMA it finds, and the loop makes {K} of them",
     )
 
 
-@exercise("09.2", 1, "Which aggregations give the same gradient however the samples are split?")
+@exercise(
+    "09.2", 1, "With micro-batches of 3 and 5 completions, which aggregations stay invariant?"
+)
 def invariant_aggregations(answer):
     from ..coupling.aggregation import AGGREGATIONS
 
@@ -43,13 +43,16 @@ def invariant_aggregations(answer):
     unknown = chosen - set(AGGREGATIONS)
     if unknown:
         return f"unknown name(s) {sorted(unknown)}; choose from {sorted(AGGREGATIONS)}"
-    right = {"seq_mean", "token_mean_global", "constant"}
+    right = {"token_mean_global", "constant"}
     if "token_mean_local" in chosen:
+        return "a micro-batch's own token count changes with the split"
+    if "seq_mean" in chosen:
         return (
-            "a micro-batch's own token count changes with the split: run al.coupling.partition_gaps"
+            "seq_mean divides each micro-batch by its own number of sequences: with 3 and 5, is "
+            "a sequence's weight fixed for the step?"
         )
     if chosen != right:
-        return "one of the invariant ones is missing: each weighs every token by a factor fixed for the whole step"
+        return "one is missing: which divisors are fixed for the whole step, whatever the split?"
     return None
 
 
@@ -104,24 +107,39 @@ def gradcache_step(answer):
 
     if not callable(answer):
         return "answer must be a function gradcache_step(model, data, micro_batch_size)"
-    data, model = pair_data(32, seed=1), encoder(seed=1)
+    data, model, mb = pair_data(32, seed=1), encoder(seed=1), 8
     expected = batch_loss_grads(model, data, contrastive_loss)
     learner = copy.deepcopy(model)
-    seen = []  # rows each forward WITH a graph saw: pass 2 must stay at micro-batch size
-
-    def watch(_module, args):
-        if torch.is_grad_enabled():
-            seen.append(len(args[0]))
-
-    handle = learner.register_forward_pre_hook(watch)
-    try:
-        answer(learner, data, 8)
-    finally:
-        handle.remove()
+    refused = Refuse(
+        "al.coupling.gradcache_grads",
+        "al.coupling.cached_negatives_grads",
+        "al.coupling.same_masks_reference",
+        "al.coupling.batch_loss_grads",
+        "al.coupling.naive_accumulated_grads",
+    )
+    with refused, Observe(learner) as seen:
+        answer(learner, data, mb)
     if any(p.grad is None for p in learner.parameters()):
-        return "after your step every parameter needs a .grad: backpropagate the cached gradients"
-    if seen and max(seen) > 16:
-        return f"a forward with a graph saw {max(seen)} rows; embed the whole batch under torch.no_grad() and re-run one micro-batch (16 rows: 8 anchors, 8 positives) at a time"
+        raise Hint(
+            f"{seen.summary()}, and some parameters have no .grad: backpropagate the cached "
+            "gradients through a second forward of each micro-batch"
+        )
+    with_graph = [c.rows for c in seen.forwards if c.graph]
+    if with_graph and max(r or 0 for r in with_graph) > 2 * mb:
+        raise Hint(
+            f"your answer ran {forwards_phrase(with_graph)} with a graph; embed the whole batch "
+            f"under torch.no_grad() and re-run one micro-batch ({2 * mb} rows: {mb} anchors, "
+            f"{mb} positives) at a time"
+        )
+    if seen.peak_graphs > 1:
+        raise Hint(
+            f"{seen.summary()}: GradCache keeps one micro-batch's graph at a time — pass 1 "
+            "without a graph, and in pass 2 backpropagate each micro-batch before the next forward"
+        )
     if grad_diff(grads_of(learner), expected).max_rel > 1e-10:
-        return "the gradient differs from the big batch's: the loss must be computed ONCE over all cached embeddings (every negative), and each micro-batch must backpropagate its rows of d loss / d embedding"
+        raise Hint(
+            "the gradient differs from the big batch's (checked to a relative 1e-10): the loss "
+            "must be computed ONCE over all cached embeddings (every negative), and each "
+            "micro-batch must backpropagate its rows of d loss / d embedding"
+        )
     return None

@@ -2,30 +2,56 @@
 
 from __future__ import annotations
 
-from . import exercise
+import sys
 
-BATCHES, K, EPOCHS = 103, 4, 3
-# (step, batches_per_epoch, k) cases a resume-position function must get right: the first epoch,
-# later epochs, every epoch end, k dividing the epoch, k larger than the epoch, k = 1
+from . import exercise
+from ._answers import Hint, integer, integers
+from ._calls import Refuse
+
+# 10.1 and 10.2 use other numbers than the lesson's 103 micro-batches, k = 4
+BATCHES, K, EPOCHS = 250, 8, 3
+# (batches_per_epoch, k) cases a resume-position function must get right: the first epoch, later
+# epochs, every epoch end, k dividing the epoch, k larger than the epoch, k = 1
 _CASES = [(b, k) for b in (103, 100, 7, 3, 1) for k in (1, 2, 4, 5, 8)]
 
 
-def _is_number(answer) -> bool:
-    return isinstance(answer, (int, float)) and not isinstance(answer, bool)
+def _refused_calls(fn, *args):
+    """Run `fn(*args)` and name the Schedule method it called: a Schedule built through
+    `al.bookkeeping.Setup(...).schedule()` comes from accumlab's own code, so `Refuse` lets it
+    through; its `position_after` is accumlab's answer to this exercise."""
+    from ..bookkeeping import counters
+
+    refused = {counters.Schedule.position_after.__code__: "Schedule.position_after"}
+    seen: list[str] = []
+
+    def profile(frame, event, _arg):
+        if event == "call" and frame.f_code in refused:
+            seen.append(refused[frame.f_code])
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        result = fn(*args)
+    finally:
+        sys.setprofile(previous)
+    return result, seen
 
 
 @exercise("10.1", 1, "how many optimizer steps a learning-rate schedule must be sized for")
 def total_steps(answer):
     from ..bookkeeping.counters import step_schedule
 
-    if not _is_number(answer):
-        return "answer with one number: the optimizer steps of the whole run"
+    value = integer(answer)
     right = step_schedule(BATCHES, K, EPOCHS, "sync_at_epoch_end").steps
-    if answer == BATCHES * EPOCHS:
+    if value == 78:
+        return (
+            f"78 is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K}"
+        )
+    if value == BATCHES * EPOCHS:
         return "that counts micro-batches; the scheduler steps once per optimizer step"
-    if answer in (BATCHES * EPOCHS // K, BATCHES // K * EPOCHS):
+    if value in (BATCHES * EPOCHS // K, BATCHES // K * EPOCHS):
         return "the loop also steps on the short window that ends every epoch: round up per epoch"
-    if answer != right:
+    if value != right:
         return "count the windows of one epoch (the last one may be short), then the epochs"
     return None
 
@@ -34,12 +60,10 @@ def total_steps(answer):
 def carried_over(answer):
     from ..bookkeeping.counters import step_schedule
 
-    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        return "answer with two numbers: (largest window, micro-batches never stepped)"
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in answer):
-        return "both numbers are whole counts of micro-batches"
+    largest, never = integers(answer, 2)  # (largest window, micro-batches never stepped)
     s = step_schedule(BATCHES, K, EPOCHS, "per_epoch")
-    largest, never = answer
+    if (largest, never) == (7, 3):
+        return f"(7, 3) is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K}"
     if largest == K:
         return "look at the first window of the second epoch: what is already in .grad?"
     if largest != max(s.sizes):
@@ -55,16 +79,33 @@ def resume_position(answer):
 
     if not callable(answer):
         return "answer with a function resume_position(step, batches_per_epoch, k) -> int"
+    cases = []
     for b, k in _CASES:
         s = step_schedule(b, k, 4, "sync_at_epoch_end")
-        for step in range(s.steps + 1):
-            got = answer(step, b, k)
-            right = s.position_after(step)
-            if got != right:
+        cases += [(step, b, k, s.position_after(step)) for step in range(s.steps + 1)]
+    refused = Refuse(
+        "al.bookkeeping.position_from_step",
+        "al.bookkeeping.step_schedule",
+        "al.bookkeeping.scheduler_total_steps",
+    )
+    with refused:
+        for step, b, k, right in cases:
+            got, called = _refused_calls(answer, step, b, k)
+            if called:
+                raise Hint(
+                    f"this exercise asks you to write it yourself — your answer called {called[0]}"
+                )
+            try:
+                value = integer(got)
+            except Hint as hint:
+                raise Hint(
+                    f"resume_position({step}, {b}, {k}) returned {got!r:.40}: {hint}"
+                ) from None
+            if value != right:
                 hint = (
                     "step × k is right only while every window holds k micro-batches"
-                    if got == step * k
+                    if value == step * k
                     else "count whole epochs of ⌈batches / k⌉ steps first, then windows of k"
                 )
-                return f"resume_position({step}, {b}, {k}) returned {got!r}; {hint}"
+                raise Hint(f"resume_position({step}, {b}, {k}) returned {got!r:.40}; {hint}")
     return None

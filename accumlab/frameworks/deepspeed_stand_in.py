@@ -1,16 +1,16 @@
-"""Lesson 11: a STAND-IN for DeepSpeed's engine — NOT DeepSpeed, which cannot run on this CPU-only,
-offline machine. It reproduces only the two documented behaviours the lesson needs:
+"""Lesson 11's fallback where the `deepspeed` package is not installed: a STAND-IN for DeepSpeed's
+engine, NOT DeepSpeed. Where DeepSpeed is installed (as in the project's own environment) the
+lesson runs the real engine (`with_deepspeed.py`) and this class is not used. It reproduces only the
+two documented behaviours the lesson measures:
 
 * `backward(loss, scale_wrt_gas=True)` divides by `gradient_accumulation_steps` itself
   (DeepSpeed docs, "Training API → Gradient Accumulation": "By default backward() scales the loss
   and gradients by the configured gradient_accumulation_steps"; deepspeed/runtime/engine.py);
 * `step()` is called after every micro-batch and updates only on the accumulation boundary,
-  `(micro_steps + 1) % gradient_accumulation_steps == 0` (managed mode, the default).
+  `(micro_steps + 1) % gradient_accumulation_steps == 0` (managed mode, the default), with a
+  counter that is never reset between epochs, or where `set_gradient_accumulation_boundary` says.
 
-So a loop that ALSO divides by k — as one must without DeepSpeed — shrinks every update k-fold
-(DeepSpeed issue #7439; transformers PR #35808 turned the Trainer's own scaling off under DeepSpeed).
-What DeepSpeed does with a short last window is not modelled as measured: its maintainers' answer in
-#7439 is that it is not handled automatically, and this stand-in, like managed mode, never steps it.
+A run that used it says so (`run.extra["engine"] == "stand-in"`), and the table labels its row.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import torch
 
 from .. import _validate
-from .problem import Problem
 
 
 class StandInEngine:
@@ -36,9 +35,18 @@ class StandInEngine:
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.gas = gradient_accumulation_steps
         self.micro_steps = 0
+        self._boundary: bool | None = None  # set by the caller, as DeepSpeed's override
+
+    def __call__(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
 
     def is_gradient_accumulation_boundary(self) -> bool:
+        if self._boundary is not None:
+            return self._boundary
         return (self.micro_steps + 1) % self.gas == 0
+
+    def set_gradient_accumulation_boundary(self, is_boundary: bool) -> None:
+        self._boundary = _validate.flag("is_boundary", is_boundary)
 
     def backward(self, loss: torch.Tensor, scale_wrt_gas: bool = True) -> torch.Tensor:
         scaled = loss / self.gas if scale_wrt_gas else loss  # the engine's own ÷ k
@@ -51,26 +59,3 @@ class StandInEngine:
             self.scheduler.step()
             self.optimizer.zero_grad()
         self.micro_steps += 1
-
-
-def _loop(problem: Problem, model, optimizer, scheduler, divide_by_k: bool) -> dict:
-    engine = StandInEngine(model, optimizer, scheduler, problem.k)
-    for mb in problem.micro_batches():
-        loss = problem.mean_loss(model(mb.x), mb.y)
-        if divide_by_k:
-            loss = loss / problem.k  # the habit from plain PyTorch: the engine divides AGAIN
-        engine.backward(loss)
-        engine.step()
-    return {}
-
-
-def stand_in_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
-    """Used as documented: `engine.backward(loss)` with the micro-batch mean loss."""
-    return _loop(problem, model, optimizer, scheduler, divide_by_k=False)
-
-
-def stand_in_double_division_loop(
-    problem: Problem, model, optimizer, scheduler, folder: str
-) -> dict:
-    """The trap: `engine.backward(loss / k)` — divided by k twice."""
-    return _loop(problem, model, optimizer, scheduler, divide_by_k=True)

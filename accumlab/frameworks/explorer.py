@@ -13,7 +13,7 @@ from .. import _validate
 from ..explorer import Explorer, explorer_example, int_slider
 from . import shapes
 from .hooks import FrameworkRun
-from .measure import StepCheck, check_run
+from .measure import EXACT, StepCheck, check_run
 from .plots import plot_step_explorer, update_step_explorer
 from .problem import DATASETS, make_problem
 from .runs import ALL, FRAMEWORKS, run_framework
@@ -52,8 +52,12 @@ def explore_frameworks(grid: dict, framework: str, data: str, k: int) -> dict:
     key = (framework, data, k)
     if key not in grid:
         raise ValueError(f"(framework, data, k) = {key!r} is not in the grid")
-
     checks = grid[key]
+    if not isinstance(checks, list) or not all(isinstance(c, StepCheck) for c in checks):
+        raise ValueError(
+            f"grid[{key!r}] must be the list of StepChecks framework_grid(...) makes, got "
+            f"{type(checks).__name__} {checks!r:.60}"
+        )
     return {
         "framework": framework,
         "label": ALL[framework].label,
@@ -64,6 +68,8 @@ def explore_frameworks(grid: dict, framework: str, data: str, k: int) -> dict:
         "windows": [len(c.window) for c in checks],
         "expected_steps": len(make_problem(data, k).windows()),
         "divided_by": ", ".join(dict.fromkeys(c.divided_by for c in checks)),
+        # float64 round-off, or float32's for DeepSpeed: the dashed line of the figure
+        "tolerance": checks[0].tolerance if checks else EXACT,
     }
 
 

@@ -12,18 +12,22 @@ by.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from .._threads import one_thread
 from .._validate import instance
 from ..compare import flatten
+from ..data import Data
 from ..engine import grads_of
 from .hooks import FrameworkRun, StepSeen
 from .problem import Problem
 
 EXACT = 1e-10  # float64 round-off on these problems is ~1e-16; anything above 1e-10 is a real difference
+# float32 runs (DeepSpeed refuses float64): round-off ~1e-7 relative; the differences the lesson
+# measures (a short window ×0.5, tokens weighed unequally) are 1e-2 or more
+EXACT_FLOAT32 = 1e-5
 LOSS_MATCH = 1e-6  # logged losses: the Trainer sums them in a float32 tensor (~1e-7 relative)
 
 
@@ -48,6 +52,7 @@ class StepCheck:
     grad_norm: float  # ‖used gradient‖
     reference_norm: float  # ‖reference gradient‖
     logged_grad_norm: float | None
+    tolerance: float = EXACT  # below this relative error the step counts as exact (float32: 1e-5)
 
     @property
     def loss_error(self) -> float:
@@ -61,16 +66,33 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-def _multiple(a: torch.Tensor, b: torch.Tensor) -> float | None:
+def tolerance(problem: Problem) -> float:
+    """The relative difference below which a step counts as exact: float64 or float32 round-off."""
+    return EXACT if problem.dtype == torch.float64 else EXACT_FLOAT32
+
+
+def _multiple(a: torch.Tensor, b: torch.Tensor, exact: float = EXACT) -> float | None:
     """c with a = c·b to round-off, else None."""
     c = float(a @ b / (b @ b))
-    return c if float((a - c * b).norm()) <= EXACT * max(float(a.norm()), 1e-300) else None
+    return c if float((a - c * b).norm()) <= exact * max(float(a.norm()), 1e-300) else None
+
+
+def _in_float64(problem: Problem) -> Problem:
+    """The same problem (the same, possibly float32-rounded, values) computed in float64."""
+    if problem.dtype == torch.float64:
+        return problem
+    x, y = problem.data.x, problem.data.y
+    data = Data(
+        x.double() if x.is_floating_point() else x, y.double() if y.is_floating_point() else y
+    )
+    return replace(problem, data=data, dtype=torch.float64)
 
 
 def _window_terms(problem: Problem, params: dict, window: tuple) -> dict:
-    """At `params`: g_ref, g_means and the candidate window losses."""
+    """At `params`: g_ref, g_means and the candidate window losses, in float64."""
+    problem = _in_float64(problem)
     model = problem.model()
-    model.load_state_dict(params, strict=True)
+    model.load_state_dict(params, strict=True)  # float32 weights are copied into float64 ones
     batches = problem.micro_batches()
     sums, counts = [], []
     for i in window:
@@ -95,13 +117,13 @@ def _window_terms(problem: Problem, params: dict, window: tuple) -> dict:
     }
 
 
-def _divided_by(used: torch.Tensor, terms: dict) -> str:
-    if _multiple(used, terms["g_ref"]) is not None and _rel(used, terms["g_ref"]) <= EXACT:
+def _divided_by(used: torch.Tensor, terms: dict, exact: float = EXACT) -> str:
+    if _multiple(used, terms["g_ref"], exact) is not None and _rel(used, terms["g_ref"]) <= exact:
         return "Σ item losses ÷ window items"
-    c = _multiple(used, terms["g_means"])
+    c = _multiple(used, terms["g_means"], exact)
     if c is not None:
         return f"Σ means ÷ {1 / c:.4g}"
-    c = _multiple(used, terms["g_ref"])
+    c = _multiple(used, terms["g_ref"], exact)
     if c is not None:
         return f"Σ item losses ÷ window items × {c:.4g}"
     return "neither a multiple of Σ means nor of the reference"
@@ -138,7 +160,7 @@ def _check_step(problem: Problem, run: FrameworkRun, i: int, step: StepSeen, exp
     if None in step.window:
         raise ValueError(f"step {i} of {run.framework} forwarded inputs that are not the problem's")
     terms = _window_terms(problem, step.params, step.window)
-    used = flatten(step.grads)
+    used = flatten(step.grads).double()
     logged = run.logged_loss[i] if run.logged_loss and i < len(run.logged_loss) else None
     norms = run.logged_grad_norm
     return StepCheck(
@@ -147,8 +169,8 @@ def _check_step(problem: Problem, run: FrameworkRun, i: int, step: StepSeen, exp
         expected=expected[i] if i < len(expected) else None,
         grad_error=_rel(used, terms["g_ref"]),
         scale=float(used @ terms["g_ref"] / (terms["g_ref"] @ terms["g_ref"])),
-        divided_by=_divided_by(used, terms),
-        pre_hook_error=_rel(flatten(step.grads_at_pre_hook), used),
+        divided_by=_divided_by(used, terms, tolerance(problem)),
+        pre_hook_error=_rel(flatten(step.grads_at_pre_hook).double(), used),
         lr=step.lr,
         expected_lr=problem.lr / (1 + i),  # the schedule lr × 1/(1 + step), one step per window
         true_loss=terms["true"],
@@ -159,6 +181,7 @@ def _check_step(problem: Problem, run: FrameworkRun, i: int, step: StepSeen, exp
         grad_norm=float(used.norm()),
         reference_norm=float(terms["g_ref"].norm()),
         logged_grad_norm=norms[i] if norms and i < len(norms) else None,
+        tolerance=tolerance(problem),
     )
 
 
@@ -173,4 +196,4 @@ def final_weight_error(run: FrameworkRun, reference: FrameworkRun) -> float:
             f"run and reference must be runs on the same problem, got {run.problem.data_name!r} "
             f"and {reference.problem.data_name!r}"
         )
-    return _rel(flatten(run.final_params), flatten(reference.final_params))
+    return _rel(flatten(run.final_params).double(), flatten(reference.final_params).double())

@@ -88,7 +88,7 @@ def plot_step_explorer(data: dict, *, max_steps: int | None = None) -> Figure:
         ax.set_xticks(steps)
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(ylabel, fontsize=9)
-        ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
+    ax_grad.axhline(EXACT, color="grey", linestyle="--", linewidth=1, gid="exact_line")
     ax_grad.plot([], [], "o-", color="C3", gid="grad")
     ax_loss.plot([], [], "s-", color="C0", gid="loss")
     ax_grad.text(0.02, 0.94, "", transform=ax_grad.transAxes, fontsize=8, va="top", gid="missing")
@@ -112,7 +112,9 @@ def update_step_explorer(fig: Figure, data: dict) -> None:
     a["no_log"].set_text("" if logged else "logs no loss by itself")
     lost = data["expected_steps"] - len(steps)
     a["missing"].set_text(f"{lost} window(s) never stepped" if lost > 0 else "")
+    a["exact_line"].set_ydata([data["tolerance"]] * 2)
     a["title"].set_text(
         f"{data['label']} · {data['data']} · k = {data['k']} · windows {data['windows']}\n"
-        f"backward saw: {data['divided_by']}   (exact 0 drawn at {FLOOR:g}; dashed: {EXACT:g})"
+        f"backward saw: {data['divided_by']}   (exact 0 drawn at {FLOOR:g}; dashed: exact below "
+        f"{data['tolerance']:g})"
     )

@@ -32,6 +32,7 @@ class Problem:
     accumulation_steps: int
     loss_name: str
     lr: float = 0.1
+    dtype: torch.dtype = torch.float64
 
     @property
     def k(self) -> int:
@@ -44,8 +45,8 @@ class Problem:
     def model(self) -> nn.Module:
         """A fresh model, the same weights every call."""
         if self.data_name == "tokens":
-            return TinyLM(vocab=16, dim=8, seed=0)
-        return mlp(features=4, hidden=8, depth=1, seed=0)
+            return TinyLM(vocab=16, dim=8, seed=0, dtype=self.dtype)
+        return mlp(features=4, hidden=8, depth=1, seed=0, dtype=self.dtype)
 
     def micro_batches(self) -> list[Data]:
         return self.data.micro_batches(self.micro_batch_size)
@@ -74,8 +75,11 @@ class Problem:
         return self.loss.count(y)
 
 
-def make_problem(data: str = "regression", k: int = 4, *, lr: float = 0.1) -> Problem:
-    """The lesson's problem `data` ("regression" or "tokens") with k accumulation steps. Lesson 11."""
+def make_problem(
+    data: str = "regression", k: int = 4, *, lr: float = 0.1, dtype: torch.dtype = torch.float64
+) -> Problem:
+    """The lesson's problem `data` ("regression" or "tokens") with k accumulation steps, in float64
+    (or float32, for DeepSpeed). Lesson 11."""
     one_of("data", data, DATASETS)
     positive_int("k", k)
     if k > MAX_K:
@@ -83,8 +87,12 @@ def make_problem(data: str = "regression", k: int = 4, *, lr: float = 0.1) -> Pr
             f"k must be at most {MAX_K} (the problems have {MAX_K} micro-batches), got {k}"
         )
     lr = positive_float("lr", lr)
+    if dtype not in (torch.float64, torch.float32):
+        raise ValueError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
     if data == "tokens":
         # 1 to 12 real tokens per sequence: micro-batches hold very different token counts
         tokens = token_data(n=20, min_len=1, max_len=12, vocab=16, seed=0)
-        return Problem("tokens", tokens, 2, k, "cross_entropy", float(lr))
-    return Problem("regression", regression_data(n=40, features=4, seed=0), 4, k, "mse", float(lr))
+        return Problem("tokens", tokens, 2, k, "cross_entropy", float(lr), dtype)
+    reg = regression_data(n=40, features=4, seed=0)
+    reg = Data(reg.x.to(dtype), reg.y.to(dtype))  # the same values, rounded for a float32 run
+    return Problem("regression", reg, 4, k, "mse", float(lr), dtype)

@@ -14,12 +14,12 @@ from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of
 from ..exercises._limit import AnswerTimeout, call_within
-from .deepspeed_stand_in import stand_in_double_division_loop, stand_in_loop
 from .hooks import FrameworkRun, Recorder, RunawayLoop
 from .plain import reference_loop, textbook_loop
 from .problem import DATASETS, make_problem
 from .quiet import offline_and_quiet
 from .with_accelerate import accelerate_global_loop, accelerate_loop, accelerate_unprepared_loop
+from .with_deepspeed import deepspeed_exact_loop, deepspeed_loop
 from .with_lightning import lightning_exact_loop, lightning_loop
 from .with_trainer import trainer_loop
 
@@ -30,6 +30,7 @@ class Framework:
     package: str | None  # the distribution whose version the run reports; None: accumlab only
     runner: Callable = field(repr=False)
     what: str = ""  # one line: what this run does
+    dtype: torch.dtype = torch.float64  # DeepSpeed refuses float64 gradients: float32 there
 
 
 FRAMEWORKS: dict[str, Framework] = {
@@ -46,19 +47,23 @@ FRAMEWORKS: dict[str, Framework] = {
         "Lightning", "lightning", lightning_loop, "`Trainer(accumulate_grad_batches=k)`"
     ),
     "trainer": Framework(
-        "Transformers Trainer",
+        "Transformers Trainer (clipping off)",
         "transformers",
         partial(trainer_loop, mode="mean"),
         "model returns the micro-batch mean",
     ),
     "trainer_num_items": Framework(
-        "Trainer + num_items_in_batch",
+        "Trainer + num_items_in_batch (clipping off)",
         "transformers",
         partial(trainer_loop, mode="num_items"),
         "model takes **kwargs and divides Σ by `num_items_in_batch`",
     ),
-    "deepspeed_stand_in": Framework(
-        "DeepSpeed STAND-IN", None, stand_in_loop, "not DeepSpeed: its documented ÷ k in backward"
+    "deepspeed": Framework(
+        "DeepSpeed",
+        "deepspeed",
+        deepspeed_loop,
+        "`engine.backward(loss)`, `engine.step()` every micro-batch (float32, ZeRO 0)",
+        torch.float32,
     ),
 }
 # runs the lesson shows beside the main table: the fixes, and the traps
@@ -90,11 +95,19 @@ VARIANTS: dict[str, Framework] = {
         partial(trainer_loop, mode="mean", max_grad_norm=None),
         "clipping left at its default",
     ),
-    "deepspeed_stand_in_double": Framework(
-        "DeepSpeed STAND-IN, loss / k",
-        None,
-        stand_in_double_division_loop,
+    "deepspeed_double": Framework(
+        "DeepSpeed, loss / k",
+        "deepspeed",
+        partial(deepspeed_loop, divide_by_k=True),
         "`engine.backward(loss / k)`: divided twice",
+        torch.float32,
+    ),
+    "deepspeed_exact": Framework(
+        "DeepSpeed, boundary set, Σ ÷ window items",
+        "deepspeed",
+        deepspeed_exact_loop,
+        "`set_gradient_accumulation_boundary`, `scale_wrt_gas=False`",
+        torch.float32,
     ),
 }
 ALL = {**FRAMEWORKS, **VARIANTS}
@@ -117,9 +130,10 @@ def package_version(package: str | None) -> str:
 
 
 def versions() -> dict[str, str]:
-    """Installed versions of torch and the three frameworks (read from package metadata: nothing
+    """Installed versions of torch and the four frameworks (read from package metadata: nothing
     is imported)."""
-    return {p: package_version(p) for p in ("torch", "accelerate", "lightning", "transformers")}
+    packages = ("torch", "accelerate", "lightning", "transformers", "deepspeed")
+    return {p: package_version(p) for p in packages}
 
 
 def run_framework(name: str, data: str = "regression", k: int = 4, **options) -> FrameworkRun:
@@ -132,7 +146,8 @@ def run_framework(name: str, data: str = "regression", k: int = 4, **options) ->
     """
     one_of("name", name, ALL)
     spec = ALL[name]
-    return run_loop(partial(spec.runner, **options), data, k, name=name, package=spec.package)
+    runner = partial(spec.runner, **options)
+    return run_loop(runner, data, k, name=name, package=spec.package, dtype=spec.dtype)
 
 
 @one_thread()
@@ -144,6 +159,7 @@ def run_loop(
     name: str = "your loop",
     package: str | None = None,
     time_limit: float = 60.0,
+    dtype: torch.dtype = torch.float64,
 ) -> FrameworkRun:
     """`runner(problem, model, optimizer, scheduler, folder) -> logged` on a fresh problem, recorded
     like every framework run (the exercises run learners' loops through it). Lesson 11.
@@ -152,7 +168,7 @@ def run_loop(
     epoch needs, is stopped and said so (a ValueError naming it), never left to hang."""
     _validate.function("runner", runner)
     seconds = _validate.positive_float("time_limit", time_limit)
-    problem = make_problem(data, k)
+    problem = make_problem(data, k, dtype=dtype)
     model = problem.model()
     optimizer = torch.optim.SGD(model.parameters(), lr=problem.lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
@@ -181,6 +197,8 @@ def run_loop(
     run.logged_loss = logged.get("loss")
     run.logged_grad_norm = logged.get("grad_norm")
     run.extra = {key: v for key, v in logged.items() if key not in ("loss", "grad_norm")}
+    if logged.get("engine") == "stand-in":  # DeepSpeed not installed: say so wherever it shows
+        run.version = "STAND-IN (deepspeed not installed)"
     return run
 
 

@@ -17,6 +17,7 @@ EXPLORER = {
     "windows": nonempty([int]),
     "expected_steps": int,
     "divided_by": str,
+    "tolerance": float,
 }
 
 

@@ -11,7 +11,7 @@ each window's FIRST batch, after its forward and before its backward; a schedule
 
 from __future__ import annotations
 
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from .problem import Problem
 from .quiet import quiet_loggers
@@ -55,17 +55,13 @@ def _classes():
             self.callback_losses: list[float] = []  # outputs["loss"] at on_train_batch_end
 
         def training_step(self, batch, batch_idx):
-            x, y = batch
+            x, y, window_items = batch  # the count travels with the batch (see _loader)
             pred = self.net(x)
             loss = self.problem.mean_loss(pred, y)
             self.log("train_loss", loss, on_step=True, on_epoch=False)
             if self.exact:
                 # × k undoes Lightning's own ÷ k; ÷ items weighs every item of the window alike
-                return (
-                    self.problem.sum_loss(pred, y)
-                    * self.problem.k
-                    / _window_items(self.problem, batch_idx)
-                )
+                return self.problem.sum_loss(pred, y) * self.problem.k / window_items
             return loss
 
         def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
@@ -78,22 +74,24 @@ def _classes():
     return pl, MemoryLogger, Module
 
 
-def _window_items(problem: Problem, batch_idx: int) -> int:
-    """Items (values or real tokens) in the window holding micro-batch `batch_idx`: Lightning hands
-    `training_step` one batch at a time, so the window's count comes from the data itself."""
-    window = next(w for w in problem.windows() if batch_idx in w)
+def _loader(problem: Problem) -> list:
+    """One (x, y, items in this batch's window) per micro-batch: `training_step` sees one batch at
+    a time, so the window's count must travel with the data. Counted here when the data is laid
+    out, as a collate function or a sampler that knows the windows would; Lightning is not
+    asked for anything it does not give."""
     batches = problem.micro_batches()
-    return sum(problem.items(batches[i].y) for i in window)
+    out = []
+    for window in problem.windows():
+        items = sum(problem.items(batches[i].y) for i in window)
+        out.extend((batches[i].x, batches[i].y, items) for i in window)
+    return out
 
 
 def _run(problem: Problem, model, optimizer, scheduler, folder: str, exact: bool) -> dict:
     pl, MemoryLogger, Module = _classes()
     logger = MemoryLogger()
     module = Module(model, problem, optimizer, scheduler, exact)
-    data = problem.data
-    loader = DataLoader(
-        TensorDataset(data.x, data.y), batch_size=problem.micro_batch_size, shuffle=False
-    )
+    loader = DataLoader(_loader(problem), batch_size=None, shuffle=False)  # batches as laid out
     with quiet_loggers("lightning.pytorch", "lightning.fabric"):  # "GPU available: False", ...
         trainer = pl.Trainer(
             accelerator="cpu",
@@ -119,5 +117,6 @@ def lightning_loop(problem: Problem, model, optimizer, scheduler, folder: str) -
 
 
 def lightning_exact_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
-    """The same Trainer, `training_step` returning sum × k ÷ (items in the window)."""
+    """The same Trainer, `training_step` returning sum × k ÷ (items in the window), the count
+    carried by each batch."""
     return _run(problem, model, optimizer, scheduler, folder, exact=True)

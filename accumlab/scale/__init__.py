@@ -1,5 +1,5 @@
-"""Lesson 12: accumulation at scale — the dtype of the accumulator, pipeline micro-batches,
-torch.compile, and when a bigger batch stops paying."""
+"""Lessons 12 and 13: accumulation at scale — the dtype of the accumulator and pipeline
+micro-batches (12); torch.compile, and when a bigger batch stops paying (13)."""
 
 from .._lazy import lazy_names
 
@@ -14,6 +14,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "bf16_rounding": "accumulator",
         "available_accumulators": "accumulator",
         "grad_dtype_supported": "accumulator",
+        "step_with_grad_dtype": "accumulator",
         # schedule.py, stages.py, pipeline.py: pipeline schedules are accumulation
         "SCHEDULES": "schedule",
         "bubble_curves": "schedule",
@@ -29,11 +30,20 @@ __getattr__, __dir__, __all__ = lazy_names(
         "CompileCounter": "recompiles",
         "compiled_accumulation": "recompiles",
         "zero_grad_recompiles": "recompiles",
+        "step_recompiles": "recompiles",
         # noise.py, batch_sweep.py: when a bigger batch stops paying
         "Problem": "noise",
         "measure_b_simple": "noise",
         "noise_scale": "noise",
+        "estimator_bias": "noise",
         "per_sample_grads": "noise",
+        # two_batch.py: the noise scale read from an accumulation loop itself
+        "two_batch_estimate": "two_batch",
+        "NoiseScaleEMA": "two_batch",
+        "AccumulationNoise": "two_batch",
+        "linear_model": "two_batch",
+        "micro_batch_windows": "two_batch",
+        "two_batch_noise": "two_batch",
         "batch_gradients": "batch_sweep",
         "batch_size_sweep": "batch_sweep",
         "fit": "batch_sweep",
@@ -49,5 +59,10 @@ __getattr__, __dir__, __all__ = lazy_names(
         "update_scale_explorer": "plots",
         "explorer_data": "explorer",
         "scale_explorer": "explorer",
+        # tradeoff_explorer.py, batch_plots.py: lesson 13's explorer
+        "explore_batch": "tradeoff_explorer",
+        "batch_explorer": "tradeoff_explorer",
+        "plot_batch_explorer": "batch_plots",
+        "update_batch_explorer": "batch_plots",
     },
 )

@@ -218,3 +218,33 @@ def accumulator_errors(
         "bytes": memory,
         "parameters": sum(p.numel() for p in base.parameters()),
     }
+
+
+GRAD_DTYPE_OPTIMIZERS = {
+    "SGD": lambda ps: torch.optim.SGD(ps, lr=0.1),
+    "AdamW (for-loop)": lambda ps: torch.optim.AdamW(ps, lr=0.1, foreach=False),
+    "AdamW (foreach)": lambda ps: torch.optim.AdamW(ps, lr=0.1, foreach=True),
+    "AdamW (fused)": lambda ps: torch.optim.AdamW(ps, lr=0.1, fused=True),
+}
+
+
+def step_with_grad_dtype() -> dict[str, str]:
+    """One optimizer step on bfloat16 parameters whose `.grad` autograd keeps in float32
+    (`param.grad_dtype = torch.float32`), for each of GRAD_DTYPE_OPTIMIZERS: "steps", or the
+    error the optimizer raised. Lesson 12: a float32 gradient is not a drop-in for an update that
+    runs in the parameter's dtype. Empty where this torch has no `Tensor.grad_dtype`."""
+    if not grad_dtype_supported():
+        return {}
+    out = {}
+    for name, make in GRAD_DTYPE_OPTIMIZERS.items():
+        layer = nn.Linear(4, 2).to(torch.bfloat16)
+        for p in layer.parameters():
+            p.grad_dtype = torch.float32
+        layer(torch.ones(3, 4, dtype=torch.bfloat16)).float().sum().backward()
+        try:
+            make(list(layer.parameters())).step()
+        except RuntimeError as err:  # what AdamW's kernels say about the mixed dtypes
+            out[name] = f"{type(err).__name__}: {str(err).splitlines()[0]}"
+        else:
+            out[name] = "steps"
+    return out

@@ -1,5 +1,5 @@
 """When does a bigger batch stop paying? Steps and samples to reach a target loss, swept over the
-effective batch size B, each at its best learning rate (lesson 12).
+effective batch size B, each at its best learning rate (lesson 13).
 
 Accumulating k micro-batches of b samples gives the optimizer the gradient of one batch of
 B = k·b (lesson 02), so what an optimizer step achieves depends on B only. Every run here is plain
@@ -82,7 +82,7 @@ def batch_size_sweep(
     seed: int = 0,
 ) -> dict:
     """Mean steps (over `seeds` runs) for SGD to bring the excess loss from `start_excess` down to
-    `target_excess`, at each batch size's best learning rate; samples = B × steps. Lesson 12.
+    `target_excess`, at each batch size's best learning rate; samples = B × steps. Lesson 13.
 
     A batch size whose every learning rate needs more than `max_samples` samples gets inf.
     """
@@ -128,7 +128,9 @@ def batch_size_sweep(
 
 
 def fit(batch_sizes, steps) -> dict:
-    """Least-squares S(B) = S_min + E_min / B (relative errors), and B_crit = E_min / S_min."""
+    """Least-squares S(B) = S_min + E_min / B (relative errors), and B_crit = E_min / S_min.
+    The model needs S_min > 0 and E_min > 0 (steps that fall, then flatten, as B grows): data
+    outside that domain, such as steps that rise with B, is refused with the fitted values."""
     batch_sizes = _validate.positive_ints("batch_sizes", batch_sizes)
     steps = _validate.sequence("steps", steps)
     _validate.same_length(batch_sizes=batch_sizes, steps=steps)
@@ -143,6 +145,13 @@ def fit(batch_sizes, steps) -> dict:
     design = torch.stack([torch.ones_like(b), 1 / b], dim=1) / s.unsqueeze(1)
     s_min, e_min = torch.linalg.lstsq(design, torch.ones_like(s).unsqueeze(1)).solution.squeeze(1)
     s_min, e_min = float(s_min), float(e_min)
+    _validate.fitted_in_domain(
+        "S(B) = S_min + E_min / B",
+        {"S_min": s_min, "E_min": e_min},
+        ("S_min", "E_min"),
+        f"steps {[p[1] for p in pairs]} at batch sizes {[p[0] for p in pairs]} do not fall "
+        "towards a floor as B grows, so the model does not describe them",
+    )
     return {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min}
 
 
@@ -152,8 +161,19 @@ def tradeoff_curve(s_min: float, e_min: float, batch_sizes) -> dict:
     positive_float("e_min", e_min)
     batch_sizes = _validate.positive_ints("batch_sizes", batch_sizes)
     b_crit = e_min / s_min
-    return {
+    if not (math.isfinite(b_crit) and b_crit > 0):  # e.g. e_min=1e-300 over s_min=1e300 → 0.0
+        raise ValueError(
+            f"e_min / s_min must be a positive finite B_crit, got e_min={e_min!r} / "
+            f"s_min={s_min!r} = {b_crit!r}"
+        )
+    out = {
         "batch_sizes": list(batch_sizes),
         "steps": [s_min * (1 + b_crit / b) for b in batch_sizes],
         "samples": [e_min * (1 + b / b_crit) for b in batch_sizes],
     }
+    if not all(math.isfinite(v) for v in out["steps"] + out["samples"]):
+        raise ValueError(
+            f"s_min={s_min!r} and e_min={e_min!r} overflow the curve at batch sizes "
+            f"{batch_sizes}: choose values a sweep can produce"
+        )
+    return out

@@ -1,5 +1,5 @@
 """The gradient noise scale of McCandlish et al. (2018), "An Empirical Model of Large-Batch
-Training": B_simple = tr(Σ) / |G|², from per-sample gradients computed with `torch.func` (lesson 12).
+Training": B_simple = tr(Σ) / |G|², from per-sample gradients computed with `torch.func` (lesson 13).
 
 G is the true (population) gradient and Σ the covariance of one sample's gradient, so a batch of B
 samples has gradient noise tr(Σ) / B. B_simple is the batch size at which that noise equals the
@@ -82,10 +82,12 @@ def per_sample_grads(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch
 
 
 def noise_scale(grads: torch.Tensor) -> dict:
-    """B_simple = tr(Σ) / |G|² from per-sample gradients `grads` (n, P). Lesson 12.
+    """B_simple = tr(Σ) / |G|² from per-sample gradients `grads` (n, P). Lesson 13.
 
     tr(Σ) is the sample covariance's trace (divided by n − 1); |G|² is estimated without bias as
     |mean|² − tr(Σ) / n, because the mean of n noisy gradients is itself noisy by tr(Σ) / n.
+    `b_naive` = tr(Σ) / |mean|² leaves that out: it reads B_simple / (1 + B_simple / n) on average,
+    far too small when n is not much larger than B_simple.
     """
     if not isinstance(grads, torch.Tensor) or grads.dim() != 2 or len(grads) < 2:
         shape = tuple(grads.shape) if isinstance(grads, torch.Tensor) else type(grads).__name__
@@ -95,12 +97,60 @@ def noise_scale(grads: torch.Tensor) -> dict:
     g = grads.double()
     mean = g.mean(dim=0)
     trace = float(((g - mean) ** 2).sum() / (n - 1))
-    g2 = float(mean @ mean) - trace / n
+    mean_sq = float(mean @ mean)
+    g2 = mean_sq - trace / n
+    if g2 <= 0:  # no signal measurable above the noise: a ratio would be inf or negative
+        raise ValueError(
+            f"grads must carry a mean gradient above its own noise: |mean|² = {mean_sq:.3g} is not "
+            f"above tr(Σ)/n = {trace / n:.3g} with n = {n} samples, so |G|² cannot be told from 0 "
+            "(all-zero gradients included); B_simple is beyond what these samples resolve"
+        )
     return {
         "samples": n,
         "trace_sigma": trace,
         "g_squared": g2,
-        "b_simple": trace / g2 if g2 > 0 else float("inf"),
+        "b_simple": trace / g2,
+        "b_naive": trace / mean_sq,
+    }
+
+
+def _draws(problem: Problem, excess: float, samples: int, draws: int, seed: int) -> torch.Tensor:
+    """Per-sample gradients of `draws` independent batches: (draws, samples, d), vectorised."""
+    e = problem.point(excess, seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(draws, samples, problem.features, generator=gen, dtype=torch.float64)
+    eps = problem.noise * torch.randn(draws, samples, generator=gen, dtype=torch.float64)
+    # the gradient of ½ (x·e − ε)² is (x·e − ε) x, sample by sample (the same as per_sample_grads)
+    return (x @ e - eps).unsqueeze(-1) * x
+
+
+@one_thread()
+def estimator_bias(
+    problem: Problem, excess: float, *, samples: int = 64, draws: int = 500, seed: int = 0
+) -> dict:
+    """The naive tr(Σ)/|mean|² against the bias-corrected estimate, each averaged over `draws`
+    batches of `samples` per-sample gradients (numerators and denominators averaged separately,
+    as an exponential moving average does in training), next to the exact B_simple. Lesson 13."""
+    check_problem(problem)
+    positive_float("excess", excess)
+    n = positive_int("samples", samples, minimum=2)
+    positive_int("draws", draws)
+    _validate.seed("seed", seed)
+    _validate.fits_in_memory(
+        f"draws × samples = {draws} × {n} gradients of {problem.features} features",
+        3 * 8 * draws * n * problem.features,
+    )
+    g = _draws(problem, excess, n, draws, seed)
+    mean = g.mean(dim=1)
+    trace = ((g - mean.unsqueeze(1)) ** 2).sum(dim=(1, 2)) / (n - 1)
+    mean_sq = (mean * mean).sum(dim=1)
+    return {
+        "samples": n,
+        "draws": draws,
+        "naive": float(trace.mean() / mean_sq.mean()),
+        "corrected": float(trace.mean() / (mean_sq - trace / n).mean()),
+        "exact": problem.b_simple(excess),
+        "predicted_naive": problem.b_simple(excess) / (1 + problem.b_simple(excess) / n),
     }
 
 

@@ -42,6 +42,11 @@ def weights_of(result: dict, parts: list[dict]) -> dict:
     keys = sorted(parts[0])
     a = torch.stack([_flat(p, keys) for p in parts], dim=1)
     b = _flat(result, keys)
+    for name, t in (("result", b), *((f"parts[{i}]", a[:, i]) for i in range(a.shape[1]))):
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} must hold finite numbers, got a NaN or inf")
+        if not bool(t.any()):  # zero: no relative residual (result), any weight fits (a part)
+            raise ValueError(f"{name} must not be all zeros: there is no direction to weigh")
     w = torch.linalg.lstsq(a, b.unsqueeze(1)).solution.squeeze(1)
     residual = float((a @ w - b).norm() / b.norm())
     return {"weights": [float(x) for x in w], "residual": residual}

@@ -1,4 +1,4 @@
-"""Lesson 12's pure plots: data in, matplotlib Figure out (no widget code, no pyplot state)."""
+"""Lessons 12 and 13: pure plots: data in, matplotlib Figure out (no widget code, no pyplot state)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """torch.compile under accumulation: when does it compile again, and is the gradient the same
-(lesson 12)?
+(lesson 13)?
 
 `CompileCounter` is a torch.compile backend that counts the graphs it is handed and notes whether
 each has symbolic (dynamic) shapes, then hands them to a real backend ("aot_eager" by default: it
@@ -84,7 +84,7 @@ def compiled_accumulation(
     seed: int = 0,
 ) -> dict:
     """Accumulate `windows` optimizer steps of micro-batches of `sizes` samples through a compiled
-    model, and the same in eager mode. Lesson 12.
+    model, and the same in eager mode. Lesson 13.
 
     Returns the number of graphs compiled (after each micro-step and in total), whether each graph
     is dynamic, the largest difference between compiled and eager accumulated gradients, seconds.
@@ -149,7 +149,7 @@ def zero_grad_recompiles(
     seed: int = 0,
 ) -> dict:
     """Compiled forward graphs and compiled-autograd backward captures when `zero_grad` alternates
-    through `set_to_none` (one value per window, cycling). Lesson 12.
+    through `set_to_none` (one value per window, cycling). Lesson 13.
 
     With `compiled_autograd=True` the backward is compiled too (torch._dynamo's compiled autograd);
     `post_accumulate_hook=True` adds a `register_post_accumulate_grad_hook` on every parameter, as
@@ -206,4 +206,63 @@ def zero_grad_recompiles(
         "graphs": counter.compiles,
         "backward_captures": captures,
         "hook_calls": int(hook_calls),
+    }
+
+
+@one_thread()
+def step_recompiles(
+    *,
+    accumulation_steps: int = 2,
+    windows: int = 4,
+    set_to_none=(True, False),
+    unused_in=(),
+    backend: str = "eager",
+    seed: int = 0,
+) -> dict:
+    """Graphs compiled for `torch.compile(optimizer.step)` over `windows` accumulation windows.
+    Lesson 13.
+
+    Unlike the model's forward, the optimizer's step reads every `.grad`, and Dynamo guards on
+    whether each is None. `zero_grad(set_to_none=...)` cycles through `set_to_none` after each
+    window; in the windows listed in `unused_in` the model's second branch is not used, so its
+    parameters get no gradient — after a `set_to_none=True` their `.grad` is still None at step time.
+    """
+    from torch import nn
+
+    positive_int("accumulation_steps", accumulation_steps, maximum=MAX_STEPS)
+    positive_int("windows", windows, maximum=MAX_STEPS // accumulation_steps,
+                 why="micro-steps of Python work")  # fmt: skip
+    for i, v in enumerate(_validate.sequence("set_to_none", set_to_none)):
+        _validate.flag(f"set_to_none[{i}]", v)
+    unused = set()
+    for i, w in enumerate(_validate.sequence("unused_in", unused_in, allow_empty=True)):
+        unused.add(positive_int(f"unused_in[{i}]", w, minimum=0, maximum=windows - 1,
+                                why="a window index"))  # fmt: skip
+    one_of("backend", backend, BACKENDS)
+    _validate.seed("seed", seed)
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = nn.ModuleDict({"main": nn.Linear(4, 1), "branch": nn.Linear(4, 1)}).double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    counter = CompileCounter(backend)
+    torch._dynamo.reset()
+    step = torch.compile(optimizer.step, backend=counter)
+    after, none_at_step = [], []
+    for w in range(windows):
+        for _ in range(accumulation_steps):
+            x = torch.randn(4, 4, generator=gen, dtype=torch.float64)
+            out = model["main"](x)
+            if w not in unused:
+                out = out + model["branch"](x)  # the branch this window uses
+            out.sum().backward()
+        none_at_step.append(sum(p.grad is None for p in model.parameters()))
+        step()
+        after.append(counter.compiles)
+        optimizer.zero_grad(set_to_none=bool(set_to_none[w % len(set_to_none)]))
+    return {
+        "windows": windows,
+        "unused_in": sorted(unused),
+        "grads_none_at_step": none_at_step,
+        "graphs_after_step": after,
+        "graphs": counter.compiles,
     }

@@ -12,6 +12,8 @@ from a real two-process pipeline, then uses them for any number of stages (a sim
 
 from __future__ import annotations
 
+import math
+
 from .._validate import MAX_STEPS, one_of, positive_float, positive_int, positive_ints
 from .shapes import passes
 
@@ -67,12 +69,25 @@ def _passes_bound(stages: int, micro_batches: int) -> None:
 
 
 def in_flight(order: list[tuple[str, int]]) -> int:
-    """Most micro-batches whose forward has run and backward has not: activations held at once."""
+    """Most micro-batches whose forward has run and backward has not: activations held at once.
+    A backward of a micro-batch with no forward pending before it (or a second forward of one
+    already in flight) is not an order a stage can run: refused, naming the pass."""
     passes("order", order)
-    held = peak = 0
-    for kind, _ in order:
-        held += 1 if kind == "F" else -1
-        peak = max(peak, held)
+    pending: set[int] = set()
+    peak = 0
+    for i, (kind, j) in enumerate(order):
+        if kind == "F":
+            if j in pending:
+                raise ValueError(f"order[{i}] = ('F', {j}): micro-batch {j} is already in flight")
+            pending.add(j)
+        elif j not in pending:
+            raise ValueError(
+                f"order[{i}] = ('B', {j}): a backward needs its micro-batch's forward earlier in "
+                "the order"
+            )
+        else:
+            pending.remove(j)
+        peak = max(peak, len(pending))
     return peak
 
 
@@ -92,6 +107,13 @@ def replay(orders, t_forward: float = 1.0, t_backward: float = 2.0) -> dict:
         raise ValueError(f"orders hold more than {MAX_STEPS:,} passes (a step of Python work each)")
     tf = _per_stage("t_forward", t_forward, n)
     tb = _per_stage("t_backward", t_backward, n)
+    # the clock only adds pass times: bound the longest possible step before laying it out
+    longest = sum(len(o) for o in orders) * max(tf + tb)
+    if not math.isfinite(longest):
+        raise ValueError(
+            f"t_forward={t_forward!r} and t_backward={t_backward!r} are too large: "
+            f"{sum(len(o) for o in orders)} passes of them overflow a float clock"
+        )
     done: dict[tuple[str, int, int], float] = {}
     free = [0.0] * n
     pos = [0] * n

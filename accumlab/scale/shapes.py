@@ -1,4 +1,4 @@
-"""What lesson 12's results look like, so its plots can say what is wrong with what they are
+"""What the results of lessons 12 and 13 look like, so its plots can say what is wrong with what they are
 handed instead of failing inside with a KeyError; and the pass lists the schedule code reads."""
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Lesson 03: what each sample weighs in the gradient — loss division, last windows, token counts
-(also across ranks), the effective batch and the linear learning-rate rule, what to log."""
+"""Lesson 03: what each sample weighs in the gradient — loss division per optimizer, last windows,
+token counts (also across ranks), what the token normalisation does to training, what to log.
+Also used by lesson 13: gradient variance under accumulation, the effective batch and the linear
+learning-rate rule."""
 
 from .._lazy import lazy_names
 
@@ -24,6 +26,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "window_errors": "weights",
         # division.py: forgetting loss / k per optimizer, the loop that steps on (i + 1) % k
         "DECAY_OPTIMIZERS": "division",
+        "CANDIDATES": "division",
         "forgotten_division": "division",
         "step_every_kth": "division",
         "with_params": "division",
@@ -36,10 +39,15 @@ __getattr__, __dir__, __all__ = lazy_names(
         "rank_slices": "tokens",
         "simulated_ranks_grads": "tokens",
         "token_weights": "tokens",
+        # training.py: the same model trained under each normalisation; unpadded sequences
+        "TRAINING_WAYS": "training",
+        "token_training": "training",
+        "unpadded": "training",
         # plots.py and explorer.py
         "plot_linear_scaling_gap": "plots",
         "plot_sample_weights": "plots",
         "plot_scaling_explorer": "plots",
+        "plot_token_training": "plots",
         "plot_token_weights": "plots",
         "plot_window_errors": "plots",
         "update_scaling_explorer": "plots",

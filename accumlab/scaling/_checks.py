@@ -11,16 +11,14 @@ from ..engine import Trace
 
 
 def counts(value, name: str = "counts") -> list[int]:
-    """Items per sample (tokens per sequence): a list of non-negative integers."""
+    """Items per sample (tokens per sequence): non-negative integers, as Python ints."""
     if isinstance(value, torch.Tensor):
         value = value.tolist()
     counts = _validate.sequence(name, value)
     # one step of Python work per sample (and per micro-batch) below
     positive_int(f"len({name})", len(counts), maximum=MAX_STEPS, why="one step of work per sample")
-    for i, c in enumerate(counts):
-        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
-            raise ValueError(f"{name}[{i}] must be a non-negative integer, got {c!r}")
-    return counts
+    # the shared integer rule: int, numpy integers and integer 0-d tensors; never bool or float
+    return [positive_int(f"{name}[{i}]", c, minimum=0) for i, c in enumerate(counts)]
 
 
 def per_sample(name: str, value, n: int, like: str) -> torch.Tensor:

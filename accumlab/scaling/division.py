@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .. import _validate
+from .._threads import one_thread
 from .._validate import one_of, positive_float, positive_int
 from ..compare import grad_diff
 from ..data import Data
@@ -23,20 +24,36 @@ DECAY_OPTIMIZERS = {
 }
 
 
-def _update(model, data, recipe, optimizer, lr, weight_decay, epochs, loss):
-    trace = run(
-        recipe,
-        model,
-        data,
-        loss=loss,
-        optimizer=lambda params: DECAY_OPTIMIZERS[optimizer](
-            params, lr=lr, weight_decay=weight_decay
-        ),
-        epochs=epochs,
-    )
+# the correct loop's hyperparameters the forgetful loop is compared with: lr or k·lr, λ or λ/k
+CANDIDATES = ("lr, λ", "k·lr, λ", "lr, λ/k", "k·lr, λ/k")
+
+
+def _update(model, data, recipe, make, epochs, loss):
+    trace = run(recipe, model, data, loss=loss, optimizer=make, epochs=epochs)
     return {n: trace.params[-1][n] - p for n, p in trace.initial_params.items()}
 
 
+def _momentum_options(optimizer: str, momentum, dampening, nesterov) -> dict:
+    """SGD's momentum options, checked here: torch's own error names neither value."""
+    momentum = _validate.fraction("momentum", momentum)
+    dampening = _validate.fraction("dampening", dampening)
+    nesterov = _validate.flag("nesterov", nesterov)
+    if optimizer != "sgd":
+        if momentum or dampening or nesterov:
+            raise ValueError(
+                f"momentum, dampening and nesterov are SGD's options; optimizer={optimizer!r} "
+                f"got momentum={momentum}, dampening={dampening}, nesterov={nesterov}"
+            )
+        return {}
+    if nesterov and (momentum == 0 or dampening != 0):
+        raise ValueError(
+            "nesterov=True needs momentum > 0 and dampening = 0 (as torch.optim.SGD), got "
+            f"momentum={momentum}, dampening={dampening}"
+        )
+    return {"momentum": momentum, "dampening": dampening, "nesterov": nesterov}
+
+
+@one_thread()
 def forgotten_division(
     model: nn.Module,
     data: Data,
@@ -46,34 +63,48 @@ def forgotten_division(
     optimizer: str = "sgd",
     lr: float = 1e-3,
     weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    dampening: float = 0.0,
+    nesterov: bool = False,
     epochs: int = 1,
     loss: str = "mse",
 ) -> dict:
-    """Lesson 03: the update of a loop that forgets `loss / k` (at `lr`) against the correct loop at
-    `lr` and at k·`lr`, after `epochs` passes over `data` with `torch.optim.<optimizer>`.
+    """Lesson 03: the update of a loop that forgets `loss / k`, run with `torch.optim.<optimizer>`
+    at (`lr`, `weight_decay` = λ), against the correct loop at each of CANDIDATES: lr or k·lr,
+    λ or λ/k, after `epochs` passes over `data`. `momentum`, `dampening`, `nesterov`: SGD's.
 
-    Returns {"vs_same_lr", "vs_k_lr": GradDiff of the forgetful update against each correct one,
-    "forgetful", "same_lr", "k_lr": the updates (final − initial parameters)}.
+    Returns {"vs": {candidate: GradDiff of the forgetful update against that correct one},
+    "forgetful": its update, "correct": {candidate: update}} (updates: final − initial
+    parameters).
     """
     one_of("optimizer", optimizer, DECAY_OPTIMIZERS)
     k = positive_int("accumulation_steps", accumulation_steps)
-    positive_float("lr", lr)
-    positive_float("weight_decay", weight_decay, allow_zero=True)
+    lr = positive_float("lr", lr)
+    decay = positive_float("weight_decay", weight_decay, allow_zero=True)
+    options = _momentum_options(optimizer, momentum, dampening, nesterov)
 
-    def update(normalization: str, step_lr: float):
+    def update(normalization: str, step_lr: float, step_decay: float):
+        def make(params):
+            return DECAY_OPTIMIZERS[optimizer](
+                params, lr=step_lr, weight_decay=step_decay, **options
+            )
+
         recipe = Recipe(micro_batch_size, k, normalization)
-        return _update(model, data, recipe, optimizer, step_lr, weight_decay, epochs, loss)
+        return _update(model, data, recipe, make, epochs, loss)
 
-    forgetful, same, k_lr = update("none", lr), update("mean", lr), update("mean", k * lr)
+    settings = dict(
+        zip(CANDIDATES, [(lr, decay), (k * lr, decay), (lr, decay / k), (k * lr, decay / k)])
+    )
+    forgetful = update("none", lr, decay)
+    correct = {label: update("mean", *pair) for label, pair in settings.items()}
     return {
-        "vs_same_lr": grad_diff(forgetful, same),
-        "vs_k_lr": grad_diff(forgetful, k_lr),
+        "vs": {label: grad_diff(forgetful, u) for label, u in correct.items()},
         "forgetful": forgetful,
-        "same_lr": same,
-        "k_lr": k_lr,
+        "correct": correct,
     }
 
 
+@one_thread()
 def step_every_kth(
     model: nn.Module,
     data: Data,

@@ -4,6 +4,8 @@ spread of sequence lengths → gradient error per window and per-token weights.
 
 from __future__ import annotations
 
+from .._threads import one_thread
+from .._validate import positive_int
 from ..data import token_data
 from ..engine import LAST_WINDOW_POLICIES, NORMALIZATIONS, Recipe
 from ..models import TinyLM
@@ -13,9 +15,11 @@ from .weights import effective_weights, window_errors
 SEQUENCES = 20  # 20 is not a multiple of most micro-batch × k: short last windows appear
 CENTRE = 12  # sequence lengths are drawn from [CENTRE - spread, CENTRE + spread]
 MAX_SPREAD = CENTRE - 1  # keeps every sequence at ≥ 1 real token: no 0/0 reachable
+SPREAD_WHY = f"lengths are drawn from {CENTRE} ± spread and each needs at least one real token"
 VOCAB = 16
 
 
+@one_thread()  # tiny ops: a second torch thread costs more than it computes
 def loss_scaling_data(
     micro_batch_size: int = 3,
     accumulation_steps: int = 3,
@@ -30,8 +34,7 @@ def loss_scaling_data(
     Returns {"recipe", "lengths", "checks" (per-window WindowCheck), "weights" (Weights),
     "ratio" (per-token weight ÷ full-batch weight, shape (sequences, max length))}.
     """
-    if isinstance(spread, bool) or not isinstance(spread, int) or not 0 <= spread <= MAX_SPREAD:
-        raise ValueError(f"spread must be an integer in [0, {MAX_SPREAD}], got {spread!r}")
+    spread = positive_int("spread", spread, minimum=0, maximum=MAX_SPREAD, why=SPREAD_WHY)
     recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window)
     data = token_data(
         SEQUENCES, min_len=CENTRE - spread, max_len=CENTRE + spread, vocab=VOCAB, seed=seed

@@ -1,5 +1,6 @@
-"""Lesson 03's pure plots: per-sample and per-token weights, per-window gradient errors, and the
-linear-scaling gap. Data in, matplotlib Figure out; never pyplot state.
+"""Lesson 03's pure plots: per-sample and per-token weights, per-window gradient errors, training
+curves per normalisation; and lesson 13's linear-scaling gap. Data in, matplotlib Figure out; never
+pyplot state.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def plot_window_errors(checks, *, title: str = "") -> Figure:
 
 
 def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
-    """Lesson 03. Relative parameter gap: k small SGD steps at lr η vs one accumulated step at k·η."""
+    """Lesson 13. Relative parameter gap: k small SGD steps at lr η vs one accumulated step at k·η."""
     shapes.linear_scaling_gap(rows, title)
     fig = Figure(figsize=(5.5, 3.4), layout="constrained")
     ax = fig.add_subplot()
@@ -146,6 +147,26 @@ def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
     ax.set_ylabel("‖θ_small − θ_big‖ / ‖step‖")
     ax.legend(fontsize=8)
     ax.set_title(title or "linear scaling rule: exact only as η → 0", fontsize=10)
+    return fig
+
+
+def plot_token_training(curves: dict, *, title: str = "") -> Figure:
+    """Lesson 03. The token-mean loss over the whole data after each epoch, for each way of
+    normalising (`al.scaling.token_training`): the full batch dashed, under the global count."""
+    shapes.token_training(curves, title)
+    fig = Figure(figsize=(6, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    style = {
+        "full batch": {"color": "black", "linestyle": "--", "linewidth": 2.5, "zorder": 3},
+        "global count": {"color": "tab:green", "linewidth": 4, "alpha": 0.6},
+        "mean of means": {"color": "tab:red", "linewidth": 1.5},
+    }
+    for way, kw in style.items():
+        ax.plot(curves["epoch"], curves[way], label=way, **kw)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("token-mean loss, all data")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title(title or "same start, same windows: three normalisations", fontsize=10)
     return fig
 
 

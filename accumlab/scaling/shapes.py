@@ -64,5 +64,22 @@ def linear_scaling_gap(rows, title) -> None:
     _title(title)
 
 
+TRAINING = {
+    "epoch": nonempty([int]),
+    "full batch": nonempty([float]),
+    "global count": nonempty([float]),
+    "mean of means": nonempty([float]),
+}
+
+
+def token_training(curves, title) -> None:
+    """What `token_training` returns: equally long lists of finite losses, one per epoch."""
+    result("curves", curves, TRAINING, "what al.scaling.token_training(...) returns")
+    for way in ("full batch", "global count", "mean of means"):
+        _validate.finite_floats(f"curves[{way!r}]", curves[way])
+    _validate.same_length(**{k: curves[k] for k in TRAINING})
+    _title(title)
+
+
 def explorer(data) -> None:
     result("data", data, EXPLORER, "what al.scaling.loss_scaling_data(...) returns")

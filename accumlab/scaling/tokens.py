@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from .. import _validate
+from .._threads import one_thread
 from .._validate import one_of, positive_int
 from ..data import Data
 from ..engine import NORMALIZATIONS, Recipe, forward
@@ -102,6 +103,7 @@ def rank_slices(data: Data, ranks: int) -> list[Data]:
     return [data[r * size : (r + 1) * size] for r in range(ranks)]
 
 
+@one_thread()
 def simulated_ranks_grads(
     model: nn.Module,
     data: Data,

@@ -1,4 +1,4 @@
-"""Lesson 03: "accumulation reduces gradient variance" — measured. The accumulated gradient IS the
+"""Lesson 13: "accumulation reduces gradient variance" — measured. The accumulated gradient IS the
 big-batch gradient, so its variance over random batches is the big batch's: lower than one
 micro-batch's, never lower than the batch it emulates."""
 
@@ -32,7 +32,7 @@ def gradient_variance(
 
     Returns {"micro", "accumulated", "big"}: the total variance (sum over parameters of the variance
     across draws) of each; and "max_rel": the largest gap between the accumulated and the big-batch
-    gradient over all draws. Lesson 03.
+    gradient over all draws. Lesson 13.
     """
     _validate.model("model", model)
     _validate.data("data", data)

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import _validate
+from .._threads import one_thread
 from .._validate import MAX_STEPS, positive_float, positive_int
 from ..data import IGNORE_INDEX, Data
 from ..engine import Recipe, Trace, forward
@@ -196,6 +197,7 @@ class WindowCheck:
     max_rel: float  # 1.0 for a dropped window: its gradient is missing entirely
 
 
+@one_thread()
 def window_errors(
     recipe: Recipe, model: nn.Module, data: Data, *, loss: str | Loss = "mse"
 ) -> list[WindowCheck]:
@@ -245,7 +247,7 @@ def logged_losses(trace: Trace) -> dict[str, list[float]]:
 
 def effective_batch_size(micro_batch_size: int, accumulation_steps: int, ranks: int = 1) -> int:
     """Samples per optimizer step: micro-batch × accumulation steps × data-parallel ranks.
-    Lesson 03."""
+    Lessons 10 and 13."""
     positive_int("micro_batch_size", micro_batch_size)
     positive_int("accumulation_steps", accumulation_steps)
     positive_int("ranks", ranks)
@@ -254,19 +256,20 @@ def effective_batch_size(micro_batch_size: int, accumulation_steps: int, ranks: 
 
 def linear_scaled_lr(base_lr: float, base_batch: int, batch: int) -> float:
     """The linear scaling rule of thumb (Goyal et al. 2017): lr grows with the batch size.
-    It is a first-order argument for SGD; lesson 03 measures where it stops holding."""
+    It is a first-order argument for SGD; lesson 13 measures where it stops holding."""
     positive_float("base_lr", base_lr)
     positive_int("base_batch", base_batch)
     positive_int("batch", batch)
     return base_lr * batch / base_batch
 
 
+@one_thread()
 def linear_scaling_gap(
     model: nn.Module, data: Data, micro_batch_size: int, accumulation_steps: int, lrs, *, loss="mse"
 ) -> list[dict[str, float]]:
     """k plain SGD steps on micro-batches at lr η vs ONE accumulated step at lr k·η (the linear
     scaling rule) over the same samples. Per lr: the parameter gap relative to the update size.
-    The two agree to first order in η, so the relative gap shrinks in proportion to η. Lesson 03."""
+    The two agree to first order in η, so the relative gap shrinks in proportion to η. Lesson 13."""
     from ..engine import run
 
     _validate.model("model", model)

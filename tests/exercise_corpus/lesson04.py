@@ -1,5 +1,251 @@
-"""Lesson 04: right, wrong and unanswered answers for its exercises (see __init__.py)."""
+"""Lesson 04: right, wrong and unanswered answers for its exercises (see __init__.py).
 
-RIGHT: dict = {}
-WRONG: dict = {}
-STUBS: dict = {}
+04.1 and 04.2 ask for a number: the right ones come in the forms a person types (rounded to the 3
+significant digits the exercise asks for, float32, numpy, a 0-d tensor, a Fraction, a Decimal);
+the wrong ones are the numbers the common mistakes give. A call to accumlab's own formula returns
+the right number and cannot be told from it, so the "call the package" kind applies to 04.3 and
+04.4 only, where the answer is code.
+"""
+
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import accumlab as al
+
+# --- 04.3: freeze BatchNorm ------------------------------------------------------------------------
+
+
+def freeze_by_apply(model):
+    """model.apply visits every module; train(False) is what eval() does."""
+    model.apply(lambda m: m.train(False) if isinstance(m, nn.BatchNorm1d) else None)
+    return model
+
+
+def freeze_all_then_dropout_back(model):
+    """Everything to eval, then dropout back to training: the same modes in the end."""
+    model.eval()
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.train()
+    return model
+
+
+def freeze_by_flag(model):
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.training = False  # the flag eval() sets
+    return model
+
+
+def replace_batchnorm_by_identity(model):
+    """Skips the technique: no BatchNorm left, so nothing couples the samples — and nothing
+    normalises either."""
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.BatchNorm1d):
+                setattr(parent, name, nn.Identity())
+    return model
+
+
+def remove_dropout_too(model):
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Dropout):
+                setattr(parent, name, nn.Identity())
+            elif isinstance(child, nn.BatchNorm1d):
+                child.eval()
+    return model
+
+
+def dropout_rate_zeroed(model):
+    """Dropout still in training mode, but dropping nothing."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.eval()
+        elif isinstance(m, nn.Dropout):
+            m.p = 0.0
+    return model
+
+
+def freeze_with_requires_grad_off(model):
+    """Frozen BatchNorm as detection codebases freeze it: eval mode and fixed scale and shift."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.eval()
+            m.requires_grad_(False)
+    return model
+
+
+def freeze_with_accumlab(model):
+    return al.batchnorm.freeze_batchnorm(model)
+
+
+def stop_updating_only(model):
+    """momentum 0: the running statistics stay, but training still normalises with the
+    micro-batch's own statistics."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.momentum = 0.0
+    return model
+
+
+def forward_replaced(model):
+    """The layer object stays and reports eval mode, but its forward no longer normalises."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.eval()
+            m.forward = lambda x: x
+    return model
+
+
+def frozen_copy(model):
+    import copy
+
+    model = copy.deepcopy(model)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.eval()
+    return model
+
+
+def freeze_stub(model):
+    # your code here: loop over model.modules() ...
+    return None
+
+
+# --- 04.4: ghost batch norm ------------------------------------------------------------------------
+
+
+def ghost_with_functional(x, ghost_batch_size):
+    """torch's own batch_norm in training mode, once per chunk: the technique, written with torch."""
+    return torch.cat(
+        [F.batch_norm(c, None, None, training=True, eps=1e-5) for c in x.split(ghost_batch_size)]
+    )
+
+
+def ghost_with_modules(x, ghost_batch_size):
+    """A fresh BatchNorm1d without scale and shift, called on each chunk."""
+    out = []
+    for start in range(0, len(x), ghost_batch_size):
+        layer = nn.BatchNorm1d(x.shape[1], affine=False, dtype=x.dtype).train()
+        out.append(layer(x[start : start + ghost_batch_size]))
+    return torch.stack([row for chunk in out for row in chunk])
+
+
+def ghost_in_float32(x, ghost_batch_size):
+    x = x.float()
+    return torch.cat(
+        [
+            (c - c.mean(0)) / (c.var(0, unbiased=False) + 1e-5).sqrt()
+            for c in x.split(ghost_batch_size)
+        ]
+    )
+
+
+def ghost_unbiased(x, ghost_batch_size):
+    return torch.cat(
+        [(c - c.mean(0)) / (c.var(0) + 1e-5).sqrt() for c in x.split(ghost_batch_size)]
+    )
+
+
+def ghost_without_eps(x, ghost_batch_size):
+    return torch.cat(
+        [(c - c.mean(0)) / c.var(0, unbiased=False).sqrt() for c in x.split(ghost_batch_size)]
+    )
+
+
+def ghost_with_accumlab(x, ghost_batch_size):
+    layer = al.batchnorm.GhostBatchNorm1d(x.shape[1], ghost_batch_size, affine=False)
+    return layer.to(x.dtype).train()(x)
+
+
+def ghost_by_reshape(x, ghost_batch_size):
+    """Right only when the rows split evenly: a shorter last chunk breaks the view."""
+    chunks = x.view(-1, ghost_batch_size, x.shape[1])
+    mean = chunks.mean(1, keepdim=True)
+    var = chunks.var(1, unbiased=False, keepdim=True)
+    return ((chunks - mean) / (var + 1e-5).sqrt()).view_as(x)
+
+
+def ghost_stub(x, ghost_batch_size):
+    # your code here
+    return None
+
+
+RIGHT = {
+    "04.1": [
+        ("rounded to 3 digits", 0.656),
+        ("float32 arithmetic", np.float32(0.9) ** 4),
+        ("0-d tensor", torch.tensor(0.9, dtype=torch.float64) ** 4),
+        ("Fraction", Fraction(9, 10) ** 4),
+        ("Decimal typed to 4 digits", Decimal("0.6561")),
+    ],
+    "04.2": [
+        ("typed to 5 significant digits", 0.025996),
+        ("typed to 6 significant digits", 0.0259955),
+        ("rounded to 3 digits", 0.0260),
+        ("numpy float64", 1 - np.float64(0.9) ** 0.25),
+        ("0-d float32 tensor", 1 - torch.tensor(0.9) ** 0.25),
+        ("through logarithms", 1 - float(np.exp(np.log(0.9) / 4))),
+    ],
+    "04.3": [
+        ("model.apply with train(False)", freeze_by_apply),
+        ("eval() everything, dropout back to train()", freeze_all_then_dropout_back),
+        ("training flag set to False", freeze_by_flag),
+        ("eval mode and scale and shift fixed too", freeze_with_requires_grad_off),
+    ],
+    "04.4": [
+        ("F.batch_norm per chunk", ghost_with_functional),
+        ("a BatchNorm1d per chunk", ghost_with_modules),
+        ("computed in float32", ghost_in_float32),
+    ],
+}
+
+WRONG = {
+    "04.1": [
+        ("one update: 0.9", 0.9),
+        ("factors added: 1 − 4·0.1", 0.6),
+        ("the lesson's k = 8", 0.4305),
+        ("the new data's weight, 1 − 0.9^4", np.float64(1 - 0.9**4)),
+        ("momentum^4", torch.tensor(1e-4)),
+    ],
+    "04.2": [
+        ("divided by k: 0.1 / 4", 0.025),
+        ("momentum unchanged", 0.1),
+        ("the lesson's k = 8", 0.013084),
+        ("the survival per update, 0.9^(1/4)", 0.9740),
+        ("wrong equation: 1 − 0.9^4", 0.3439),
+    ],
+    "04.3": [
+        ("skips the technique: BatchNorm replaced by Identity", replace_batchnorm_by_identity),
+        ("calls the package: al.batchnorm.freeze_batchnorm", freeze_with_accumlab),
+        ("model.eval(): dropout switched off too", lambda model: model.eval()),
+        ("dropout removed", remove_dropout_too),
+        ("dropout's rate set to 0", dropout_rate_zeroed),
+        ("momentum 0 only: still batch statistics", stop_updating_only),
+        ("forward replaced by identity", forward_replaced),
+        ("returns a frozen copy", frozen_copy),
+    ],
+    "04.4": [
+        (
+            "skips the technique: whole-batch statistics",
+            lambda x, g: F.batch_norm(x, None, None, training=True),
+        ),
+        ("calls the package: al.batchnorm.GhostBatchNorm1d", ghost_with_accumlab),
+        ("unbiased variance", ghost_unbiased),
+        ("no eps", ghost_without_eps),
+        ("reshape: fails on a shorter last chunk", ghost_by_reshape),
+    ],
+}
+
+STUBS = {
+    "04.1": [("the lesson's cell", None)],
+    "04.2": [("the lesson's cell", None)],
+    "04.3": [("the lesson's cell", freeze_stub)],
+    "04.4": [("the lesson's cell", ghost_stub)],
+}

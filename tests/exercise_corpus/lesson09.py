@@ -1,5 +1,137 @@
 """Lesson 09: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
-RIGHT: dict = {}
-WRONG: dict = {}
-STUBS: dict = {}
+import numpy as np
+import torch
+
+import accumlab as al
+
+# --- 09.3: an EMA updated once per optimizer step -------------------------------------------------
+
+
+def _ema_after_zero_grad(model, micro_batches, optimizer, update_ema):
+    k = len(micro_batches)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    update_ema()  # after zero_grad: the weights are the same, so is the EMA
+
+
+def _ema_one_backward(model, micro_batches, optimizer, update_ema):
+    # the mean of the k micro-batch means as one loss: the same gradient
+    losses = [torch.nn.functional.mse_loss(model(mb.x), mb.y) for mb in micro_batches]
+    (sum(losses) / len(losses)).backward()
+    optimizer.step()
+    update_ema()
+    optimizer.zero_grad()
+
+
+def _ema_never(model, micro_batches, optimizer, update_ema):
+    k = len(micro_batches)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def _ema_before_step(model, micro_batches, optimizer, update_ema):
+    k = len(micro_batches)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+    update_ema()  # toward the weights before this step
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+# --- 09.4: GradCache -----------------------------------------------------------------------------
+
+
+def _gradcache_autograd_grad(model, data, micro_batch_size):
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    q = torch.cat([z[: len(c)] for z, c in zip(reps, chunks)]).requires_grad_()
+    k = torch.cat([z[len(c) :] for z, c in zip(reps, chunks)]).requires_grad_()
+    gq, gk = torch.autograd.grad(al.coupling.info_nce(q, k), [q, k])
+    start = 0
+    for c in chunks:
+        z = model(al.coupling.pair_inputs(c))
+        n = len(c)
+        cached = torch.cat([gq[start : start + n], gk[start : start + n]])
+        torch.autograd.backward(z, cached)  # the same as <z, cached>.backward()
+        start += n
+
+
+def _gradcache_layer_by_layer(model, data, micro_batch_size):
+    # the whole batch through the layers one by one, with a graph: no caching at all
+    h = al.coupling.pair_inputs(data)
+    for layer in model:
+        h = layer(h)
+    n = len(data)
+    al.coupling.info_nce(h[:n], h[n:]).backward()
+
+
+def _gradcache_all_graphs_alive(model, data, micro_batch_size):
+    chunks = data.micro_batches(micro_batch_size)
+    reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    q = torch.cat([z[: len(c)] for z, c in zip(reps, chunks)])
+    k = torch.cat([z[len(c) :] for z, c in zip(reps, chunks)])
+    al.coupling.info_nce(q, k).backward()
+
+
+def _gradcache_library(model, data, micro_batch_size):
+    grads = al.coupling.gradcache_grads(model, data, micro_batch_size)["grads"]
+    for name, p in model.named_parameters():
+        p.grad = grads[name].clone()
+
+
+def _gradcache_stub(model, data, micro_batch_size):
+    # your code here: chunks = data.micro_batches(micro_batch_size); pass 1 without a graph,
+    # the loss once over all cached embeddings, then pass 2 chunk by chunk
+    return None
+
+
+RIGHT = {
+    "09.1": [
+        ("a numpy float", np.float64(0.9 ** (1 / 16))),
+        ("a float32 0-d tensor", torch.tensor(0.9) ** (1 / 16)),
+        ("rounded to 4 digits", 0.9934),
+    ],
+    "09.2": [
+        ("a list", ["token_mean_global", "constant"]),
+        ("a tuple, other order", ("constant", "token_mean_global")),
+    ],
+    "09.3": [
+        ("update after zero_grad", _ema_after_zero_grad),
+        ("one backward of the mean of the means", _ema_one_backward),
+    ],
+    "09.4": [("torch.autograd.grad, then backward(z, cached)", _gradcache_autograd_grad)],
+}
+
+WRONG = {
+    "09.1": [
+        ("β itself: no change", 0.9),
+        ("0.9 ** 16: the share with β = 0.9", 0.9**16),
+        ("too few digits", 0.993),
+    ],
+    "09.2": [
+        (
+            "with the per-micro-batch token mean",
+            {"token_mean_local", "token_mean_global", "constant"},
+        ),
+        ("one of the two", {"constant"}),
+    ],
+    "09.3": [
+        ("no EMA update", _ema_never),
+        ("update before the step", _ema_before_step),
+    ],
+    "09.4": [
+        ("all graphs alive: big-batch memory", _gradcache_all_graphs_alive),
+        ("layer by layer over the whole batch", _gradcache_layer_by_layer),
+        ("accumlab's own GradCache", _gradcache_library),
+    ],
+}
+
+STUBS = {
+    "09.4": [("the lesson's cell", _gradcache_stub)],
+}

@@ -21,6 +21,13 @@ def _data(n=16):
     return B.batchnorm_data(n)
 
 
+def _zero_scale():
+    model = _bn()
+    with torch.no_grad():
+        B.batchnorm_layers(model)[0].weight[3] = 0.0
+    return model
+
+
 def _stats():
     return B.micro_batch_stats(_bn(), _data(), 4)
 
@@ -80,6 +87,12 @@ CASES = [
     bad("batchnorm.layer_statistics", "a model without BatchNorm", lambda: B.layer_statistics(B.norm_model("layer"), _data(), 4), "BatchNorm"),
     bad("batchnorm.layer_statistics", "micro_batch_size=1", lambda: B.layer_statistics(_bn(), _data(), 1), "micro_batch_size", "1"),
     bad("batchnorm.layer_statistics", "4 features into an 8-feature model", lambda: B.layer_statistics(_bn(), al.classification_data(16, 4, 3), 4), "(4, 4)"),
+    bad("batchnorm.normalized_values", "model 'x'", lambda: B.normalized_values("x", _data(), 2), "model", "str"),
+    bad("batchnorm.normalized_values", "data 'x'", lambda: B.normalized_values(_bn(), "x", 2), "data", "str"),
+    bad("batchnorm.normalized_values", "a model without BatchNorm", lambda: B.normalized_values(B.norm_model("layer"), _data(), 2), "BatchNorm"),
+    bad("batchnorm.normalized_values", "micro_batch_size=1", lambda: B.normalized_values(_bn(), _data(), 1), "micro_batch_size", "1"),
+    bad("batchnorm.normalized_values", "a scale γ of 0", lambda: B.normalized_values(_zero_scale(), _data(), 2), "γ", "0"),
+    handled("batchnorm.normalized_values", "micro-batches of 2 give ±a pairs", lambda: B.normalized_values(_bn(), _data(), 2), lambda out: all(float((v[0::2] + v[1::2]).abs().max()) < 1e-9 for v in out["normalized"])),
     # running.py
     bad("batchnorm.matching_momentum", "momentum=nan", lambda: B.matching_momentum(NAN, 4), "momentum"),
     bad("batchnorm.matching_momentum", "momentum=1.5", lambda: B.matching_momentum(1.5, 4), "momentum"),
@@ -171,6 +184,8 @@ CASES = [
     bad("batchnorm.accuracy_over_seeds", "epochs=10**9", lambda: B.accuracy_over_seeds({"a": ("batch", 4, 2)}, _data(), _data(), epochs=10**9), "epochs"),
     bad("batchnorm.accuracy_over_seeds", "setups {}", lambda: B.accuracy_over_seeds({}, _data(), _data()), "setups"),
     bad("batchnorm.dropout_expectation", "draws=10**9", lambda: B.dropout_expectation(B.norm_model("none", dropout=0.2), _data(), 4, draws=10**9), "draws"),
+    bad("batchnorm.dropout_expectation", "draws=1 (no noise estimate)", lambda: B.dropout_expectation(B.norm_model("none", dropout=0.2), _data(), 4, draws=1), "draws", "1"),
+    bad("batchnorm.dropout_expectation", "dropout p=0", lambda: B.dropout_expectation(torch.nn.Sequential(torch.nn.Linear(8, 3).double(), torch.nn.Dropout(0.0)), _data(), 4), "p > 0"),
     bad("batchnorm.dropout_expectation", "draws=0", lambda: B.dropout_expectation(B.norm_model("none", dropout=0.2), _data(), 4, draws=0), "draws", "0"),
     bad("batchnorm.dropout_expectation", "model 'x'", lambda: B.dropout_expectation("x", _data(), 4), "model", "str"),
     bad("batchnorm.dropout_expectation", "data 'x'", lambda: B.dropout_expectation(B.norm_model("none", dropout=0.2), "x", 4), "data", "str"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from fuzz_harness import bad, handled
 from matplotlib.figure import Figure
@@ -20,6 +21,22 @@ def _small(**kw):
 
 def _checkpoint():
     return B.train(_small(), stop_at=3).checkpoint
+
+
+def _nan_weights():
+    ckpt = _checkpoint()
+    name = next(iter(ckpt["model"]))
+    ckpt["model"][name] = ckpt["model"][name] * NAN
+    return ckpt
+
+
+def _nan_moment():
+    ckpt = _checkpoint()
+    state = ckpt["optimizer"]["state"]
+    if state:
+        first = next(iter(state.values()))
+        first["exp_avg"] = first["exp_avg"] * NAN
+    return ckpt
 
 
 # fmt: off
@@ -106,5 +123,32 @@ CASES = [
     bad("bookkeeping.plot_bookkeeping_explorer", "data {}", lambda: B.plot_bookkeeping_explorer({}), "data"),
     bad("bookkeeping.update_bookkeeping_explorer", "data {}", lambda: B.update_bookkeeping_explorer(Figure(), {}), "d"),
     bad("bookkeeping.explorer_summary", "d {}", lambda: B.explorer_summary({}), "d"),
+    # checkpoints checked for values, not keys only; a reference must describe the same setup
+    bad("bookkeeping.resume", "NaN weights in the checkpoint", lambda: B.resume(_nan_weights()), "checkpoint", "nan"),
+    bad("bookkeeping.resume", "a NaN Adam moment in the checkpoint", lambda: B.resume(_nan_moment()), "checkpoint", "exp_avg", "nan"),
+    bad("bookkeeping.resume", "copy_first 'no'", lambda: B.resume(_checkpoint(), copy_first="no"), "copy_first", "'no'"),
+    bad("bookkeeping.save_checkpoint", "NaN weights", lambda: B.save_checkpoint(_nan_weights(), "/tmp/accumlab-fuzz-nan.pt"), "checkpoint", "nan"),
+    bad("bookkeeping.resume_damage", "a reference of another k", lambda: B.resume_damage(_small(), 3, reference=B.train(_small(accumulation_steps=4))), "reference", "accumulation_steps=4"),
+    bad("bookkeeping.resume_damage", "reference 'x'", lambda: B.resume_damage(_small(), 3, reference="x"), "reference", "str"),
+    bad("bookkeeping.accelerate_sync_points", "prepared 'yes'", lambda: B.accelerate_sync_points(7, 4, 2, prepared="yes"), "prepared", "'yes'"),
+    bad("bookkeeping.accelerate_sync_points", "accumulation_steps=0", lambda: B.accelerate_sync_points(7, 0, 2, prepared=True), "accumulation_steps", "0"),
+    bad("bookkeeping.accelerate_sync_points", "epochs=10**9", lambda: B.accelerate_sync_points(7, 4, 10**9, prepared=True), "batches_per_epoch × epochs"),
+    bad("bookkeeping.stock_loader_resume", "restore 'all'", lambda: B.stock_loader_resume("all"), "restore", "'all'"),
+    bad("bookkeeping.stock_loader_resume", "stop_at past the run", lambda: B.stock_loader_resume("none", stop_at=99), "stop_at", "99"),
+    bad("bookkeeping.stock_loader_resume", "batches_per_epoch=0", lambda: B.stock_loader_resume("none", batches_per_epoch=0), "batches_per_epoch", "0"),
+    bad("bookkeeping.dropout_masks_split_alike", "parts=3 for 4 rows", lambda: B.dropout_masks_split_alike(4, 3), "parts", "3"),
+    bad("bookkeeping.dropout_masks_split_alike", "p=1.0", lambda: B.dropout_masks_split_alike(p=1.0), "p", "1.0"),
+    bad("bookkeeping.dropout_masks_split_alike", "rows=10**9", lambda: B.dropout_masks_split_alike(10**9, 2), "rows"),
+    bad("bookkeeping.Setup", "accumulation_steps=0", lambda: B.Setup(accumulation_steps=0), "accumulation_steps", "0"),
+    bad("bookkeeping.Setup", "epochs=2.5", lambda: B.Setup(epochs=2.5), "epochs", "2.5"),
+    bad("bookkeeping.train", "stop_at=True", lambda: B.train(_small(), stop_at=True), "stop_at", "True"),
+    bad("bookkeeping.position_from_step", "step 2.0", lambda: B.position_from_step(2.0, 10, 4), "step", "2.0"),
+    bad("bookkeeping.tokens_per_step", "lengths [nan]", lambda: B.tokens_per_step([NAN], 2, 2), "lengths[0]", "nan"),
+    bad("bookkeeping.plot_lr_schedules", "a NaN learning rate", lambda: B.plot_lr_schedules({"a": [1.0, NAN]}), "curves", "nan"),
+    bad("bookkeeping.plot_logged_losses", "a NaN loss", lambda: B.plot_logged_losses({1: {"window": [NAN], "last_scaled": [1.0], "sum_of_unscaled": [1.0]}}), "curves", "nan"),
+    handled("bookkeeping.step_schedule", "sizes as numpy integers", lambda: B.step_schedule(np.int64(10), np.int64(4)), lambda s: s.steps == 3),
+    handled("bookkeeping.scheduler_total_steps", "0-d tensors", lambda: B.scheduler_total_steps(torch.tensor(103), torch.tensor(4), torch.tensor(3)), lambda n: n == 78),
+    handled("bookkeeping.position_from_step", "a numpy step", lambda: B.position_from_step(np.int64(3), 10, 4), lambda p: p == 10),
+    handled("bookkeeping.tokens_per_step", "lengths as a numpy array", lambda: B.tokens_per_step(np.array([3, 4, 5]), 2, 1), lambda b: b.real == [7, 5]),
 ]
 # fmt: on

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
-from fuzz_harness import bad
+from fuzz_harness import bad, handled
 from matplotlib.figure import Figure
 
 import accumlab as al
@@ -33,6 +34,24 @@ def _agg(**kw):
 
 def _mse(model, batch):
     return C.mse_loss(model, batch)
+
+
+def _nan_data(n=8, features=4):
+    d = data(n, features)
+    x = d.x.clone()
+    x[1, 0] = NAN
+    return al.Data(x, d.y)
+
+
+def _nan_pairs():
+    p = _pairs()
+    x = p.x.clone()
+    x[0, 0] = NAN
+    return al.Data(x, p.y)
+
+
+def _finite_dict(grads):
+    return isinstance(grads, dict) and all(bool(torch.isfinite(g).all()) for g in grads.values())
 
 
 # fmt: off
@@ -160,5 +179,46 @@ CASES = [
     bad("coupling.update_coupling_figure", "fig 'x'", lambda: C.update_coupling_figure("x", C.explore_coupling()), "fig", "str"),
     bad("coupling.update_coupling_figure", "a figure it did not build", lambda: C.update_coupling_figure(Figure(), C.explore_coupling()), "fig"),
     bad("coupling.update_coupling_figure", "data {}", lambda: C.update_coupling_figure(C.plot_coupling_explorer(C.explore_coupling()), {}), "data"),
+    bad("coupling.coupling_caption", "data {}", lambda: C.coupling_caption({}), "data"),
+    bad("coupling.coupling_caption", "data 'x'", lambda: C.coupling_caption("x"), "data", "str"),
+    # the cases the older topics have: NaN and inf in data, numbers as numpy or 0-d tensors
+    bad("coupling.load_balance_loss", "a NaN logit", lambda: C.load_balance_loss(torch.tensor([[0.0, NAN], [1.0, 0.0]])), "logits", "nan"),
+    bad("coupling.load_balance_loss", "an inf logit", lambda: C.load_balance_loss(torch.tensor([[0.0, INF], [1.0, 0.0]])), "logits", "inf"),
+    bad("coupling.load_balance_loss", "NaN fractions", lambda: C.load_balance_loss(torch.zeros(4, 2), torch.tensor([NAN, 0.5])), "fractions", "nan"),
+    bad("coupling.load_balance_loss", "integer logits", lambda: C.load_balance_loss(torch.zeros(4, 2, dtype=torch.long)), "logits", "int64"),
+    bad("coupling.routed_fractions", "a NaN logit", lambda: C.routed_fractions(torch.tensor([[0.0, NAN]])), "logits", "nan"),
+    bad("coupling.contrastive_sweep", "sizes [1]: no negatives, a 0/0 cosine", lambda: C.contrastive_sweep(_enc(), _pairs(), [1]), "sizes[0]", "1"),
+    bad("coupling.contrastive_sweep", "nan in the pairs", lambda: C.contrastive_sweep(_enc(), _nan_pairs(), [2]), "nan"),
+    bad("coupling.gradcache_grads", "nan in the pairs", lambda: C.gradcache_grads(_enc(), _nan_pairs(), 2), "data", "nan"),
+    bad("coupling.cached_negatives_grads", "replay_rng 1", lambda: C.cached_negatives_grads(_enc(), _pairs(), 2, replay_rng=1), "replay_rng", "1"),
+    bad("coupling.cached_negatives_grads", "micro_batch_size=0", lambda: C.cached_negatives_grads(_enc(), _pairs(), 0), "micro_batch_size", "0"),
+    bad("coupling.encoder", "norm 'bn'", lambda: C.encoder(norm="bn"), "norm", "'bn'"),
+    bad("coupling.ema_run", "nan in x", lambda: C.ema_run(al.mlp(), _nan_data(), 2, 2), "data", "nan"),
+    bad("coupling.ema_old_weight", "data 'x'", lambda: C.ema_old_weight(al.mlp(), "x", 2, 2), "data", "str"),
+    bad("coupling.ema_horizon", "old_weight nan", lambda: C.ema_horizon(NAN), "old_weight", "nan"),
+    bad("coupling.accelerate_ema_updates", "beta=1.5", lambda: C.accelerate_ema_updates(2, 4, gated=True, beta=1.5), "beta", "1.5"),
+    bad("coupling.aux_loss_grads", "mode 'running'", lambda: C.aux_loss_grads(C.router_model(), C.router_data(16), 4, "running"), "mode", "'running'"),
+    bad("coupling.aux_loss_grads", "nan in x", lambda: C.aux_loss_grads(C.router_model(), al.Data(C.router_data(16).x * NAN, C.router_data(16).y), 4, "full"), "data", "nan"),
+    bad("coupling.clipped_grads", "noise_multiplier=-1", lambda: C.clipped_grads(al.mlp(), data(), 2, 1.0, "per_sample", noise_multiplier=-1.0), "noise_multiplier", "-1"),
+    bad("coupling.clipped_grads", "noise_multiplier=inf", lambda: C.clipped_grads(al.mlp(), data(), 2, 1.0, "per_sample", noise_multiplier=INF), "noise_multiplier", "inf"),
+    bad("coupling.clipped_grads", "seed=-1", lambda: C.clipped_grads(al.mlp(), data(), 2, 1.0, "per_sample", seed=-1), "seed", "-1"),
+    bad("coupling.clipped_grads", "nan in x", lambda: C.clipped_grads(al.mlp(), _nan_data(), 2, 1.0, "window"), "data", "nan"),
+    bad("coupling.per_sample_grads", "nan in x", lambda: C.per_sample_grads(al.mlp(), _nan_data()), "data", "nan"),
+    bad("coupling.fused_optimizer_window", "nan in x", lambda: C.fused_optimizer_window(al.mlp(), _nan_data(), 2), "data", "nan"),
+    bad("coupling.fused_optimizer_window", "micro_batch_size=0", lambda: C.fused_optimizer_window(al.mlp(), data(), 0), "micro_batch_size", "0"),
+    bad("coupling.update_length", "an empty dict", lambda: C.update_length({}, {}), "after"),
+    bad("coupling.token_losses", "advantages [inf]", lambda: C.token_losses(C.policy(), _rl()[0], torch.full((8,), INF)), "advantages", "inf"),
+    bad("coupling.aggregated_grads", "micro_batch_size=0", lambda: _agg(micro_batch_size=0), "micro_batch_size", "0"),
+    bad("coupling.aggregated_grads", "max_len=0", lambda: _agg(max_len=0), "max_len", "0"),
+    bad("coupling.plot_gap_sweep", "a NaN gap", lambda: C.plot_gap_sweep([1, 2], {"a": [0.1, NAN]}), "curves", "nan"),
+    bad("coupling.plot_ema", "an inf gap", lambda: C.plot_ema([1, 2], {"a": [0.1, INF]}), "gaps", "inf"),
+    bad("coupling.plot_partition_gaps", "a NaN gap", lambda: C.plot_partition_gaps({"a": [NAN]}), "gaps", "nan"),
+    bad("coupling.plot_contrastive_sweep", "a NaN cosine", lambda: C.plot_contrastive_sweep({"sizes": [2], "cosine": [NAN], "chance": [0.69]}), "sweep", "nan"),
+    handled("coupling.pair_data", "n as a numpy integer", lambda: C.pair_data(np.int64(8), 4), lambda d: len(d) == 8),
+    handled("coupling.pair_data", "n as a 0-d tensor", lambda: C.pair_data(torch.tensor(8), 4), lambda d: len(d) == 8),
+    handled("coupling.explore_coupling", "sizes as numpy integers", lambda: C.explore_coupling("ema", np.int64(8), np.int64(2)), lambda d: [r["micro_batch_size"] for r in d["rows"]] == [8]),
+    handled("coupling.ema_horizon", "old_weight as a numpy float", lambda: C.ema_horizon(np.float64(0.5)), lambda h: h == 2.0),
+    handled("coupling.aux_loss_grads", "running counts over one micro-batch are the global ones", lambda: C.aux_loss_grads(C.router_model(), C.router_data(16), 16, "running_counts"), lambda r: _finite_dict(r["grads"])),
+    handled("coupling.clipped_grads", "a zero clip fraction stays finite", lambda: C.clipped_grads(al.mlp(), data(), 2, 1e6, "window"), _finite_dict),
 ]
 # fmt: on

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import torch
 from fuzz_harness import bad
 from matplotlib.figure import Figure
 
@@ -70,6 +71,9 @@ CASES = [
     bad("frameworks.framework_grid", "runs 'x'", lambda: F.framework_grid(("reference",), ks=[2], runs="x", progress=False), "runs", "str"),
     bad("frameworks.explore_frameworks", "grid {}", lambda: F.explore_frameworks({}, "reference", "regression", 2), "reference"),
     bad("frameworks.explore_frameworks", "grid 'x'", lambda: F.explore_frameworks("x", "reference", "regression", 2), "grid", "str"),
+    bad("frameworks.explore_frameworks", "a grid value 'junk'", lambda: F.explore_frameworks({("reference", "regression", 2): "junk"}, "reference", "regression", 2), "grid", "junk"),
+    bad("frameworks.make_problem", "dtype float16", lambda: F.make_problem(dtype=torch.float16), "dtype", "float16"),
+    bad("frameworks.run_framework", "epochs for a runner without them", lambda: F.run_framework("reference", epochs=2), "epochs"),
     bad("frameworks.framework_explorer", "grid {}", lambda: F.framework_explorer({}), "grid"),
     bad("frameworks.framework_explorer", "grid 'x'", lambda: F.framework_explorer("x"), "grid", "str"),
     bad("frameworks.trainer_loop", "problem 'x'", lambda: F.trainer_loop("x", None, None, None, "/tmp"), "problem", "str"),

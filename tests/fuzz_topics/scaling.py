@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from fuzz_harness import bad, handled
 from matplotlib.figure import Figure
@@ -35,6 +36,15 @@ def _weights():
 
 def _panels():
     return {"global": S.token_weights([2, 3], "global")}
+
+
+def _curves(**change):
+    curves = {"epoch": [0, 1], "full batch": [2.0, 1.5], "global count": [2.0, 1.5]}
+    return {**curves, "mean of means": [2.0, 1.6], **change}
+
+
+def _equal(a, b) -> bool:
+    return a.shape == b.shape and bool(torch.equal(a, b))
 
 
 # fmt: off
@@ -110,6 +120,13 @@ CASES = [
     bad("scaling.with_params", "a parameter of the wrong shape", lambda: S.with_params(al.mlp(), {n: torch.zeros(1) for n, _ in al.mlp().named_parameters()}), "params", "(1,)"),
     bad("scaling.with_params", "a parameter a list", lambda: S.with_params(al.mlp(), {n: p.tolist() for n, p in al.mlp().named_parameters()}), "params", "list"),
     bad("scaling.with_params", "a parameter with nan", lambda: S.with_params(al.mlp(), {n: p.detach() * NAN for n, p in al.mlp().named_parameters()}), "params", "nan"),
+    bad("scaling.forgotten_division", "momentum=1.5", lambda: S.forgotten_division(al.mlp(), data(), 2, 2, momentum=1.5), "momentum", "1.5"),
+    bad("scaling.forgotten_division", "momentum 'high'", lambda: S.forgotten_division(al.mlp(), data(), 2, 2, momentum="high"), "momentum", "'high'"),
+    bad("scaling.forgotten_division", "dampening=nan", lambda: S.forgotten_division(al.mlp(), data(), 2, 2, momentum=0.9, dampening=NAN), "dampening", "nan"),
+    bad("scaling.forgotten_division", "nesterov 'yes'", lambda: S.forgotten_division(al.mlp(), data(), 2, 2, momentum=0.9, nesterov="yes"), "nesterov", "'yes'"),
+    bad("scaling.forgotten_division", "nesterov without momentum", lambda: S.forgotten_division(al.mlp(), data(), 2, 2, nesterov=True), "nesterov", "momentum=0.0"),
+    bad("scaling.forgotten_division", "momentum with adam", lambda: S.forgotten_division(al.mlp(), data(), 2, 2, optimizer="adam", momentum=0.9), "momentum", "'adam'"),
+    handled("scaling.forgotten_division", "accumulation_steps np.int64(2)", lambda: S.forgotten_division(al.mlp(), data(), 2, np.int64(2)), lambda r: set(r["vs"]) == set(S.CANDIDATES)),
     # variance.py
     bad("scaling.gradient_variance", "draws=10**9", lambda: S.gradient_variance(al.mlp(), data(), 2, 2, draws=10**9), "draws"),
     bad("scaling.gradient_variance", "draws=1", lambda: S.gradient_variance(al.mlp(), data(), 2, 2, draws=1), "draws", "1"),
@@ -142,6 +159,32 @@ CASES = [
     bad("scaling.simulated_ranks_grads", "ranks=3 does not divide 4", lambda: S.simulated_ranks_grads(_lm(), _tokens(), 3), "ranks", "3"),
     bad("scaling.simulated_ranks_grads", "regression data with cross_entropy", lambda: S.simulated_ranks_grads(al.mlp(), data(), 2), "cross_entropy"),
     bad("scaling.simulated_ranks_grads", "tokens past the vocabulary", lambda: S.simulated_ranks_grads(al.TinyLM(vocab=4, dim=4), _tokens(), 2), "data"),
+    handled("scaling.token_weights", "lengths a numpy array", lambda: S.token_weights(np.array([3, 4])), lambda w: _equal(w, S.token_weights([3, 4]))),
+    handled("scaling.token_weights", "lengths 0-d tensors and numpy ints", lambda: S.token_weights([torch.tensor(3), np.int64(4)]), lambda w: _equal(w, S.token_weights([3, 4]))),
+    handled("scaling.token_weights", "micro_batch_size np.int64(1)", lambda: S.token_weights([3, 4], micro_batch_size=np.int64(1)), lambda w: _equal(w, S.token_weights([3, 4]))),
+    bad("scaling.token_weights", "lengths [True, 2]", lambda: S.token_weights([True, 2]), "lengths[0]", "True"),
+    bad("scaling.token_weights", "lengths [np.float64(3.0)]", lambda: S.token_weights([np.float64(3.0)]), "lengths[0]", "3.0"),
+    handled("scaling.combined_loss", "numpy tokens and means", lambda: S.combined_loss(np.array([10, 90]), np.array([1.0, 2.0])), lambda v: abs(v - 1.9) < 1e-12),
+    handled("scaling.effective_weights", "counts a numpy array", lambda: S.effective_weights(np.array([1, 2]), al.Recipe(1)), lambda w: w.counts.tolist() == [1, 2]),
+    handled("scaling.per_token", "lengths a numpy array", lambda: S.per_token([1.0, 2.0], np.array([1, 2])), lambda t: t.tolist() == [[1.0, 0.0], [2.0, 2.0]]),
+    handled("scaling.rank_slices", "ranks np.int64(2)", lambda: S.rank_slices(data(), np.int64(2)), lambda s: [len(p) for p in s] == [4, 4]),
+    handled("scaling.sample_weights", "n np.int64(8)", lambda: S.sample_weights(np.int64(8), 2, 2), lambda w: w.per_item.shape == (8,)),
+    handled("scaling.effective_batch_size", "np.int64 arguments", lambda: S.effective_batch_size(np.int64(4), np.int64(2)), lambda b: b == 8),
+    # training.py
+    bad("scaling.token_training", "model 'x'", lambda: S.token_training("x", _tokens(), 1, 2), "model", "str"),
+    bad("scaling.token_training", "data 'x'", lambda: S.token_training(_lm(), "x", 1, 2), "data", "str"),
+    bad("scaling.token_training", "epochs=0", lambda: S.token_training(_lm(), _tokens(), 1, 2, epochs=0), "epochs", "0"),
+    bad("scaling.token_training", "epochs=10**9", lambda: S.token_training(_lm(), _tokens(), 1, 2, epochs=10**9), "epochs"),
+    bad("scaling.token_training", "accumulation_steps 2.0", lambda: S.token_training(_lm(), _tokens(), 1, 2.0), "accumulation_steps", "2.0"),
+    bad("scaling.token_training", "lr=nan", lambda: S.token_training(_lm(), _tokens(), 1, 2, epochs=1, lr=NAN), "lr", "nan"),
+    bad("scaling.token_training", "optimizer 'Adam'", lambda: S.token_training(_lm(), _tokens(), 1, 2, epochs=1, optimizer="Adam"), "optimizer", "'Adam'"),
+    bad("scaling.token_training", "regression data", lambda: S.token_training(al.mlp(), data(), 2, 2, epochs=1), "cross_entropy"),
+    bad("scaling.token_training", "micro_batch_size above the sequences", lambda: S.token_training(_lm(), _tokens(), 5, 1, epochs=1), "micro_batch_size", "5"),
+    bad("scaling.token_training", "a sequence without tokens in a micro-batch of one", lambda: S.token_training(_lm(), al.token_data(lengths=[0, 3], vocab=8), 1, 2, epochs=1), "zero real items"),
+    handled("scaling.token_training", "np.int64 sizes, one epoch", lambda: S.token_training(_lm(), _tokens(), np.int64(1), np.int64(2), epochs=np.int64(1)), lambda c: c["epoch"] == [0, 1] and all(len(c[w]) == 2 for w in S.TRAINING_WAYS)),
+    bad("scaling.unpadded", "data 'x'", lambda: S.unpadded("x"), "data", "str"),
+    bad("scaling.unpadded", "regression data", lambda: S.unpadded(data()), "token data"),
+    handled("scaling.unpadded", "a sequence without tokens", lambda: S.unpadded(al.token_data(lengths=[0, 2], vocab=8)), lambda s: [len(x) for x, _ in s] == [0, 2]),
     # plots.py
     bad("scaling.plot_sample_weights", "weights {}", lambda: S.plot_sample_weights({}), "weights"),
     bad("scaling.plot_sample_weights", "weights a Weights", lambda: S.plot_sample_weights(S.sample_weights(8, 2, 2)), "weights", "Weights"),
@@ -159,11 +202,20 @@ CASES = [
     bad("scaling.plot_linear_scaling_gap", "rows []", lambda: S.plot_linear_scaling_gap([]), "rows"),
     bad("scaling.plot_linear_scaling_gap", "a row missing relative_gap", lambda: S.plot_linear_scaling_gap([{"lr": 0.1}]), "rows[0]", "relative_gap"),
     bad("scaling.plot_linear_scaling_gap", "lr=0 on a log axis", lambda: S.plot_linear_scaling_gap([{"lr": 0.0, "gap": 1.0, "step": 1.0, "relative_gap": 1.0}]), "lr", "0"),
+    bad("scaling.plot_token_training", "curves {}", lambda: S.plot_token_training({}), "curves"),
+    bad("scaling.plot_token_training", "curves 'x'", lambda: S.plot_token_training("x"), "curves", "str"),
+    bad("scaling.plot_token_training", "a way missing", lambda: S.plot_token_training({"epoch": [0], "full batch": [1.0]}), "curves", "global count"),
+    bad("scaling.plot_token_training", "a NaN loss", lambda: S.plot_token_training(_curves(**{"mean of means": [2.0, NAN]})), "mean of means", "nan"),
+    bad("scaling.plot_token_training", "curves of different lengths", lambda: S.plot_token_training(_curves(**{"global count": [2.0]})), "global count"),
+    bad("scaling.plot_token_training", "title 5", lambda: S.plot_token_training(_curves(), title=5), "title", "5"),
+    handled("scaling.plot_token_training", "a hand-built result", lambda: S.plot_token_training(_curves()), lambda f: isinstance(f, Figure)),
     bad("scaling.plot_scaling_explorer", "data {}", lambda: S.plot_scaling_explorer({}), "data"),
     bad("scaling.plot_scaling_explorer", "data 'x'", lambda: S.plot_scaling_explorer("x"), "data", "str"),
     bad("scaling.update_scaling_explorer", "data {}", lambda: S.update_scaling_explorer(Figure(), {}), "data"),
     bad("scaling.update_scaling_explorer", "a figure plot_scaling_explorer did not build", lambda: S.update_scaling_explorer(Figure(), S.loss_scaling_data()), "fig", "no artist named"),
     # explorer.py
+    handled("scaling.loss_scaling_data", "spread np.int64(2)", lambda: S.loss_scaling_data(spread=np.int64(2)), lambda d: d["lengths"] == S.loss_scaling_data(spread=2)["lengths"]),
+    bad("scaling.loss_scaling_data", "spread True", lambda: S.loss_scaling_data(spread=True), "spread", "True"),
     bad("scaling.loss_scaling_data", "spread=10**9", lambda: S.loss_scaling_data(spread=10**9), "spread"),
     bad("scaling.loss_scaling_data", "micro_batch_size=0", lambda: S.loss_scaling_data(0), "micro_batch_size", "0"),
     bad("scaling.loss_scaling_data", "micro_batch_size=21 above the 20 sequences", lambda: S.loss_scaling_data(21), "micro_batch_size", "21"),

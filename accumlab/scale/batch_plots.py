@@ -1,0 +1,96 @@
+"""Lesson 13's explorer figure: steps and samples to the target against B = b·k, with the current
+setting and the two-batch noise scale marked. Pure: data in, Figure out; `update_batch_explorer`
+moves the artists `plot_batch_explorer` made (no new axes, no re-layout)."""
+
+from __future__ import annotations
+
+import math
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from .._validate import result
+from .shapes import SWEEP
+
+EXPLORER = {
+    "micro_batch_size": int,
+    "accumulation_steps": int,
+    "batch": int,
+    "steps": float,
+    "samples": float,
+    "passes": float,
+    "measured_b_simple": (float, type(None)),
+    "exact_b_simple": float,
+}
+
+
+def _data(value) -> dict:
+    return result("data", value, EXPLORER, "what al.scale.explore_batch(...) returns")
+
+
+def plot_batch_explorer(sweep: dict, data: dict) -> Figure:
+    """Left: optimizer steps to the target against B; right: samples (time on one device). The
+    sweep's points, the current B, the exact B_simple and the measured one."""
+    result("sweep", sweep, SWEEP, "what al.scale.batch_size_sweep(...) returns")
+    _data(data)
+    fig = Figure(figsize=(10, 3.5))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.78, wspace=0.28)
+    bs = sweep["batch_sizes"]
+    ticks = [b for b in bs if b & (b - 1) == 0][::2]
+    for ax, key, label in (
+        (fig.add_subplot(1, 2, 1), "steps", "optimizer steps to the target"),
+        (fig.add_subplot(1, 2, 2), "samples", "samples (time on one device)"),
+    ):
+        ax.plot(bs, sweep[key], "o-", color="grey", markersize=4, label="sweep")
+        ax.plot([], [], "o", color="tab:red", markersize=10, gid=f"{key}_point", label="B = b·k")
+        ax.axvline(data["exact_b_simple"], color="black", linestyle=":", label="exact B_simple")
+        ax.axvline(1, color="tab:red", linestyle="--", gid=f"{key}_measured",
+                   label="two-batch B_simple")  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        # fixed plain ticks: a log locator's mathtext labels are re-laid out on every draw
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlim(bs[0] / 1.5, bs[-1] * 1.5)
+        finite = [v for v in sweep[key] if math.isfinite(v) and v > 0]
+        low, high = min(finite) / 1.5, max(finite) * 1.5
+        ax.set_ylim(low, high)
+        decades = [
+            10.0**e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+        ]
+        ax.set_yticks(decades, [f"{d:g}" for d in decades])  # plain labels, no mathtext
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("effective batch B = b × k")
+        ax.set_ylabel(label, fontsize=9)
+        ax.legend(fontsize=7, loc="upper center")
+    fig.suptitle("", fontsize=9, y=0.97, gid="title")
+    update_batch_explorer(fig, data)
+    return fig
+
+
+def update_batch_explorer(fig: Figure, data: dict) -> None:
+    """Move `plot_batch_explorer`'s artists to `data`."""
+    _data(data)
+    from ..figures import named_artists
+
+    a = named_artists(fig)
+    measured = data["measured_b_simple"]
+    for key in ("steps", "samples"):
+        a[f"{key}_point"].set_data([data["batch"]], [data[key]])
+        line = a[f"{key}_measured"]
+        line.set_visible(measured is not None)
+        if measured is not None:
+            line.set_xdata([measured, measured])
+    noise = (
+        f"two-batch B_simple from b = {data['micro_batch_size']} and k·b = {data['batch']}: "
+        f"{measured:.0f} (exact {data['exact_b_simple']:.0f})"
+        if measured is not None
+        else "k = 1: one batch size only, no two-batch estimate"
+        if data["accumulation_steps"] == 1
+        else "two-batch estimate not resolved: |G|² averaged ≤ 0 (too noisy at this b, k)"
+    )
+    a["title"].set_text(
+        f"b = {data['micro_batch_size']}, k = {data['accumulation_steps']} → B = {data['batch']}: "
+        f"{data['steps']:.1f} steps × k = {data['passes']:.0f} forward-backward passes, "
+        f"{data['samples']:.0f} samples\n{noise}"
+    )

@@ -1,0 +1,238 @@
+"""The noise scale measured by accumulation itself: McCandlish et al. (2018), Appendix A (lesson 13).
+
+An accumulation loop already computes gradients at two batch sizes: each micro-batch's gradient
+(B_small = b samples) and the window's accumulated gradient (B_big = k·b). The expected squared norm
+of a batch-B gradient is |G|² + tr(Σ)/B, so two sizes give both unknowns:
+
+    |G|²  = (B_big |G_big|² − B_small |G_small|²) / (B_big − B_small)
+    tr(Σ) = (|G_small|² − |G_big|²) / (1/B_small − 1/B_big)
+
+Each window's pair is unbiased but noisy (either can come out negative), so B_simple = tr(Σ)/|G|²
+is read from exponential moving averages of the two, as practitioners do: averaging the ratio
+would not remove its bias. No per-sample gradients are needed, so it works for any model; the
+price is one extra copy of the gradient, to tell each micro-batch's contribution from the sum.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .. import _validate
+from .._validate import positive_int
+
+
+def _sizes(b_small, b_big) -> tuple[float, float]:
+    small = _validate.positive_float("b_small", b_small)
+    big = _validate.positive_float("b_big", b_big)
+    if big <= small:
+        raise ValueError(f"b_big must be larger than b_small={small:g}, got {b_big!r}")
+    return small, big
+
+
+def two_batch_estimate(small_sq, big_sq, b_small, b_big) -> dict:
+    """Unbiased |G|² and tr(Σ) from the squared norms of a batch-`b_small` gradient and a
+    batch-`b_big` gradient (McCandlish et al. 2018, Appendix A). Lesson 13."""
+    s = _validate.positive_float("small_sq", small_sq, allow_zero=True)
+    g = _validate.positive_float("big_sq", big_sq, allow_zero=True)
+    small, big = _sizes(b_small, b_big)
+    return {
+        "g_squared": (big * g - small * s) / (big - small),
+        "trace_sigma": (s - g) / (1 / small - 1 / big),
+    }
+
+
+class NoiseScaleEMA:
+    """Exponential moving averages of |G|² and tr(Σ), fed one two-batch pair per window.
+
+    `update(small_sq, big_sq, b_small, b_big)` after every window; `b_simple` is the ratio of the
+    two averages, or None while the averaged |G|² is not positive or the averaged tr(Σ) is
+    negative (too few windows to tell the signal from the noise). `beta=None` weighs every window alike (a running mean), for a
+    fixed point; 0 keeps only the last window. Lesson 13."""
+
+    def __init__(self, beta: float | None = 0.99):
+        if beta is not None:
+            beta = _validate.positive_float("beta", beta, allow_zero=True)
+            if beta >= 1:
+                raise ValueError(f"beta must be below 1 (an average that moves), got {beta!r}")
+        self.beta = beta
+        self.g_squared = 0.0
+        self.trace_sigma = 0.0
+        self.windows = 0
+
+    def update(self, small_sq, big_sq, b_small, b_big) -> None:
+        est = two_batch_estimate(small_sq, big_sq, b_small, b_big)
+        self.windows += 1
+        keep = self.beta if self.beta is not None else 1 - 1 / self.windows
+        self.g_squared = keep * self.g_squared + (1 - keep) * est["g_squared"]
+        self.trace_sigma = keep * self.trace_sigma + (1 - keep) * est["trace_sigma"]
+
+    @property
+    def b_simple(self) -> float | None:
+        # both averages carry the same (1 − beta^n) start-up factor: it cancels in the ratio
+        if self.g_squared <= 0 or self.trace_sigma < 0:
+            return None
+        return self.trace_sigma / self.g_squared
+
+
+class AccumulationNoise(NoiseScaleEMA):
+    """Drop into your own accumulation loop: hooks on `model`'s parameters read each micro-batch's
+    gradient and the window's accumulated gradient, and feed `NoiseScaleEMA`. Lesson 13.
+
+        meter = al.scale.AccumulationNoise(model, micro_batch_size=b, accumulation_steps=k)
+        for window in windows:
+            for x, y in window:
+                (loss_fn(model(x), y) / k).backward()
+            meter.window_done()  # after the window's last backward, before zero_grad
+            optimizer.step()
+            optimizer.zero_grad()
+        print(meter.b_simple)
+
+    `loss_scale` is what each micro-batch's MEAN loss was multiplied by before backward (1/k, the
+    default). Gradients must be zeroed after every window, as every accumulation loop does. A
+    `register_post_accumulate_grad_hook` per parameter subtracts the sum before this backward
+    (one extra gradient-sized buffer) to get the micro-batch's own contribution.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        micro_batch_size: int,
+        accumulation_steps: int,
+        *,
+        beta: float | None = 0.99,
+        loss_scale: float | None = None,
+    ):
+        super().__init__(beta)
+        _validate.model("model", model)
+        self.b = positive_int("micro_batch_size", micro_batch_size)
+        self.k = positive_int("accumulation_steps", accumulation_steps, minimum=2)
+        scale = 1 / self.k if loss_scale is None else loss_scale
+        self.loss_scale = _validate.positive_float("loss_scale", scale)
+        self._params = [p for p in model.parameters() if p.requires_grad]
+        if not self._params:
+            raise ValueError("model must have parameters that require gradients")
+        self._before = {p: torch.zeros_like(p) for p in self._params}
+        self._calls = {p: 0 for p in self._params}
+        self._contrib_sq = 0.0  # Σ over micro-batches of |this backward's contribution|²
+        self._handles = [p.register_post_accumulate_grad_hook(self._seen) for p in self._params]
+
+    def _seen(self, param: torch.Tensor) -> None:
+        # .grad now holds the sum so far; minus what it held before: this micro-batch's share
+        before = self._before[param]
+        self._contrib_sq += float((param.grad.double() - before.double()).pow(2).sum())
+        before.copy_(param.grad)
+        self._calls[param] += 1
+
+    def window_done(self) -> float | None:
+        """Close a window of `accumulation_steps` backwards; returns the current `b_simple`."""
+        counts = set(self._calls.values())
+        if counts != {self.k}:
+            raise ValueError(
+                f"accumulation_steps={self.k}, but the parameters saw {sorted(counts)} backward "
+                "passes since the last window_done() (zero the gradients after every window)"
+            )
+        total = sum(float(p.grad.double().pow(2).sum()) for p in self._params)
+        # each micro-batch gradient g_j = contribution / loss_scale; the window's mean gradient
+        # (batch k·b) = .grad / (loss_scale · k)
+        small_sq = self._contrib_sq / self.loss_scale**2 / self.k
+        big_sq = total / (self.loss_scale * self.k) ** 2
+        if not (math.isfinite(small_sq) and math.isfinite(big_sq)):
+            raise ValueError("the gradients hold NaN or inf: no noise scale can be read")
+        self.update(small_sq, big_sq, self.b, self.b * self.k)
+        for p in self._params:
+            self._before[p].zero_()
+            self._calls[p] = 0
+        self._contrib_sq = 0.0
+        return self.b_simple
+
+    def remove(self) -> None:
+        """Take the hooks off the model."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+
+# --- on lesson 13's regression problem, where the exact B_simple is known ------------------------
+
+
+def linear_model(problem, excess: float, seed: int = 0) -> nn.Module:
+    """`nn.Linear(d, 1, bias=False)` whose weight is `problem.point(excess, seed)`: with w* = 0
+    the weights ARE the error, so the exact B_simple here is `problem.b_simple(excess)`."""
+    from .noise import check_problem
+
+    check_problem(problem)
+    model = nn.Linear(problem.features, 1, bias=False, dtype=torch.float64)
+    with torch.no_grad():
+        model.weight.copy_(problem.point(excess, seed).unsqueeze(0))
+    return model
+
+
+def _draws(problem, b: int, k: int, n: int, seed: int):
+    """x (windows, k, b, d) and y (windows, k, b): every sample of every window, drawn at once."""
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(n, k, b, problem.features, generator=gen, dtype=torch.float64)
+    y = problem.noise * torch.randn(n, k, b, generator=gen, dtype=torch.float64)  # w* = 0
+    return x, y
+
+
+def micro_batch_windows(
+    problem, micro_batch_size: int, accumulation_steps: int, windows: int, seed: int = 0
+) -> list:
+    """`windows` lists of `accumulation_steps` (x, y) micro-batches of `micro_batch_size` samples
+    from `problem`: what a learner's loop iterates over (the same draws `two_batch_noise` uses)."""
+    from .noise import check_problem
+
+    check_problem(problem)
+    b = positive_int("micro_batch_size", micro_batch_size)
+    k = positive_int("accumulation_steps", accumulation_steps)
+    n = positive_int("windows", windows)
+    _validate.within_max_steps(f"windows × accumulation_steps = {n} × {k}", n * k)
+    _validate.seed("seed", seed)
+    _validate.fits_in_memory(
+        f"windows × accumulation_steps × micro_batch_size = {n} × {k} × {b} samples",
+        2 * 8 * n * k * b * (problem.features + 1),
+    )
+    x, y = _draws(problem, b, k, n, seed)
+    return [[(x[w, j], y[w, j]) for j in range(k)] for w in range(n)]
+
+
+def two_batch_noise(
+    problem,
+    excess: float,
+    *,
+    micro_batch_size: int = 8,
+    accumulation_steps: int = 16,
+    windows: int = 400,
+    seed: int = 0,
+) -> dict:
+    """The two-batch estimate at a fixed point of excess loss `excess`, all windows averaged
+    (numerators and denominators apart), vectorised; with the exact value. Lesson 13."""
+    from .noise import check_problem
+
+    check_problem(problem)
+    b = positive_int("micro_batch_size", micro_batch_size)
+    k = positive_int("accumulation_steps", accumulation_steps, minimum=2)
+    n = positive_int("windows", windows)
+    _validate.seed("seed", seed)
+    _validate.fits_in_memory(
+        f"windows × accumulation_steps × micro_batch_size = {n} × {k} × {b} samples",
+        3 * 8 * n * k * b * problem.features,
+    )
+    e = problem.point(excess, seed)
+    x, y = _draws(problem, b, k, n, seed)
+    micro = ((x @ e - y).unsqueeze(-1) * x).mean(dim=2)  # (windows, k, d): each micro-batch's
+    small_sq = (micro * micro).sum(dim=2).mean(dim=1)  # mean over the window of |G_small|²
+    big = micro.mean(dim=1)  # the accumulated window: batch k·b
+    big_sq = (big * big).sum(dim=1)
+    est = two_batch_estimate(float(small_sq.mean()), float(big_sq.mean()), b, k * b)
+    return {
+        "micro_batch_size": b,
+        "accumulation_steps": k,
+        "windows": n,
+        **est,
+        "b_simple": est["trace_sigma"] / est["g_squared"] if est["g_squared"] > 0 else None,
+        "exact": problem.b_simple(excess),
+    }

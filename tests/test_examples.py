@@ -1,0 +1,210 @@
+"""examples/accumulation_loop.py, the loop lesson 03 ends with: the lesson shows this very code, and
+it gives the full-batch gradient per window — on a DataLoader of variable-length sequences with a
+short last window, under al.audit (GradScaler, clipping, scheduler), and on two DDP ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from example_ranks import LR, MICRO, SEQUENCES, K, load_loop, texts
+
+import accumlab as al
+
+ROOT = Path(__file__).resolve().parents[1]
+LOOP_FILE = ROOT / "examples" / "accumulation_loop.py"
+LESSON = ROOT / "notebooks" / "03_loss_scaling.ipynb"
+EXACT = 1e-12
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """As al.setup() does in the lessons: tiny models run faster on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def loop():
+    return load_loop()
+
+
+def _body(text: str) -> str:
+    """The file's code between its docstring and its `__main__` demo."""
+    return text.split('"""\n', 1)[1].split('\n\nif __name__ == "__main__":')[0].strip("\n")
+
+
+def test_the_lesson_runs_the_files_code_exactly():
+    cells = json.loads(LESSON.read_text())["cells"]
+    shown = [
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "code" and "def train_epoch" in "".join(c["source"])
+    ]
+    assert shown == [_body(LOOP_FILE.read_text())], "lesson 03's loop cell and the file differ"
+
+
+def _epoch_vs_full_batch(loop, data, micro, k, *, epochs=1, shuffle_seed=None):
+    """Train with the loop on a DataLoader; the reference takes one full-batch step per window."""
+    sequences = al.scaling.unpadded(data)
+    loader = torch.utils.data.DataLoader(sequences, batch_size=micro, collate_fn=loop.pad_batch)
+    mine = al.TinyLM(vocab=16, dim=8, seed=0)
+    optimizer = torch.optim.SGD(mine.parameters(), lr=LR)
+    losses = [v for _ in range(epochs) for v in loop.train_epoch(mine, optimizer, loader, k)]
+    big = al.run(
+        al.Recipe(micro * k),
+        al.TinyLM(vocab=16, dim=8, seed=0),
+        data,
+        loss="cross_entropy",
+        optimizer="sgd",
+        lr=LR,
+        epochs=epochs,
+    )
+    return al.params_of(mine), losses, big
+
+
+@pytest.mark.parametrize(
+    "lengths, micro, k",
+    [
+        ([3, 9, 1, 14, 6, 2, 11, 5, 8, 4], 2, 3),  # windows of 3 and 2 micro-batches
+        ([3, 9, 1, 14, 6, 2, 11, 5, 8, 4, 7], 2, 3),  # ...and a last micro-batch of 1 sequence
+        ([16, 1, 1, 1, 12, 2, 5], 3, 2),  # very unequal micro-batches
+        ([4] * 6, 2, 3),  # equal lengths: one window, no short one
+    ],
+)
+def test_the_loop_is_one_full_batch_step_per_window(loop, lengths, micro, k):
+    data = al.token_data(lengths=lengths, vocab=16, seed=0)
+    params, losses, big = _epoch_vs_full_batch(loop, data, micro, k, epochs=2)
+    assert al.grad_diff(params, big.params[-1]).max_rel <= EXACT
+    assert losses == pytest.approx(big.window_losses, rel=EXACT)  # it logs the window's mean
+
+
+def test_a_mean_per_micro_batch_would_fail_the_same_check(loop):
+    """The check above can fail: the loop with `loss_sum / n_tokens` replaced by the mean of
+    micro-batch means misses the full-batch step."""
+    source = LOOP_FILE.read_text()
+    line = "loss = loss_sum / n_tokens"
+    assert source.count(line) == 1
+    mutant = source.replace(line, "loss = loss_sum / int((y != PAD).sum()) / len(window)")
+    namespace: dict = {"__name__": "mutant"}
+    exec(compile(mutant, "mutant", "exec"), namespace)
+    data = al.token_data(lengths=[3, 9, 1, 14, 6, 2, 11, 5, 8, 4], vocab=16, seed=0)
+    params, _, big = _epoch_vs_full_batch(_Namespace(namespace), data, 2, 3)
+    assert al.grad_diff(params, big.params[-1]).max_rel > 1e-3
+
+
+class _Namespace:
+    def __init__(self, names: dict):
+        self.__dict__.update(names)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"scheduler": True}, {"scaler": True, "max_norm": 5.0, "scheduler": True}],
+)
+def test_the_audit_finds_nothing(loop, options):
+    report = al.audit(loop.train_epoch, **al.audit.audit_setup("tokens", **options))
+    assert report.findings == [], report
+    assert report.seen_steps == report.expected_steps
+    assert all(c.rel_error <= 1e-9 for c in report.checks)
+
+
+def test_the_audit_sees_clipping_bite_and_nothing_else(loop):
+    report = al.audit(loop.train_epoch, **al.audit.audit_setup("tokens", max_norm=0.5))
+    assert {f.code for f in report.findings} == {"GRADIENT_NOT_VERIFIED"}, report
+
+
+BACKWARD = "                (scaler.scale(loss) if scaler is not None else loss).backward()\n"
+CLIP = "            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # once, on the window\n"
+SCHEDULE = "            scheduler.step()  # once per optimizer step, never per micro-batch\n"
+MUTANTS = {  # a line of the loop changed as a learner might: (replace, by), audit options
+    "mean of micro-batch means": (
+        ("loss = loss_sum / n_tokens", "loss = loss_sum / int((y != PAD).sum()) / len(window)"),
+        {},
+    ),
+    "divided by k as well": (("loss = loss_sum / n_tokens", "loss = loss_sum / n_tokens / k"), {}),
+    "zeroed inside the window": (
+        (
+            "            x, y = x.to(device)",
+            "            optimizer.zero_grad()\n            x, y = x.to(device)",
+        ),
+        {},
+    ),
+    "clipped after every backward": (
+        (
+            BACKWARD,
+            BACKWARD + CLIP.replace("            ", "                "),
+        ),
+        {"max_norm": 0.5},
+    ),
+    "scheduler stepped per micro-batch": (
+        (BACKWARD, BACKWARD + "                scheduler.step()\n"),
+        {"scheduler": True},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_the_audit_flags_each_changed_line(name):
+    (old, new), options = MUTANTS[name]
+    source = LOOP_FILE.read_text()
+    assert source.count(old) == 1, f"{name}: the line to change is not in the loop"
+    namespace: dict = {"__name__": "mutant"}
+    exec(compile(source.replace(old, new), "mutant", "exec"), namespace)
+    report = al.audit(namespace["train_epoch"], **al.audit.audit_setup("tokens", **options))
+    assert {f.code for f in report.findings} - {"GRADIENT_NOT_VERIFIED"}, f"{name}: {report}"
+
+
+@pytest.mark.slow
+def test_two_ddp_ranks_take_the_full_batch_step_with_one_allreduce_per_window(monkeypatch):
+    """Each rank holds every other sequence; the step must be the full-batch step over both ranks'
+    window, with DDP's gradient all-reduce once per window (no_sync) — and the same gradient, but
+    one all-reduce per micro-batch, when no_sync is hidden from the loop."""
+    paths = [str(ROOT / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # the ranks import example_ranks
+    data = texts()
+    ranks = 2
+    per_rank = SEQUENCES // ranks  # 10 sequences: 5 micro-batches, windows of 3 and 2
+    order = []  # the global windows, contiguous: rank 0's part, then rank 1's
+    for start, stop in ((0, K * MICRO), (K * MICRO, per_rank)):
+        for r in range(ranks):
+            order += [r + ranks * i for i in range(start, stop)]
+    big = al.run(
+        al.Recipe(ranks * K * MICRO),
+        al.TinyLM(vocab=16, dim=8, seed=0),
+        data[torch.tensor(order)],
+        loss="cross_entropy",
+        optimizer="sgd",
+        lr=LR,
+    )
+    assert len(big.window_losses) == 2
+    results = al.dist.launch("example_ranks:ddp_epoch", ranks, timeout=180)
+    for variant, calls in (("no_sync", 2), ("hidden", 5)):
+        for result in (r[variant] for r in results):
+            assert al.grad_diff(result["params"], big.params[-1]).max_rel <= EXACT
+            assert result["allreduces"] == calls  # one bucket per backward that syncs
+        means = [sum(r[variant]["losses"][w] for r in results) / ranks for w in range(2)]
+        assert means == pytest.approx(big.window_losses, rel=EXACT)
+
+
+@pytest.mark.slow
+def test_the_file_runs_as_a_script():
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # a tiny model: one thread is faster
+    out = subprocess.run(
+        [sys.executable, str(LOOP_FILE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        env=env,
+    )
+    lines = out.stdout.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["epoch 0", "epoch 1", "epoch 2"]
+    assert all(line.count("'") == 6 for line in lines)  # three optimizer steps per epoch
