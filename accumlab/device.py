@@ -6,8 +6,9 @@ already executed somewhere.
 
 - `synchronize(device)`: wait for queued GPU work (a CPU has nothing queued);
 - `MemoryMeter(device)`: bytes allocated above the moment it started, now and at most. CUDA reads
-  the caching allocator (`memory_allocated`, `max_memory_allocated`); the CPU has no such counter,
-  so a dispatch-level tracker sees every tensor storage an operation creates and when it is freed;
+  the caching allocator (`memory_allocated`, `max_memory_allocated`, and `max_memory_reserved`:
+  the segments it holds from the device, which is what runs out); the CPU has no such counter, so
+  a dispatch-level tracker sees every tensor storage an operation creates and when it is freed;
 - `measure_peak(fn, device)`: `fn()` under a meter;
 - `run_capped(fn, device, extra_bytes)`: `fn()` allowed at most `extra_bytes` more. CUDA enforces it
   with `set_per_process_memory_fraction` (a real `torch.OutOfMemoryError`); the CPU allocator has no
@@ -131,19 +132,25 @@ class _CpuStorages(TorchDispatchMode):
 
 class MemoryMeter:
     """`with MemoryMeter(device) as m: ...` then `m.now()` and `m.peak`: bytes allocated above the
-    start (CUDA: the caching allocator's own counters; CPU: every storage operations create)."""
+    start (CUDA: the caching allocator's own counters; CPU: every storage operations create).
+    On CUDA, `m.start` and `m.start_reserved` are the allocator's allocated and reserved bytes
+    when the block began."""
 
     def __init__(self, device):
         self.device = torch.device(device)
         self._cpu: _CpuStorages | None = None
-        self._start = 0
+        self.start = 0
         self._peak = 0
+        self.start_reserved = 0
+        self._peak_reserved: int | None = None
 
     def __enter__(self) -> MemoryMeter:
         if self.device.type == "cuda":
             synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-            self._start = torch.cuda.memory_allocated(self.device)
+            self.start = torch.cuda.memory_allocated(self.device)
+            self.start_reserved = torch.cuda.memory_reserved(self.device)
+            self._peak_reserved = None
         else:
             self._cpu = _CpuStorages()
             self._cpu.__enter__()
@@ -152,7 +159,8 @@ class MemoryMeter:
     def __exit__(self, *exc) -> None:
         if self.device.type == "cuda":
             synchronize(self.device)
-            self._peak = torch.cuda.max_memory_allocated(self.device) - self._start
+            self._peak = torch.cuda.max_memory_allocated(self.device) - self.start
+            self._peak_reserved = self.peak_reserved
         else:
             self._cpu.__exit__(*exc)
 
@@ -160,7 +168,7 @@ class MemoryMeter:
         """Bytes allocated now, above the start (negative when more was freed than allocated)."""
         if self.device.type == "cuda":
             synchronize(self.device)
-            return torch.cuda.memory_allocated(self.device) - self._start
+            return torch.cuda.memory_allocated(self.device) - self.start
         return self._cpu.now
 
     @property
@@ -168,17 +176,33 @@ class MemoryMeter:
         """The most bytes allocated at once above the start (so far, or over the whole block)."""
         if self.device.type == "cuda":
             synchronize(self.device)
-            return max(self._peak, torch.cuda.max_memory_allocated(self.device) - self._start)
+            return max(self._peak, torch.cuda.max_memory_allocated(self.device) - self.start)
         return self._cpu.peak
+
+    @property
+    def peak_reserved(self) -> int | None:
+        """CUDA: the most bytes the caching allocator held in segments at once, above what it held
+        at the start. Blocks are rounded up to 512 bytes and cut from segments of 2 MiB, 20 MiB or
+        their own size rounded to 2 MiB, and freed blocks stay cached, so this can be well above
+        `peak` (or below it, when the block fitted in room that segments already had). None on
+        the CPU, which keeps no such cache."""
+        if self.device.type != "cuda":
+            return None
+        if self._peak_reserved is not None:
+            return self._peak_reserved
+        synchronize(self.device)
+        return torch.cuda.max_memory_reserved(self.device) - self.start_reserved
 
 
 @dataclass(frozen=True)
 class Peak:
-    """Bytes allocated above the start of a measured call: at most (`peak`) and when it returned."""
+    """Bytes allocated above the start of a measured call: at most (`peak`) and when it returned;
+    on CUDA also the most reserved in the allocator's segments above the start (`reserved`)."""
 
     peak: int
     end: int
     device: str
+    reserved: int | None = None
 
 
 def measure_peak(fn: Callable[[], object], device) -> tuple[object, Peak]:
@@ -186,7 +210,7 @@ def measure_peak(fn: Callable[[], object], device) -> tuple[object, Peak]:
     with MemoryMeter(device) as meter:
         result = fn()
         end = meter.now()
-    return result, Peak(meter.peak, end, str(torch.device(device)))
+    return result, Peak(meter.peak, end, str(torch.device(device)), meter.peak_reserved)
 
 
 def run_capped(fn: Callable[[], object], device, extra_bytes: int) -> tuple[object, Peak]:

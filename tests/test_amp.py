@@ -362,3 +362,60 @@ def test_recorder_in_process_has_its_schema():
 def test_huge_sizes_are_refused_before_any_work(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_real_schedulers_stepped_per_micro_batch_climb_back_or_raise():
+    r = al.precision.real_schedules(4, optimizer_steps=40, warmup_steps=8, lr=0.1)
+    assert set(r["versions"]) == {"torch", "transformers"}
+    hf, cos, one = al.precision.REAL_SCHEDULERS
+    for name in (hf, cos):
+        ok, bad = r["lrs"][name]["optimizer_step"], r["lrs"][name]["micro_step"]
+        assert len(ok) == len(bad) == 40 and r["errors"][name]["micro_step"] is None
+        assert ok[-1] < 0.002 * 0.1 * 10  # decayed to (almost) zero at the end, as built
+        first_low = next(j for j, v in enumerate(bad) if v < 1e-3)
+        assert first_low < 40 // 4 + 2  # the decay ran k times faster ...
+        assert max(bad[first_low:]) > 0.099  # ... then climbed back to the full lr
+    # CosineAnnealingLR(T_max=40) itself: 0.0, 0.05, 0.10 after 40, 60, 80 calls
+    p = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([p], lr=0.1)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=40)
+    seen = {}
+    for call in range(1, 81):
+        opt.step()
+        sched.step()
+        seen[call] = opt.param_groups[0]["lr"]
+    assert seen[40] == pytest.approx(0.0, abs=1e-12)
+    assert seen[60] == pytest.approx(0.05) and seen[80] == pytest.approx(0.1)
+    # OneCycleLR refuses a 41st call: the loop stops in window 10
+    assert len(r["lrs"][one]["micro_step"]) == 10
+    assert "total steps is 40" in r["errors"][one]["micro_step"]
+    assert r["errors"][one]["optimizer_step"] is None
+    assert type(al.precision.plot_real_schedules(r)).__name__ == "Figure"
+
+
+def test_clipping_bends_the_update_more_the_harder_it_clips():
+    model = al.mlp(features=4, hidden=8, depth=1)
+    data = al.regression_data(n=16, features=4)
+    s = al.precision.clipping_sweep(model, data, micro_batch_size=4, ratios=[0.03, 0.3, 0.8, 2.0])
+    cos = s["cosine"]
+    assert cos == sorted(cos) and cos[0] < 0.5 < cos[1] < 0.99 < cos[2]
+    assert cos[-1] == pytest.approx(1.0, abs=1e-12)  # nothing clipped at all: the same update
+
+
+def test_optimizer_step_instead_of_scaler_step_puts_the_overflow_into_the_weights():
+    model = al.mlp(features=4, hidden=16, depth=2, dtype=torch.float32)
+    data = al.regression_data(n=32, features=4, dtype=torch.float32)
+    kw = dict(micro_batch_size=4, accumulation_steps=4, overflow_micro_steps=(5,))
+    bad = al.precision.amp_train(model, data, order="optimizer_step_not_scaler_step", **kw)
+    good = al.precision.amp_train(model, data, **kw)
+    finite = [all(bool(torch.isfinite(v).all()) for v in p.values()) for p in bad.params]
+    assert bad.skipped == [False, False] and finite == [True, False]
+    assert good.skipped == [False, True]
+    assert all(bool(torch.isfinite(v).all()) for v in good.params[-1].values())
+
+
+def test_a_fused_optimizer_skips_inside_its_kernel():
+    r = al.precision.fused_with_scaler()
+    assert r["supports_amp_scaling"] == {"fused": True, "default": False}
+    assert r["skipped"]["fused"] == r["skipped"]["default"] == [False, True]
+    assert r["param_gap"] < 1e-6

@@ -8,7 +8,7 @@ import torch
 import accumlab as al
 from accumlab.memory.checkpointing import Checkpointed
 from accumlab.memory.parts import grad_bytes, param_bytes, tensor_bytes
-from accumlab.saved import LiveSavedTensors
+from accumlab.saved import LiveSavedTensors, _storage_key, saved_storages
 
 
 @pytest.fixture(scope="module")
@@ -89,24 +89,26 @@ def test_proportional_deviation_with_zeros_and_bad_values():
 def test_footprint_parts_floor_and_estimate(small):
     model, data = small
     f = al.memory.footprint(model, data, 8, optimizer="adam")
-    assert f.resting == f.params + f.optimizer_state + f.data
+    assert f.resting == f.params + f.optimizer_state  # the data stays in host memory
     assert f.floor == f.resting + f.grads + f.step_transient
-    assert f.forward_end == f.resting + f.grads + f.activations  # k = 4: gradients exist
+    # k = 4: gradients exist; one micro-batch's data is on the device with its activations
+    assert f.forward_end == f.resting + f.grads + f.data + f.activations
     assert f.estimate == max(f.forward_end, f.floor)
-    assert f.data == al.memory.data_bytes(data) == 2 * 32 * 16 * 4
+    assert f.data == al.memory.data_bytes(data[:8]) == 2 * 8 * 16 * 4
     assert f.step_transient == pytest.approx(f.params, abs=4 * len(list(model.parameters())))
     assert list(f.parts()) == [
         "parameters",
         "optimizer state",
-        "data",
         "gradients",
         "optimizer-step temporaries",
+        "micro-batch data",
         "saved activations",
     ]
     # measured on the CPU too, and never below the tensors that must be alive at one moment
     assert f.peak >= f.estimate
     one = al.memory.footprint(model, data, 32)
-    assert one.forward_end == one.resting + one.activations  # k = 1: no gradient yet
+    assert one.forward_end == one.resting + one.data + one.activations  # k = 1: no gradient yet
+    assert one.data == al.memory.data_bytes(data)
     with pytest.raises(ValueError, match="micro_batch_size"):
         al.memory.footprint(model, data, 0)
     with pytest.raises(ValueError, match="micro_batch_size"):
@@ -148,12 +150,18 @@ def test_checkpointing_keeps_fewer_bytes_and_same_gradients():
     assert al.memory.activation_bytes(model, data, segments=7) == plain
 
 
-def test_checkpointed_counts_what_it_holds():
+def test_checkpoint_inputs_are_seen_by_the_outer_saved_tensor_hooks():
     model, data = al.memory.memory_setup(width=8, depth=4, global_batch=4)
-    net = Checkpointed(model, 2)
-    assert len(net.pieces) == 2 and all(isinstance(p[0], torch.nn.Linear) for p in net.pieces)
-    net(data.x)
-    assert sum(net.held.values()) == data.x.untyped_storage().nbytes()  # the first piece's input
+    net = Checkpointed(model, 3)
+    assert len(net.pieces) == 3 and all(isinstance(p[0], torch.nn.Linear) for p in net.pieces)
+    seen = {}
+    net.pieces[1].register_forward_pre_hook(lambda _, args: seen.setdefault("input", args[0]))
+    net.pieces[0][0].register_forward_hook(lambda *a: seen.setdefault("inside", a[2]))
+    saved = saved_storages(lambda: net(data.x).sum(), exclude=[*model.parameters()])
+    # the non-reentrant checkpoint saves a piece's input before entering its own hooks: the outer
+    # hook packs it; what happens inside a checkpointed piece is recomputed, never saved
+    assert _storage_key(data.x) in saved and _storage_key(seen["input"]) in saved
+    assert _storage_key(seen["inside"]) not in saved
     with pytest.raises(ValueError, match="segments"):
         Checkpointed(model, 1)
     with pytest.raises(ValueError, match="segments"):
@@ -194,8 +202,16 @@ def test_logging_growth(small):
     assert set(item["graph_nodes"]) == {0} and set(tensor["alive_bytes"]) == {0}
     a = evaluation["alive_bytes"]
     assert a == [a[0] * (i + 1) for i in range(4)] and a[0] > 0
+    # two fixes for an evaluation loop: .item() keeps no graph behind the total (the latest
+    # micro-batch's graph lives only until the next one replaces it); no_grad builds none
+    eval_item = al.memory.logging_growth(model, data, 8, log="item", backward=False)
+    assert eval_item["alive_bytes"] == [a[0]] * 4 and set(eval_item["graph_nodes"]) == {0}
+    quiet = al.memory.logging_growth(model, data, 8, log="tensor", backward=False, no_grad=True)
+    assert set(quiet["alive_bytes"]) == {0} and set(quiet["graph_nodes"]) == {0}
     with pytest.raises(ValueError, match="log"):
         al.memory.logging_growth(model, data, 8, log="print")
+    with pytest.raises(ValueError, match="no_grad"):
+        al.memory.logging_growth(model, data, 8, no_grad=True)
 
 
 def test_graph_nodes():

@@ -30,12 +30,7 @@ from moved_controls_run import describe_failures, describe_moves, run_notebook
 
 # ==== Lessons that fail with moved controls today (strict: a listed lesson that passes FAILS) ====
 # Fixed your lesson? Delete its line here, in the same commit. `--runxfail` prints the failure.
-XFAIL = {
-    "05_memory_and_throughput.ipynb": "cell 40 sets depth and checkpointing only, then compares "
-    "with explore_memory(8, 4, 128, 6, 'adam'): fails with the other controls moved",
-    "06_amp_clipping_schedules.ipynb": "cell 40 asserts explorer.data['param_gap'] < 1e-12 on "
-    "whatever the controls show (clip_at, scheduler_step moved)",
-}
+XFAIL: dict[str, str] = {}
 # =================================================================================================
 
 ROOT = Path(__file__).resolve().parents[1]

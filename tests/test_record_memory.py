@@ -37,6 +37,28 @@ def test_probe_and_estimate_choices(res):
         assert c["micro_batch_size"] * c["accumulation_steps"] == res["memory"]["global_batch"]
     assert probe["method"] == "probe" and estimate["method"] == "estimate"
     assert probe["micro_batch_size"] <= estimate["micro_batch_size"]
+    # the budget leaves room for a fifth of the batch: accumulation is needed (k > 1)
+    assert estimate["accumulation_steps"] > 1 and probe["accumulation_steps"] > 1
+
+
+def test_the_full_budget_forces_accumulation_by_its_own_numbers():
+    # the GPU size, by arithmetic (a CPU cannot run it in a test): the forward of the whole batch
+    # needs the data and activations of 4096 samples, the budget holds the floor plus 800 of them
+    full = recorder.SIZES["full"]
+    assert full["budget_samples"] * 5 <= full["global_batch"]
+    # with k > 1, a micro-batch of m fits the estimate when m samples fit in the step's temporaries
+    # (about one copy of the parameters) plus the room for budget_samples: well below the batch
+    width, depth = full["width"], full["depth"]
+    params = 4 * (depth * (width * width + width) + width + 1)
+    per_sample = 4 * (2 * width * (depth + 1) + 2 * width)  # saved in and out of each layer, data
+    assert full["budget_samples"] + params / per_sample < full["global_batch"] / 2
+
+
+@pytest.mark.slow
+def test_the_allocator_section_on_the_cpu_has_no_reserved_bytes(res):
+    alloc = res["allocator"]
+    assert alloc["micro_sizes"] == [256, 16]
+    assert alloc["reserved"] == [None, None] and alloc["allocated"][0] > alloc["allocated"][1] > 0
 
 
 @pytest.mark.slow

@@ -1,5 +1,11 @@
-"""Gradient checkpointing around a Sequential model, with an exact account of what it keeps
-(lesson 05). Built on `torch.utils.checkpoint` (non-reentrant, the variant PyTorch recommends)."""
+"""Gradient checkpointing around a Sequential model (lesson 05). Built on `torch.utils.checkpoint`
+(non-reentrant, the variant PyTorch recommends).
+
+What a checkpoint keeps is counted by the same saved-tensor hooks as everything else: the
+non-reentrant checkpoint saves each piece's input (`_CheckpointFrame.save_inputs` in
+torch/utils/checkpoint.py) BEFORE it enters its own `_checkpoint_hook`, so an outer
+`saved_tensors_hooks` (`al.memory.activation_bytes`) packs that input like any saved tensor, and
+sees nothing of the piece's inside, which is recomputed during backward."""
 
 from __future__ import annotations
 
@@ -9,7 +15,6 @@ from torch.utils.checkpoint import checkpoint
 
 from .. import _validate
 from .._validate import positive_int
-from ..saved import _storage_key
 
 
 def _layers(modules: list[nn.Module]) -> list[list[nn.Module]]:
@@ -41,10 +46,6 @@ class Checkpointed(nn.Module):
     `torch.utils.checkpoint`, which keeps only the piece's input and recomputes its inside during
     backward. The last piece runs normally, as in `torch.utils.checkpoint.checkpoint_sequential`:
     its activations are needed at once by backward. Shares parameters with `model`. Lesson 05.
-
-    `held` maps storage → bytes of the inputs the checkpoints held after the latest forward (plain
-    numbers, no references), so `al.memory.activation_bytes` can count them: they are kept
-    in the checkpoint's recompute closure, where saved-tensor hooks do not see them.
     """
 
     def __init__(self, model: nn.Sequential, segments: int = 2):
@@ -53,13 +54,10 @@ class Checkpointed(nn.Module):
             raise ValueError(f"model must be an nn.Sequential, got {type(model).__name__}")
         positive_int("segments", segments, minimum=2)
         self.pieces = nn.ModuleList(_split(list(model.children()), segments))
-        self.held: dict[tuple, int] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.held = {}
         for piece in self.pieces[:-1]:
             if torch.is_grad_enabled():
-                self.held[_storage_key(x)] = x.untyped_storage().nbytes()
                 x = checkpoint(piece, x, use_reentrant=False)
             else:
                 x = piece(x)

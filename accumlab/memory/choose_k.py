@@ -1,13 +1,14 @@
 """Choosing k (lesson 05): the largest micro-batch that fits a memory budget, and the number of
 accumulation steps it implies for a target global batch.
 
-The budget covers everything training allocates on the device: parameters, the data, optimizer
-state, gradients, saved activations and every temporary. Two ways to decide what fits:
+The budget covers everything training allocates on the device: parameters, optimizer state,
+gradients, one micro-batch of data with its saved activations, and every temporary (the data
+itself stays in host memory). Two ways to decide what fits:
 
 - "estimate": name the tensors and add them up (`Footprint.estimate`): parameters, optimizer
-  state, data, gradients, then the larger of one micro-batch's saved activations and the optimizer
-  step's temporaries. It cannot see backward's temporaries or the kernels' workspace, so it may
-  pick a size that does not fit;
+  state, gradients, then the larger of one micro-batch's data and saved activations and the
+  optimizer step's temporaries. It cannot see backward's temporaries, so it may pick a size that
+  does not fit;
 - "probe": run two real optimizer steps per candidate (as Accelerate's `find_executable_batch_size`
   does) under a cap of the budget, and measure their peak (`accumlab.device`): on CUDA a real
   out-of-memory error, on a CPU the emulated one.
@@ -65,21 +66,15 @@ def candidate_sizes(global_batch: int) -> list[int]:
     return [m for m in range(global_batch, 0, -1) if global_batch % m == 0]
 
 
-def floor_bytes(
-    model: nn.Module, optimizer: str = "adam", *, data: Data | None = None, foreach=True
-) -> int:
+def floor_bytes(model: nn.Module, optimizer: str = "adam", *, foreach: bool | None = True) -> int:
     """What no micro-batch size can remove: during `optimizer.step()` the parameters, gradients,
-    optimizer state and the step's temporaries exist at once, plus `data` when it stays on the
-    device. Lesson 05."""
+    optimizer state and the step's temporaries exist at once. Lesson 05."""
     _validate.model("model", model)
-    if data is not None:
-        _validate.data("data", data, finite=False)
     return (
         param_bytes(model)
         + grad_bytes(model)
         + optimizer_state_bytes(model, optimizer)
         + step_transient_bytes(model, optimizer, foreach=foreach)
-        + (data_bytes(data) if data is not None else 0)
     )
 
 
@@ -87,7 +82,7 @@ def _check_budget(budget_bytes: int, floor: int) -> None:
     if budget_bytes < floor:
         raise ValueError(
             f"budget_bytes={budget_bytes:,} is {floor - budget_bytes:,} bytes below the floor of "
-            f"{floor:,} bytes (parameters, data, gradients, optimizer state and the optimizer "
+            f"{floor:,} bytes (parameters, gradients, optimizer state and the optimizer "
             "step's temporaries), which no micro-batch size can remove: raise the budget or use "
             "a smaller model or a lighter optimizer"
         )
@@ -125,9 +120,15 @@ def _estimate(model, data, global_batch, budget, optimizer, loss, segments, fore
     _check_budget(budget, base.floor)
     tried, needed = [], []
     for m in candidate_sizes(global_batch):
-        acts = activation_bytes(model, data.micro_batches(m)[0], segments=segments, loss=loss)
+        batch = data.micro_batches(m)[0]
+        acts = activation_bytes(model, batch, segments=segments, loss=loss)
         fp = Footprint(
-            **{**base.as_dict(), "activations": acts, "accumulation_steps": global_batch // m}
+            **{
+                **base.as_dict(),
+                "data": data_bytes(batch),
+                "activations": acts,
+                "accumulation_steps": global_batch // m,
+            }
         )
         tried.append((m, fp.estimate <= budget))
         needed.append(fp.estimate)
@@ -137,20 +138,21 @@ def _estimate(model, data, global_batch, budget, optimizer, loss, segments, fore
             )
     raise ValueError(
         f"budget_bytes={budget:,} is {needed[-1] - budget:,} bytes short of the {needed[-1]:,} "
-        f"bytes even micro_batch_size=1 needs (floor {base.floor:,} + its saved activations)"
+        f"bytes even micro_batch_size=1 needs (floor {base.floor:,}, or the resting memory with "
+        "one sample's data and saved activations)"
     )
 
 
 def _probe(model, data, global_batch, budget, optimizer, loss, segments, foreach) -> Choice:
     device = device_of(model)
-    floor = floor_bytes(model, optimizer, data=data, foreach=foreach)
+    floor = floor_bytes(model, optimizer, foreach=foreach)
     _check_budget(budget, floor)
     if budget > dev.total_memory(device):
         raise ValueError(
             f"budget_bytes={budget:,} exceeds the {dev.total_memory(device):,} bytes of "
             f"{dev.device_name(device)}"
         )
-    resident = param_bytes(model) + data_bytes(data)  # already on the device: inside the budget
+    resident = param_bytes(model)  # already on the device: inside the budget (the data is not)
     # trials train `model` itself, so the device holds exactly what real training would (a copy
     # would count the parameters twice); its weights are restored from a CPU backup after
     backup = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
@@ -180,6 +182,8 @@ def _probe(model, data, global_batch, budget, optimizer, loss, segments, foreach
             raise torch.OutOfMemoryError(f"micro-batch {m} allocated {needed[-1]:,} > {budget:,}")
 
     dev.free_cache(device)
+    with torch.no_grad():  # on a GPU the first matrix multiply creates cuBLAS's workspace, kept
+        model(data.x[:1].to(device))  # for the process: let it exist before any trial is measured
     try:
         m, tried = probe(
             candidate_sizes(global_batch), attempt, on_oom=lambda: dev.free_cache(device)
@@ -221,7 +225,6 @@ def choose_micro_batch(
         raise ValueError(
             f"global_batch must be at most the {len(data)} samples in data, got {global_batch}"
         )
-    device = device_of(model)
-    data = data[:global_batch].to(device)
+    data = data[:global_batch]  # stays where it is: train_step copies each micro-batch over
     run = _estimate if method == "estimate" else _probe
     return run(model, data, global_batch, budget_bytes, optimizer, loss, segments, foreach)

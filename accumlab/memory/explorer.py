@@ -3,9 +3,10 @@ breakdown and step time. `explore_memory` is the plain compute function tests ca
 
 from __future__ import annotations
 
+from .. import device as dev
 from .._validate import flag, one_of, positive_int
 from ..optim import OPTIMIZERS
-from .parts import activation_bytes, memory_setup
+from .parts import activation_bytes, data_bytes, memory_setup, setup_bytes
 from .peaks import Footprint, footprint
 from .throughput import time_step
 
@@ -27,7 +28,16 @@ def explore_memory(
     positive_int("accumulation_steps", accumulation_steps)
     one_of("optimizer", optimizer, OPTIMIZERS)
     flag("checkpointing", checkpointing)
+    positive_int("width", width)
+    positive_int("depth", depth)
     global_batch = micro_batch_size * accumulation_steps
+    limit = dev.total_memory("cpu") // 2
+    if setup_bytes(width, depth, global_batch) > limit:  # name what the learner set
+        raise ValueError(
+            f"micro_batch_size={micro_batch_size} × accumulation_steps={accumulation_steps} = "
+            f"{global_batch} samples of width {width} would need more than half of this "
+            f"machine's {limit * 2 / 2**30:.1f} GiB to train: choose a smaller micro-batch or k"
+        )
     model, data = memory_setup(width, depth, global_batch)
     segments = 2 if checkpointing else 0
     # named tensors only: measuring the peak too would cost a tracked step per slider move
@@ -38,6 +48,7 @@ def explore_memory(
     full = Footprint(
         **{
             **chosen.as_dict(),
+            "data": data_bytes(data),
             "activations": activation_bytes(model, data, segments=segments),
             "accumulation_steps": 1,
         }

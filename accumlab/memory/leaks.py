@@ -13,6 +13,7 @@ from .._validate import one_of, positive_int
 from ..data import Data
 from ..losses import Loss, get_loss
 from ..saved import LiveSavedTensors
+from .step import device_of
 
 
 def graph_nodes(value) -> int:
@@ -58,6 +59,7 @@ def peak_saved_bytes(
     positive_int("micro_batch_size", micro_batch_size)
     loss_fn = get_loss(loss)
     model = copy.deepcopy(model)
+    data = data.to(device_of(model))
     micro = data.micro_batches(len(data) if loop == "full_batch" else micro_batch_size)
     k = len(micro)
     with LiveSavedTensors(exclude=[*model.parameters(), data.x, data.y]) as live:
@@ -80,27 +82,38 @@ def logging_growth(
     *,
     log: str = "tensor",
     backward: bool = True,
+    no_grad: bool = False,
     loss: str | Loss = "mse",
 ) -> dict:
     """A loop that keeps a running `total_loss` for logging. After each micro-batch, record the
     graph nodes reachable from the total and the saved-activation bytes still alive.
 
     log="tensor": `total_loss += loss` (the bug); log="item": `total_loss += loss.item()`.
-    backward=False is an evaluation loop run without `torch.no_grad()`. Lesson 05.
+    backward=False is an evaluation loop; `no_grad=True` runs it under `torch.no_grad()` (no graph
+    is built at all). Lesson 05.
     """
+    import contextlib
+
+    import torch
+
     one_of("log", log, ("tensor", "item"))
     _validate.model("model", model)
     _validate.data("data", data)
     _validate.flag("backward", backward)
+    _validate.flag("no_grad", no_grad)
+    if no_grad and backward:
+        raise ValueError("no_grad=True needs backward=False: without a graph there is no backward")
     loss_fn = get_loss(loss)
     model = copy.deepcopy(model)
+    data = data.to(device_of(model))
     micro = data.micro_batches(micro_batch_size)
     nodes, alive = [], []
     with LiveSavedTensors(exclude=[*model.parameters(), data.x, data.y]) as live:
         total_loss = 0.0
         for mb in micro:
-            loss_sum, count = loss_fn(model(mb.x), mb.y)
-            mean = loss_sum / count
+            with torch.no_grad() if no_grad else contextlib.nullcontext():
+                loss_sum, count = loss_fn(model(mb.x), mb.y)
+                mean = loss_sum / count
             if backward:
                 (mean / len(micro)).backward()
             total_loss += mean if log == "tensor" else mean.item()
@@ -112,4 +125,5 @@ def logging_growth(
         "alive_bytes": alive,
         "log": log,
         "backward": backward,
+        "no_grad": no_grad,
     }

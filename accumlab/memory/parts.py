@@ -18,13 +18,13 @@ from ..losses import Loss, get_loss
 from ..models import mlp
 from ..saved import _storage_key, saved_storages
 from .checkpointing import checkpointed
-from .step import memory_optimizer
+from .step import device_of, memory_optimizer
 
 
 def setup_bytes(width: int, depth: int, global_batch: int) -> int:
-    """Rough bytes to train `memory_setup(width, depth, global_batch)` with Adam: parameters,
-    gradients, two moments and the step's temporaries (5 copies), the data, and about two saved
-    float32 values per hidden unit and sample."""
+    """Rough bytes to train `memory_setup(width, depth, global_batch)` with Adam in one micro-batch:
+    parameters, gradients, two moments and the step's temporaries (5 copies), the data, and about
+    two saved float32 values per hidden unit and sample."""
     params = (depth + 1) * (width * width + width)
     return 4 * (5 * params + 2 * global_batch * width + 2 * (depth + 1) * global_batch * width)
 
@@ -33,7 +33,8 @@ def memory_setup(
     width: int = 256, depth: int = 4, global_batch: int = 256, *, seed: int = 0, device=None
 ):
     """The lesson's model and data: an MLP of `depth` hidden layers of `width` units (float32, as
-    on a GPU) and `global_batch` samples of regression data. Returns (model, data). Lesson 05.
+    on a GPU) on `device`, and `global_batch` samples of regression data in host memory (each
+    micro-batch is copied to the device when its forward runs). Returns (model, data). Lesson 05.
 
     Sizes that would need more than half of the device's memory to train are refused before
     anything is allocated (a learner's typo should not freeze the machine)."""
@@ -53,7 +54,7 @@ def memory_setup(
     data = regression_data(
         n=global_batch, features=width, outputs=width, seed=seed, dtype=torch.float32
     )
-    return model.to(device), data.to(device)
+    return model.to(device), data
 
 
 def tensor_bytes(tensors) -> int:
@@ -78,9 +79,11 @@ def grad_bytes(model: nn.Module) -> int:
 
 
 def data_bytes(data: Data) -> int:
-    """Bytes of the inputs and targets (the lesson keeps the whole global batch on the device)."""
+    """Bytes a copy of `data`'s inputs and targets takes (a slice counts its own elements, not the
+    storage it views). Lesson 05 counts one micro-batch's: the data stays in host memory and the
+    micro-batch being computed is copied to the device."""
     _validate.data("data", data, finite=False)
-    return tensor_bytes([data.x, data.y])
+    return sum(t.numel() * t.element_size() for t in (data.x, data.y))
 
 
 def optimizer_state_bytes(model: nn.Module, optimizer: str = "adam") -> int:
@@ -100,18 +103,17 @@ def optimizer_state_bytes(model: nn.Module, optimizer: str = "adam") -> int:
 def activation_bytes(
     model: nn.Module, batch: Data, *, segments: int = 0, loss: str | Loss = "mse"
 ) -> int:
-    """Bytes kept for backward by one forward pass (and the loss) on `batch`: what autograd saves
-    plus, with `segments` ≥ 2, the inputs gradient checkpointing holds. Parameters and the batch
-    itself are not counted: they exist whether or not anything is saved."""
+    """Bytes kept for backward by one forward pass (and the loss) on `batch`: what autograd saves,
+    which with `segments` ≥ 2 includes the input each checkpointed piece keeps (see
+    `checkpointing.py`). Parameters and the batch itself are not counted: they exist whether or
+    not anything is saved."""
     _validate.model("model", model)
     _validate.data("batch", batch)
     loss_fn = get_loss(loss)
+    batch = batch.to(device_of(model))  # the model's device, where its forward runs
     net = checkpointed(model, segments)
     exclude = [*model.parameters(), batch.x, batch.y]
-    saved = saved_storages(lambda: loss_fn(net(batch.x), batch.y), exclude)
-    skip = {_storage_key(t) for t in exclude}
-    held = {k: v for k, v in getattr(net, "held", {}).items() if k not in skip}
-    return sum({**saved, **held}.values())
+    return sum(saved_storages(lambda: loss_fn(net(batch.x), batch.y), exclude).values())
 
 
 def proportional_deviation(sizes: list[int], values: list[float]) -> float:

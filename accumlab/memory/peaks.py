@@ -1,11 +1,12 @@
 """Measured memory of a real optimizer step (lesson 05), on any device through `accumlab.device`:
 the CUDA allocator's counters on a GPU, a tracker of every tensor storage on the CPU.
 
-Between steps a training process holds its *resting* memory: parameters, optimizer state and the
-data. A step adds the gradients, the saved activations of one micro-batch at a time, and
-temporaries: backward's intermediate gradients, and those of `optimizer.step()` itself (foreach
-Adam computes sqrt(exp_avg_sq) for every parameter at once: about one more copy of the
-parameters). `Footprint` names each part and compares their sum with the measured peak.
+Between steps a training process holds its *resting* memory on the device: parameters and
+optimizer state (the data stays in host memory). A step adds the gradients, one micro-batch at a
+time its data and saved activations, and temporaries: backward's intermediate gradients, and those
+of `optimizer.step()` itself (foreach Adam computes sqrt(exp_avg_sq) for every parameter at once:
+about one more copy of the parameters). `Footprint` names each part and compares their sum with
+the measured peak.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from .step import device_of, memory_optimizer, train_step
 
 
 def step_transient_bytes(
-    model: nn.Module, optimizer: str = "adam", *, foreach: bool | None = True
+    model: nn.Module, optimizer: str = "adam", *, foreach: bool | None = True, fused: bool = False
 ) -> int:
     """Most bytes `optimizer.step()` allocates above what exists before it (parameters, gradients,
-    state), measured on a copy of `model` at its second step (the first creates the state)."""
+    state), measured on a copy of `model` at its second step (the first creates the state);
+    `fused=True` measures the optimizer's fused kernel instead."""
     _validate.model("model", model)
     model = copy.deepcopy(model)
-    opt = memory_optimizer(model, optimizer, foreach=foreach)
+    opt = memory_optimizer(model, optimizer, foreach=foreach, fused=fused)
     for p in model.parameters():
         p.grad = torch.ones_like(p)
     opt.step()
@@ -52,30 +54,51 @@ def step_peak_bytes(
     foreach: bool | None = True,
 ) -> int:
     """Measured peak of one optimizer step over `data` in micro-batches, above the resting state
-    (parameters, optimizer state and data exist; gradients do not), on a copy of `model`. It holds
-    the gradients, saved activations and every temporary, whatever the device."""
+    (parameters and optimizer state exist; gradients do not), on a copy of `model`. It holds the
+    gradients, each micro-batch's copy on the device, saved activations and every temporary."""
+    return step_peak(
+        model, data, micro_batch_size, optimizer=optimizer, segments=segments, loss=loss,
+        foreach=foreach,
+    ).peak  # fmt: skip
+
+
+def step_peak(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    *,
+    optimizer: str = "adam",
+    segments: int = 0,
+    loss="mse",
+    foreach: bool | None = True,
+) -> dev.Peak:
+    """`step_peak_bytes` as a `Peak`: on CUDA also the bytes of new segments the allocator reserved
+    (measured after handing its cached, unused segments back)."""
     _validate.model("model", model)
     _validate.data("data", data)
     device = device_of(model)
     model = copy.deepcopy(model)
     net = checkpointed(model, segments)
     opt = memory_optimizer(model, optimizer, foreach=foreach)
-    micro = data.to(device).micro_batches(micro_batch_size)
+    micro = data.micro_batches(micro_batch_size)  # in host memory: train_step copies each one
     train_step(net, opt, micro, loss)  # the first step creates the optimizer state: not measured
     opt.zero_grad(set_to_none=True)
+    if device.type == "cuda":  # hand cached segments back: what the step reserves, it needed
+        dev.free_cache(device)
     _, peak = dev.measure_peak(lambda: train_step(net, opt, micro, loss), device)
-    return peak.peak
+    return peak
 
 
 @dataclass(frozen=True)
 class Footprint:
     """Bytes per part of training memory for one micro-batch size, and the measured peak. Lesson 05.
 
-    `resting` is what exists between steps; `floor` what exists during `optimizer.step()` (no
-    micro-batch size can remove it); `forward_end` what exists when the micro-batch's forward has
-    saved all its activations (gradients too from the second micro-batch of a window on).
-    `estimate` = the larger of the two moments. `peak` is measured: it also holds backward's
-    temporaries, which no tensor count names, so peak ≥ estimate."""
+    `resting` is what exists between steps (parameters, optimizer state); `floor` what exists
+    during `optimizer.step()` (no micro-batch size can remove it); `forward_end` what exists when a
+    micro-batch's forward has saved all its activations: its data (one micro-batch, copied to the
+    device) and, from the second micro-batch of a window on, the gradients. `estimate` = the
+    larger of the two moments. `peak` is measured: it also holds backward's temporaries, which no
+    tensor count names, so peak ≥ estimate."""
 
     params: int
     grads: int
@@ -88,7 +111,7 @@ class Footprint:
 
     @property
     def resting(self) -> int:
-        return self.params + self.optimizer_state + self.data
+        return self.params + self.optimizer_state
 
     @property
     def floor(self) -> int:
@@ -96,7 +119,8 @@ class Footprint:
 
     @property
     def forward_end(self) -> int:
-        return self.resting + self.activations + (self.grads if self.accumulation_steps > 1 else 0)
+        grads = self.grads if self.accumulation_steps > 1 else 0
+        return self.resting + grads + self.data + self.activations
 
     @property
     def estimate(self) -> int:
@@ -106,9 +130,9 @@ class Footprint:
         return {
             "parameters": self.params,
             "optimizer state": self.optimizer_state,
-            "data": self.data,
             "gradients": self.grads,
             "optimizer-step temporaries": self.step_transient,
+            "micro-batch data": self.data,
             "saved activations": self.activations,
         }
 
@@ -128,20 +152,19 @@ def footprint(
     measure: bool = True,
 ) -> Footprint:
     """The memory breakdown of training `model` on micro-batches of `micro_batch_size` from the
-    global batch `data` (kept on the model's device), with the measured peak unless
-    `measure=False`. Lesson 05."""
+    global batch `data` (in host memory; one micro-batch at a time on the model's device), with
+    the measured peak unless `measure=False`. Lesson 05."""
     _validate.model("model", model)
     _validate.data("data", data)
     positive_int("micro_batch_size", micro_batch_size)
     _validate.flag("measure", measure)
-    data = data.to(device_of(model))
     batch = data.micro_batches(micro_batch_size)[0]
     fp = Footprint(
         params=param_bytes(model),
         grads=grad_bytes(model),
         optimizer_state=optimizer_state_bytes(model, optimizer),
         step_transient=step_transient_bytes(model, optimizer, foreach=foreach),
-        data=data_bytes(data),
+        data=data_bytes(batch),
         activations=activation_bytes(model, batch, segments=segments, loss=loss),
         accumulation_steps=math.ceil(len(data) / micro_batch_size),
     )
@@ -185,18 +208,17 @@ def memory_sweep(
             "peak_sizes", peak_sizes, maximum=len(data), why=samples
         )
     measured = set(sizes if peak_sizes is None else peak_sizes)
-    data = data.to(device_of(model))
     kw = dict(optimizer=optimizer, segments=segments, loss=loss, foreach=foreach)
     # the parts that do not depend on the micro-batch size are measured once
     base = footprint(model, data, sizes[0], measure=False, **kw).as_dict()
     rows = []
     for m in tqdm(sizes, desc="micro-batch sizes", disable=not progress):
+        batch = data.micro_batches(m)[0]
         fp = Footprint(
             **{
                 **base,
-                "activations": activation_bytes(
-                    model, data.micro_batches(m)[0], segments=segments, loss=loss
-                ),
+                "data": data_bytes(batch),
+                "activations": activation_bytes(model, batch, segments=segments, loss=loss),
                 "accumulation_steps": math.ceil(len(data) / m),
             }
         )
@@ -208,11 +230,17 @@ def memory_sweep(
         "micro_sizes": sizes,
         "accumulation_steps": [r.accumulation_steps for r in rows],
         "activations": [r.activations for r in rows],
+        "data": [r.data for r in rows],
         "estimate": [r.estimate for r in rows],
         "peak": [r.peak for r in rows],
         "resting": first.resting,
         "floor": first.floor,
-        "parts": {k: v for k, v in first.parts().items() if k != "saved activations"},
+        # the parts no micro-batch size changes
+        "parts": {
+            k: v
+            for k, v in first.parts().items()
+            if k not in ("saved activations", "micro-batch data")
+        },
         "optimizer": optimizer,
         "foreach": foreach,
         "segments": segments,

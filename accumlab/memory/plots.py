@@ -9,12 +9,12 @@ from . import shapes
 PART_COLOURS = {
     "parameters": "tab:blue",
     "optimizer state": "tab:green",
-    "data": "tab:cyan",
     "gradients": "tab:orange",
     "optimizer-step temporaries": "tab:olive",
+    "micro-batch data": "tab:cyan",
     "saved activations": "tab:red",
 }
-RESTING = ("parameters", "optimizer state", "data")
+RESTING = ("parameters", "optimizer state")
 
 
 def byte_unit(largest: float) -> tuple[float, str]:
@@ -34,14 +34,15 @@ def moments(fp) -> dict[str, dict[str, int]]:
     `as_dict()`): when a forward has saved its activations, and during `optimizer.step()`."""
     shapes.footprint("fp", fp)
     f = _as_dict(fp)
-    resting = {
-        "parameters": f["params"],
-        "optimizer state": f["optimizer_state"],
-        "data": f["data"],
-    }
+    resting = {"parameters": f["params"], "optimizer state": f["optimizer_state"]}
     grads = f["grads"] if f["accumulation_steps"] > 1 else 0  # from the 2nd micro-batch on
     return {
-        "forward": {**resting, "gradients": grads, "saved activations": f["activations"]},
+        "forward": {
+            **resting,
+            "gradients": grads,
+            "micro-batch data": f["data"],
+            "saved activations": f["activations"],
+        },
         "step": {
             **resting,
             "gradients": f["grads"],
@@ -110,16 +111,17 @@ def plot_footprint(footprints: dict, *, title: str = "What training keeps in mem
 
 def plot_memory_vs_k(sweep: dict, *, title: str | None = None) -> Figure:
     """Lesson 05: at a fixed global batch, against k — bars: what exists when a forward ends
-    (resting memory, gradients from the 2nd micro-batch on, saved activations); dashed: what
-    exists during optimizer.step() (the floor); dots: the measured peak. One baseline: zero."""
+    (resting memory, gradients from the 2nd micro-batch on, the micro-batch's data and saved
+    activations); dashed: what exists during optimizer.step() (the floor); dots: the measured
+    peak. One baseline: zero."""
     shapes.sweep("sweep", sweep)
     k = sweep["accumulation_steps"]
-    parts, acts = sweep["parts"], sweep["activations"]
+    parts, acts, batch = sweep["parts"], sweep["activations"], sweep["data"]
     resting = sum(parts[p] for p in RESTING)
     grads = [parts["gradients"] if kk > 1 else 0 for kk in k]
     peaks = sweep["peak"]
     largest = max(
-        [resting + g + a for g, a in zip(grads, acts, strict=True)]
+        [resting + g + d + a for g, d, a in zip(grads, batch, acts, strict=True)]
         + [sweep["floor"]]
         + [p for p in peaks if p is not None]
     )
@@ -127,9 +129,7 @@ def plot_memory_vs_k(sweep: dict, *, title: str | None = None) -> Figure:
     fig = Figure(figsize=(7.5, 3.8), layout="constrained")
     ax = fig.add_subplot()
     x = list(range(len(k)))
-    ax.bar(
-        x, [resting / div] * len(k), color="tab:gray", label="parameters + optimizer state + data"
-    )
+    ax.bar(x, [resting / div] * len(k), color="tab:gray", label="parameters + optimizer state")
     ax.bar(
         x,
         [g / div for g in grads],
@@ -138,8 +138,12 @@ def plot_memory_vs_k(sweep: dict, *, title: str | None = None) -> Figure:
         label="gradients",
     )
     ax.bar(
-        x, [a / div for a in acts], bottom=[(resting + g) / div for g in grads], color="tab:red",
-        label="saved activations (end of a forward)",
+        x, [d / div for d in batch], bottom=[(resting + g) / div for g in grads],
+        color="tab:cyan", label="micro-batch data",
+    )  # fmt: skip
+    ax.bar(
+        x, [a / div for a in acts], bottom=[(resting + g + d) / div for g, d in zip(grads, batch)],
+        color="tab:red", label="saved activations (end of a forward)",
     )  # fmt: skip
     ax.axhline(
         sweep["floor"] / div, color="black", linestyle="--", linewidth=1,

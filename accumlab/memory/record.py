@@ -1,15 +1,16 @@
 """Lesson 05's recorder: the measured peak and step time against the micro-batch size at a fixed
-global batch, the optimizer step's temporaries, gradient checkpointing vs accumulation, and the
-micro-batch size chosen for a budget by estimate and by probe. `python -m accumlab.record memory`
-on a GPU; `--device cpu --out PATH` runs the same code on the CPU (small sizes)."""
+global batch, the optimizer step's temporaries, what the caching allocator reserved, gradient
+checkpointing vs accumulation, and the micro-batch size chosen for a budget by estimate and by
+probe. `python -m accumlab.record memory` on a GPU; `--device cpu --out PATH` runs the same code on
+the CPU (small sizes)."""
 
 from __future__ import annotations
 
 from .._validate import one_of
 from ..device import as_device
 from .choose_k import choose_micro_batch, floor_bytes
-from .parts import memory_setup, param_bytes
-from .peaks import memory_sweep, step_transient_bytes
+from .parts import activation_bytes, data_bytes, memory_setup, param_bytes
+from .peaks import memory_sweep, step_peak, step_transient_bytes
 from .throughput import checkpoint_comparison, step_time_sweep
 
 SIZES = {
@@ -23,7 +24,9 @@ SIZES = {
         "segments": 3,
         "checkpoint_micro_batch": 512,
         "repeats": 5,
-        "budget_above_floor": 256 * 2**20,
+        # room above the floor for the data and saved activations of this many samples: a fifth
+        # of the global batch, so the budget forces accumulation (k > 1), as in the lesson
+        "budget_samples": 800,
     },
     # the same code on a few KiB: what the tests run on a CPU
     "small": {
@@ -34,7 +37,7 @@ SIZES = {
         "segments": 2,
         "checkpoint_micro_batch": 64,
         "repeats": 1,
-        "budget_above_floor": 24 * 2**10,
+        "budget_samples": 50,
     },
 }
 OPTIMIZER = "adamw"
@@ -49,8 +52,15 @@ _CHOICE = {
     "tried": [[(int, bool)]],
     "needed": [(int, type(None))],
 }
+_OPT_INTS = [(int, type(None))]
 SCHEMA = {
     "size": str,
+    "per_sample": {"activations": int, "data": int},
+    "allocator": {
+        "micro_sizes": _INTS,
+        "allocated": _INTS,
+        "reserved": _OPT_INTS,
+    },
     "model": {"width": int, "depth": int, "dtype": str, "optimizer": str},
     "transient": {"params": int, "foreach": int, "per_parameter": int},
     "memory": {
@@ -58,6 +68,7 @@ SCHEMA = {
         "micro_sizes": _INTS,
         "accumulation_steps": _INTS,
         "activations": _INTS,
+        "data": _INTS,
         "estimate": _INTS,
         "peak": [(int, type(None))],
         "resting": int,
@@ -65,7 +76,6 @@ SCHEMA = {
         "parts": {
             "parameters": int,
             "optimizer state": int,
-            "data": int,
             "gradients": int,
             "optimizer-step temporaries": int,
         },
@@ -131,9 +141,21 @@ def record(device="cuda", size: str | None = None) -> dict:
         optimizer=OPTIMIZER,
         repeats=cfg["repeats"],
     )
-    budget = floor_bytes(model, OPTIMIZER, data=data) + cfg["budget_above_floor"]
+    # what one more sample costs while its micro-batch is on the device
+    one = data[:1]
+    per_sample = {"activations": activation_bytes(model, one), "data": data_bytes(one)}
+    budget = floor_bytes(model, OPTIMIZER) + cfg["budget_samples"] * sum(per_sample.values())
+    # the allocator's view of one step, the whole batch at once and the smallest micro-batch
+    ends = [cfg["micro_sizes"][0], cfg["micro_sizes"][-1]]
+    peaks = [step_peak(model, data, m, optimizer=OPTIMIZER) for m in ends]
     return {
         "size": size,
+        "per_sample": per_sample,
+        "allocator": {
+            "micro_sizes": ends,
+            "allocated": [p.peak for p in peaks],
+            "reserved": [p.reserved for p in peaks],
+        },
         "model": {
             "width": cfg["width"],
             "depth": cfg["depth"],

@@ -19,9 +19,10 @@ SWEEP = {
     "micro_sizes": nonempty([int]),
     "accumulation_steps": nonempty([int]),
     "activations": [int],
+    "data": [int],
     "peak": [(int, type(None))],
     "floor": int,
-    "parts": {"parameters": int, "optimizer state": int, "data": int, "gradients": int},
+    "parts": {"parameters": int, "optimizer state": int, "gradients": int},
     "optimizer": str,
     "device": str,
 }

@@ -19,20 +19,35 @@ def device_of(model: nn.Module) -> torch.device:
 
 
 def memory_optimizer(
-    model: nn.Module, optimizer: str = "adam", *, foreach: bool | None = True, lr: float = 1e-3
+    model: nn.Module,
+    optimizer: str = "adam",
+    *,
+    foreach: bool | None = True,
+    fused: bool = False,
+    lr: float = 1e-3,
 ) -> torch.optim.Optimizer:
-    """The named optimizer for `model`, with its multi-tensor ("foreach") implementation on or off.
+    """The named optimizer for `model`, with its multi-tensor ("foreach") implementation on or off,
+    or (`fused=True`) its fused kernel, which updates every element in one pass.
 
     foreach=True is what torch.optim picks by itself for CUDA parameters; on CPU parameters it picks
     the per-parameter loop (`_default_to_fused_or_foreach` in torch/optim/optimizer.py). The lesson
     forces True by default so a CPU measures the temporaries a GPU's step allocates; None leaves
     torch to choose."""
+    from .._validate import one_of
+    from ..optim import OPTIMIZERS
+
     _validate.model("model", model)
+    # a name only: None (gradients without an update) would leave nothing to measure here
+    one_of("optimizer", optimizer, OPTIMIZERS)
     if foreach is not None:
         _validate.flag("foreach", foreach)
+    _validate.flag("fused", fused)
     opt = make_optimizer(optimizer, model.parameters(), lr)
     for group in opt.param_groups:
-        group["foreach"] = foreach  # read at every step(), so setting it here is enough
+        # both read at every step(), and fused before the first one creates the state: setting
+        # them here is enough (fused excludes foreach)
+        group["foreach"] = False if fused else foreach
+        group["fused"] = fused
     return opt
 
 
@@ -42,18 +57,24 @@ def train_step(
     micro_batches: list[Data],
     loss: str | Loss = "mse",
 ) -> torch.Tensor:
-    """zero → (forward, loss / k, backward) per micro-batch → step. Returns the window's summed loss
-    as a detached tensor: no `.item()` inside the loop, so a GPU never waits for the CPU here."""
+    """zero → (copy the micro-batch to the device, forward, loss / k, backward) per micro-batch →
+    step. The data stays in host memory, as a data loader keeps it: only the micro-batch being
+    computed is on the device. Returns the window's summed loss as a detached tensor: no `.item()`
+    inside the loop, so a GPU never waits for the CPU here."""
     _validate.model("model", model)
     _validate.optimizer("optimizer", optimizer)
     for i, mb in enumerate(_validate.sequence("micro_batches", micro_batches)):
         _validate.data(f"micro_batches[{i}]", mb, finite=False)
     loss_fn = get_loss(loss)
     k = len(micro_batches)
+    device = device_of(model)
     optimizer.zero_grad(set_to_none=True)
-    total = torch.zeros((), device=device_of(model))
+    total = torch.zeros((), device=device)
     for mb in micro_batches:
-        loss_sum, count = loss_fn(model(mb.x), mb.y)
+        # a copy even on the CPU, so that the CPU allocates what a GPU loop's host-to-device copy
+        # does; it is freed when this micro-batch's backward has used it
+        x, y = mb.x.to(device, copy=True), mb.y.to(device, copy=True)
+        loss_sum, count = loss_fn(model(x), y)
         (loss_sum / count / k).backward()  # loss / k: the window's gradient is the mean of k means
         total += loss_sum.detach()  # detached: the running total must not keep each graph alive
     optimizer.step()

@@ -15,7 +15,7 @@ from .._validate import positive_int
 from ..data import Data
 from ..device import synchronize
 from .checkpointing import checkpointed
-from .parts import activation_bytes, data_bytes, optimizer_state_bytes, param_bytes
+from .parts import activation_bytes, optimizer_state_bytes, param_bytes
 from .peaks import step_peak_bytes
 from .step import device_of, memory_optimizer, train_step
 
@@ -46,7 +46,7 @@ def time_step(
     device = device_of(model)
     net = checkpointed(model, segments)
     opt = memory_optimizer(model, optimizer, foreach=foreach)
-    micro = data.to(device).micro_batches(micro_batch_size)
+    micro = data.micro_batches(micro_batch_size)  # host memory: train_step copies each one over
     for _ in range(warmup):  # first steps allocate optimizer state and warm caches: not timed
         train_step(net, opt, micro, loss)
     times = []
@@ -126,8 +126,7 @@ def checkpoint_comparison(
         ("both", micro_batch_size, segments),
     ]
     rows = []
-    batch = data.to(device_of(model))
-    resting = param_bytes(model) + optimizer_state_bytes(model, optimizer) + data_bytes(batch)
+    resting = param_bytes(model) + optimizer_state_bytes(model, optimizer)
     for name, mb, seg in tqdm(configs, desc="checkpointing vs accumulation", disable=not progress):
         rows.append(
             {
@@ -136,7 +135,7 @@ def checkpoint_comparison(
                 "accumulation_steps": -(-n // mb),
                 "segments": seg,
                 "activations": activation_bytes(
-                    model, batch.micro_batches(mb)[0], segments=seg, loss=loss
+                    model, data.micro_batches(mb)[0], segments=seg, loss=loss
                 ),
                 "seconds": time_step(
                     model, data, mb, optimizer=optimizer, segments=seg, loss=loss, repeats=repeats

@@ -18,6 +18,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "amp_demo": "amp_runs",
         "amp_error": "amp_runs",
         "amp_report": "amp_runs",
+        "fused_with_scaler": "amp_runs",
         "skip_conventions": "amp_runs",
         # dtypes.py: the dtype gradients accumulate in
         "ACCUMULATIONS": "dtypes",
@@ -28,7 +29,10 @@ __getattr__, __dir__, __all__ = lazy_names(
         # clipping.py, schedules.py, adam.py
         "clip_weights": "clipping",
         "clipped_updates": "clipping",
+        "clipping_sweep": "clipping",
         "update_norm": "clipping",
+        "REAL_SCHEDULERS": "schedules",
+        "real_schedules": "schedules",
         "schedule_curves": "schedules",
         "warmup_cosine": "schedules",
         "adam_comparison": "adam",
@@ -38,6 +42,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "plot_explorer": "plots",
         "update_explorer": "plots",
         "plot_precision": "plots",
+        "plot_real_schedules": "plots",
         "plot_scales": "plots",
         "plot_schedules": "plots",
         "plot_skip_conventions": "plots",

@@ -37,11 +37,15 @@ from ..run_inputs import check_scheduler, forward
 # unscale_update_every_micro_step  — the "fix" that silences both errors: unscale_ + update() after
 #                                    every backward. It runs, but the scale changes inside the window
 #                                    and gradients already unscaled are divided by the scale again.
+# optimizer_step_not_scaler_step   — unscale_, clip, then optimizer.step() instead of
+#                                    scaler.step(optimizer): nothing checks for inf/NaN, so one
+#                                    overflowing micro-batch puts inf/NaN into the weights.
 AMP_ORDERS = (
     "correct",
     "unscale_every_micro_step",
     "update_every_micro_step",
     "unscale_update_every_micro_step",
+    "optimizer_step_not_scaler_step",
 )
 PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # What the learning-rate scheduler does on a window whose step GradScaler skipped:
@@ -88,6 +92,11 @@ class AmpTrace:
     clip_norms: list[float] = field(default_factory=list)
     lrs: list[float] = field(default_factory=list)  # lr of each window's step, applied or skipped
     update_norms: list[float] = field(default_factory=list)  # ‖Δparams‖ of each optimizer step
+
+    @property
+    def finite_params(self) -> list[bool]:
+        """Per window: are all weights still finite after its step?"""
+        return [all(bool(torch.isfinite(v).all()) for v in p.values()) for p in self.params]
 
     @property
     def scale_changes_inside_windows(self) -> int:
@@ -199,8 +208,15 @@ def amp_train(
             bool(torch.isfinite(p.grad).all()) for p in model.parameters() if p.grad is not None
         )
         stepped.clear()
-        if enabled:
+        if enabled and order == "optimizer_step_not_scaler_step":
+            opt.step()  # wrong: no inf check, so an inf/NaN gradient goes into the weights
+            scaler.update()  # (it finds the inf check unscale_ recorded: no error)
+        elif enabled:
             scaler.step(opt)  # skipped when unscale_ found an inf/NaN anywhere in the window
+            # a fused optimizer is always called: its kernel reads the inf flag and skips itself
+            in_kernel = getattr(opt, "_step_supports_amp_scaling", False)
+            if in_kernel and any(float(f) for f in scaler._found_inf_per_device(opt).values()):
+                stepped.clear()
             scaler.update()
         elif finite:  # the float32 reference skips as the scaler would
             opt.step()

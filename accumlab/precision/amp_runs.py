@@ -61,6 +61,14 @@ def amp_demo(
     positive_int("n", n)
     if n > 4096:  # a demonstration on a tiny MLP: more samples only make the lesson wait
         raise ValueError(f"n must be at most 4096, got {n}")
+    positive_int("micro_batch_size", micro_batch_size)
+    positive_int("accumulation_steps", accumulation_steps)
+    window = micro_batch_size * accumulation_steps
+    if n % window:
+        raise ValueError(
+            f"n={n} must be a multiple of micro_batch_size × accumulation_steps = {window} "
+            "(every window full)"
+        )
     data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
     model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
     common = dict(
@@ -193,4 +201,43 @@ def accelerate_on_skip(skip_step: int = 1, steps: int = 4) -> dict:
             sched.step()
         out["skipped"].append(bool(opt.step_was_skipped))
         opt.zero_grad()
+    return out
+
+
+def fused_with_scaler(*, n: int = 32, seed: int = 0) -> dict:
+    """The same AMP loop (correct order, one injected overflow) with Adam's fused kernel and with
+    its default implementation. GradScaler hands an optimizer whose `_step_supports_amp_scaling`
+    is set (the fused ones) the inverse scale and the inf flag, and the kernel skips the update
+    itself (`GradScaler.step` in torch/amp/grad_scaler.py). Lesson 06.
+
+    Returns {"supports_amp_scaling": {name: bool}, "skipped": {name: [bool per window]},
+    "param_gap": largest |difference| of the final weights}."""
+    from ..data import regression_data
+    from ..models import mlp
+
+    positive_int("n", n, maximum=4096, why="a tiny demonstration")
+    if n % 16:
+        raise ValueError(f"n must be a multiple of 16 (4 micro-batches of 4 per window), got {n}")
+    data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
+    model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
+    builds = {
+        "fused": lambda params: torch.optim.Adam(params, lr=1e-3, fused=True),
+        "default": lambda params: torch.optim.Adam(params, lr=1e-3),
+    }
+    out = {"supports_amp_scaling": {}, "skipped": {}}
+    final = {}
+    for name, build in builds.items():
+        probe = build([torch.nn.Parameter(torch.zeros(1))])
+        out["supports_amp_scaling"][name] = bool(
+            getattr(probe, "_step_supports_amp_scaling", False)
+        )
+        trace = amp_train(
+            model, data, micro_batch_size=4, accumulation_steps=4, optimizer=build,
+            overflow_micro_steps=(5,), max_norm=1.0,
+        )  # fmt: skip
+        out["skipped"][name] = trace.skipped
+        final[name] = trace.params[-1]
+    out["param_gap"] = max(
+        float((final["fused"][p] - final["default"][p]).abs().max()) for p in final["fused"]
+    )
     return out

@@ -100,3 +100,43 @@ def update_norm(update: dict[str, torch.Tensor]) -> float:
     """‖update‖ over every parameter, as one vector."""
     _validate.tensor_dict("update", update)
     return float(sum(u.double().pow(2).sum() for u in update.values())) ** 0.5
+
+
+def clipping_sweep(
+    model: nn.Module,
+    data: Data,
+    *,
+    micro_batch_size: int,
+    ratios: list[float] = (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.5),
+    lr: float = 0.1,
+    loss: str = "mse",
+) -> dict:
+    """How far clipping after every backward bends the update, against how hard it clips: for each
+    ratio r, max_norm = r × ‖full-batch gradient‖, the cosine between the update of the loop that
+    clips after every backward and the full batch's, clipped once. Lesson 06.
+
+    Returns {"ratios", "cosine", "rel_l2", "full_norm", "k"}: ratio ≥ 1 clips nothing in the full
+    batch; the running sums may still be clipped when a partial window's norm exceeds max_norm."""
+    positive_int("micro_batch_size", micro_batch_size)
+    ratios = _validate.finite_floats("ratios", ratios, minimum=0.0)
+    if not ratios or min(ratios) <= 0:
+        raise ValueError(f"ratios must be numbers > 0, got {ratios!r}")
+    if len(ratios) > 64:  # two runs per ratio: a demonstration, not a search
+        raise ValueError(f"ratios must hold at most 64 values, got {len(ratios)}")
+    from ..reference import full_batch_grads
+
+    grads = full_batch_grads(model, data, loss=loss)
+    norm = float(sum(g.double().pow(2).sum() for g in grads.values())) ** 0.5
+    if norm == 0:
+        raise ValueError("the full-batch gradient is zero: there is nothing to clip")
+    out = {"ratios": list(ratios), "cosine": [], "rel_l2": [], "full_norm": norm}
+    for r in ratios:
+        clip = clipped_updates(
+            model, data, micro_batch_size=micro_batch_size, max_norm=r * norm,
+            placements=("micro_step",), lr=lr, loss=loss,
+        )  # fmt: skip
+        diff = clip["diffs"]["micro_step"]
+        out["cosine"].append(float(diff.cosine))
+        out["rel_l2"].append(float(diff.rel_l2))
+    out["k"] = len(data) // micro_batch_size
+    return out

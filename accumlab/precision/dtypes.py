@@ -62,6 +62,8 @@ def accumulate(contributions: torch.Tensor, accumulation: str, device: str | tor
     device = as_device(device)
     grad_dtype, buffer_dtype = ACCUMULATIONS[accumulation]
     k = len(contributions)
+    if k == 0:  # a mean of nothing: no window to accumulate
+        raise ValueError("contributions must hold at least one row (one per micro-batch), got 0")
     rows = (contributions / k).to(device=device, dtype=grad_dtype)  # each backward's own output
     buffer = torch.zeros(contributions.shape[1], dtype=buffer_dtype, device=device)
     for row in rows:

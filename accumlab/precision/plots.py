@@ -75,6 +75,40 @@ def plot_schedules(curves: dict, *, title: str = "") -> Figure:
     return fig
 
 
+def plot_real_schedules(result: dict, *, title: str = "") -> Figure:
+    """One panel per real scheduler: the lr each optimizer step used, with `scheduler.step()` once
+    per optimizer step (solid) and once per micro-batch (dashed; a cross where the scheduler
+    raised). From `al.precision.real_schedules`."""
+    shapes.real("result", result)
+    names = list(result["lrs"])
+    fig = Figure(figsize=(3.2 * len(names) + 0.6, 3.2), layout="constrained")
+    axes = fig.subplots(1, len(names), sharey=True, squeeze=False)[0]
+    styles = {
+        "optimizer_step": ("-", "per optimizer step"),
+        "micro_step": ("--", "per micro-batch"),
+    }
+    for ax, name in zip(axes, names, strict=True):
+        for placement, lrs in result["lrs"][name].items():
+            line, label = styles.get(placement, (":", placement))
+            ax.plot(range(len(lrs)), lrs, line, marker=".", markersize=3, label=label)
+            if result["errors"][name][placement] is not None:
+                ax.plot([len(lrs)], [lrs[-1] if lrs else 0.0], "x", color="tab:red", markersize=9)
+                ax.annotate("raised", (len(lrs), lrs[-1] if lrs else 0.0), fontsize=7,
+                            xytext=(4, 4), textcoords="offset points", color="tab:red")  # fmt: skip
+        ax.set_title(name.replace(" get_", "\nget_").replace("torch ", "torch\n"), fontsize=8)
+        ax.set_xlabel("optimizer step")
+        ax.set_xlim(-1, result["optimizer_steps"])
+    axes[0].set_ylabel("learning rate used")
+    axes[0].legend(fontsize=7, title="scheduler.step()", title_fontsize=7, loc="upper right")
+    fig.suptitle(
+        title
+        or f"Real schedulers built for {result['optimizer_steps']} optimizer steps, k = "
+        f"{result['k']}",
+        fontsize=10,
+    )
+    return fig
+
+
 def plot_skip_conventions(conv: dict, *, title: str = "") -> Figure:
     """The lr each window used under each scheduler convention after skipped steps (shaded), and
     the schedule as written (from `al.precision.skip_conventions`)."""

@@ -77,3 +77,94 @@ def schedule_curves(
             (i for i, v in enumerate(trace.lrs) if math.isclose(v, lr)), None
         )
     return out
+
+
+# The real schedulers a learner uses, built for `optimizer_steps` optimizer steps
+REAL_SCHEDULERS = (
+    "transformers get_cosine_schedule_with_warmup",
+    "torch CosineAnnealingLR",
+    "torch OneCycleLR",
+)
+
+
+def _real_scheduler(name: str, optimizer, steps: int, warmup: int, lr: float):
+    from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR
+
+    if name == REAL_SCHEDULERS[0]:
+        from transformers import get_cosine_schedule_with_warmup
+
+        return get_cosine_schedule_with_warmup(optimizer, warmup, steps)
+    if name == REAL_SCHEDULERS[1]:
+        return CosineAnnealingLR(optimizer, T_max=steps)
+    return OneCycleLR(optimizer, max_lr=lr, total_steps=steps)
+
+
+def real_schedules(
+    accumulation_steps: int,
+    *,
+    optimizer_steps: int = 40,
+    warmup_steps: int = 8,
+    lr: float = 0.1,
+    schedulers: tuple[str, ...] = REAL_SCHEDULERS,
+) -> dict:
+    """The learning rate each optimizer step uses with real schedulers (Transformers' cosine with
+    warm-up, torch's CosineAnnealingLR and OneCycleLR), all built for `optimizer_steps` optimizer
+    steps, when `scheduler.step()` is called once per optimizer step and once per micro-batch.
+    Lesson 06.
+
+    Returns {"k", "optimizer_steps", "lr", "versions": {"torch", "transformers"}, "lrs":
+    {name: {placement: [lr per optimizer step, until the run ended]}}, "errors": {name:
+    {placement: the error that ended the run early, or None}}}.
+    """
+    import warnings
+
+    import transformers
+
+    k = positive_int("accumulation_steps", accumulation_steps)
+    positive_int("optimizer_steps", optimizer_steps, minimum=2)
+    if optimizer_steps * k > 2**16:  # one scheduler call per micro-batch: a demonstration
+        raise ValueError(
+            f"optimizer_steps × accumulation_steps must be at most {2**16}, got {optimizer_steps * k}"
+        )
+    positive_int("warmup_steps", warmup_steps, minimum=0)
+    if warmup_steps >= optimizer_steps:
+        raise ValueError(
+            f"warmup_steps must be below optimizer_steps={optimizer_steps}, got {warmup_steps}"
+        )
+    lr = _validate.positive_float("lr", lr)
+    schedulers = _validate.sequence("schedulers", schedulers)
+    for i, name in enumerate(schedulers):
+        one_of(f"schedulers[{i}]", name, REAL_SCHEDULERS)
+    out = {
+        "k": k,
+        "optimizer_steps": optimizer_steps,
+        "warmup_steps": warmup_steps,
+        "lr": lr,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "lrs": {},
+        "errors": {},
+    }
+    for name in schedulers:
+        out["lrs"][name], out["errors"][name] = {}, {}
+        for placement in SCHEDULER_STEPS:
+            param = torch.zeros(1, requires_grad=True)
+            opt = torch.optim.SGD([param], lr=lr)
+            sched = _real_scheduler(name, opt, optimizer_steps, warmup_steps, lr)
+            lrs, error = [], None
+            try:
+                with warnings.catch_warnings():
+                    # per micro-batch, scheduler.step() comes before the first optimizer.step()
+                    warnings.filterwarnings("ignore", message=".*lr_scheduler.step\\(\\)")
+                    for _ in range(optimizer_steps):
+                        for i in range(k):
+                            last = i == k - 1
+                            if last:  # the optimizer step uses the lr set now
+                                lrs.append(float(opt.param_groups[0]["lr"]))
+                                opt.step()
+                            if last or placement == "micro_step":
+                                sched.step()
+            except ValueError as err:  # OneCycleLR refuses to step past total_steps
+                error = f"{type(err).__name__}: {err}"
+            out["lrs"][name][placement] = lrs
+            out["errors"][name][placement] = error
+    return out

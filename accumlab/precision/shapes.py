@@ -7,6 +7,13 @@ from .._validate import nonempty, result
 
 SWEEP = {"ks": nonempty([int]), "errors": {str: nonempty([float])}}
 CURVES = {"k": int, "warmup_steps": int, "lrs": {str: nonempty([float])}, "warmup_end": dict}
+REAL = {
+    "k": int,
+    "optimizer_steps": int,
+    "lrs": {str: {str: [float]}},
+    "errors": {str: {str: (str, type(None))}},
+}
+CLIP_SWEEP = {"ratios": nonempty([float]), "cosine": nonempty([float]), "full_norm": float}
 CONVENTIONS = {
     "windows": int,
     "schedule": nonempty([float]),
@@ -53,6 +60,14 @@ def sweep(name: str, value) -> dict:
 
 def curves(name: str, value) -> dict:
     return result(name, value, CURVES, "what al.precision.schedule_curves(...) returns")
+
+
+def real(name: str, value) -> dict:
+    return result(name, value, REAL, "what al.precision.real_schedules(...) returns")
+
+
+def clip_sweep(name: str, value) -> dict:
+    return result(name, value, CLIP_SWEEP, "what al.precision.clipping_sweep(...) returns")
 
 
 def conventions(name: str, value) -> dict:
