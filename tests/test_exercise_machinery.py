@@ -669,3 +669,43 @@ def test_three_significant_digits_means_rounded_or_cut_not_one_unit_off():
         assert compare(wrong, 1.4, sig=3) is not None, wrong
     assert compare(0.922, 0.92274, sig=3) is None  # cut after 3 digits
     assert compare(0.921, 0.92274, sig=3) is not None
+
+
+_LATE_STOP_SCRIPT = """
+import sys, threading
+from accumlab.exercises._limit import AnswerTimeout, call_within
+
+def spin(answer=None):
+    while True:
+        pass
+
+def stopped_in_a_thread():
+    try:
+        call_within(0.3, spin)
+    except AnswerTimeout:
+        pass
+
+worker = threading.Thread(target=stopped_in_a_thread)
+worker.start()
+worker.join(10)
+def traced():
+    return 1
+
+sys.settrace(lambda frame, event, arg: None)  # al.audit's deadline traces like this
+traced()  # hung here when the watchdog cleared its stop with SetAsyncExc(id, NULL)
+sys.settrace(None)
+print("ok")
+"""
+
+
+def test_watchdog_leaves_no_pending_stop():
+    """A watchdog-stopped answer in a thread leaves nothing pending: a traced call in the main
+    thread afterwards still returns (it hung forever before, which stalled the whole test run at
+    the first al.audit after this file's thread tests). In a subprocess, so a regression fails."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LATE_STOP_SCRIPT], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
