@@ -38,12 +38,16 @@ def train_epoch(model, optimizer, loader, k, *, scaler=None, max_norm=None, sche
         if dist.is_initialized():  # data parallel: N over every rank, ÷ ranks as DDP averages
             count = torch.tensor(n_tokens, device=device)
             dist.all_reduce(count)
+            # world size = data-parallel ranks only when every rank is a replica (no tensor or
+            # pipeline parallelism; under those, use the data-parallel group's size)
             n_tokens = count.item() / dist.get_world_size()
         window_loss = 0.0
         for i, (x, y) in enumerate(window):
             x, y = x.to(device), y.to(device)
             last = i == len(window) - 1
-            # DDP: skip the gradient all-reduce on all but the window's last backward (lesson 07)
+            # DDP: skip the gradient all-reduce on all but the window's last backward (lesson 07).
+            # FSDP1's no_sync keeps full unsharded gradients; FSDP2 has none: there call
+            # model.set_requires_gradient_sync(last) instead
             sync = model.no_sync() if hasattr(model, "no_sync") and not last else nullcontext()
             with sync:
                 logits = model(x).flatten(0, -2)
@@ -56,13 +60,16 @@ def train_epoch(model, optimizer, loader, k, *, scaler=None, max_norm=None, sche
             scaler.unscale_(optimizer)  # clip the true gradient, not the scaled one (lesson 06)
         if max_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # once, on the window
+        stepped = True
         if scaler is not None:
-            scaler.step(optimizer)  # skips the step when the gradient holds inf or NaN
-            scaler.update()
+            scale = scaler.get_scale()
+            scaler.step(optimizer)  # skips optimizer.step() when the gradient holds inf or NaN
+            scaler.update()  # ...and after a skip lowers the scale: that is how a skip shows
+            stepped = scaler.get_scale() >= scale
         else:
             optimizer.step()
-        if scheduler is not None:
-            scheduler.step()  # once per optimizer step, never per micro-batch
+        if scheduler is not None and stepped:
+            scheduler.step()  # once per optimizer step taken, never per micro-batch
         optimizer.zero_grad(set_to_none=True)  # only here: the window accumulated in .grad
         losses.append(float(window_loss))  # the window's token mean (DDP: average over ranks)
     return losses

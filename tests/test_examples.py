@@ -8,10 +8,12 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
+from cuda_layer import SimulatedGpu
 from example_ranks import LR, MICRO, SEQUENCES, K, load_loop, texts
 
 import accumlab as al
@@ -160,6 +162,93 @@ def test_the_audit_flags_each_changed_line(name):
     exec(compile(source.replace(old, new), "mutant", "exec"), namespace)
     report = al.audit(namespace["train_epoch"], **al.audit.audit_setup("tokens", **options))
     assert {f.code for f in report.findings} - {"GRADIENT_NOT_VERIFIED"}, f"{name}: {report}"
+
+
+# --- a skipped GradScaler step must hold the schedule back ---------------------------------------
+OVERFLOW_LENGTHS = [3, 9, 1, 14, 6, 2, 11, 5, 8, 4]  # micro-batches of 2, k = 3: windows 0-5, 6-9
+GUARD = "if scheduler is not None and stepped:"
+
+
+def _epoch_with_overflow(loop, poisoned_backwards: int, *, device="cpu", dtype=torch.float64):
+    """One epoch with a GradScaler and a LambdaLR (lr × 1/(1 + step)); the first
+    `poisoned_backwards` backward passes write inf into one gradient, as an overflow would, so
+    the scaler must skip every window they fall in. Returns the model, its start, the scheduler
+    and the warnings torch gave."""
+    data = al.token_data(lengths=OVERFLOW_LENGTHS, vocab=16, seed=0)
+    loader = torch.utils.data.DataLoader(
+        al.scaling.unpadded(data), batch_size=MICRO, collate_fn=loop.pad_batch
+    )
+    model = al.TinyLM(vocab=16, dim=8, seed=0, dtype=dtype).to(device)
+    start = al.params_of(model)
+    backwards = []
+
+    def overflow(grad):
+        backwards.append(1)
+        return grad * float("inf") if len(backwards) <= poisoned_backwards else grad
+
+    model.head.bias.register_hook(overflow)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 / (1 + step))
+    scaler = torch.amp.GradScaler(device)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        loop.train_epoch(model, optimizer, loader, K, scaler=scaler, scheduler=scheduler)
+    return model, start, scheduler, [str(w.message) for w in seen]
+
+
+def test_an_overflow_in_every_window_moves_neither_the_weights_nor_the_schedule(loop):
+    model, start, scheduler, said = _epoch_with_overflow(loop, poisoned_backwards=5)
+    moved = al.grad_diff(al.params_of(model), start)
+    assert moved.max_abs == 0.0  # both windows skipped by the scaler
+    assert scheduler.last_epoch == 0  # and the schedule did not advance
+    assert not [w for w in said if "lr_scheduler.step()" in w], said
+
+
+def _after_a_skipped_first_window(loop):
+    """Window 0 overflows; window 1 must be one full-batch step at the schedule's FIRST lr."""
+    model, start, scheduler, _ = _epoch_with_overflow(loop, poisoned_backwards=K)
+    data = al.token_data(lengths=OVERFLOW_LENGTHS, vocab=16, seed=0)
+    window_1 = data[K * MICRO :]
+    one_step = al.run(
+        al.Recipe(len(window_1)),
+        al.TinyLM(vocab=16, dim=8, seed=0),
+        window_1,
+        loss="cross_entropy",
+        optimizer="sgd",
+        lr=LR,  # × 1/(1 + 0): the schedule has not moved
+    )
+    return al.grad_diff(al.params_of(model), one_step.params[-1]), scheduler.last_epoch, start
+
+
+def test_after_a_skipped_window_the_next_step_uses_the_schedules_first_lr(loop):
+    gap, last_epoch, _ = _after_a_skipped_first_window(loop)
+    assert gap.max_rel <= EXACT and last_epoch == 1
+
+
+def test_a_scheduler_stepped_on_a_skipped_step_would_fail_the_same_check():
+    """Without the guard the schedule advances on the skipped window: window 1 then steps at half
+    the lr, and the check above fails."""
+    source = LOOP_FILE.read_text()
+    assert source.count(GUARD) == 1
+    namespace: dict = {"__name__": "mutant"}
+    exec(compile(source.replace(GUARD, "if scheduler is not None:"), "mutant", "exec"), namespace)
+    gap, last_epoch, _ = _after_a_skipped_first_window(_Namespace(namespace))
+    assert gap.max_rel > 1e-3 and last_epoch == 2
+
+
+def test_the_loop_runs_on_a_simulated_gpu_with_a_cuda_grad_scaler(loop):
+    """The CUDA code path (tensors moved to the device, the scaler's CUDA branch) runs, and a
+    skipped step holds the schedule back there too (tests/cuda_layer: code paths, not numerics)."""
+    with SimulatedGpu():
+        model, start, scheduler, said = _epoch_with_overflow(
+            loop, poisoned_backwards=K, device="cuda", dtype=torch.float32
+        )
+        on_device = next(model.parameters()).device.type
+        moved = max(float((p - start[n]).abs().max()) for n, p in al.params_of(model).items())
+    assert on_device == "cuda"
+    assert scheduler.last_epoch == 1  # window 0 skipped, window 1 stepped
+    assert moved > 0  # window 1's step happened
+    assert not [w for w in said if "lr_scheduler.step()" in w], said
 
 
 @pytest.mark.slow
