@@ -417,6 +417,66 @@ def test_forgotten_division_bad_options():
         al.scaling.forgotten_division(model, data, 8, 2, optimizer="adam", momentum=0.9)
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw"])
+def test_with_a_short_last_window_no_candidate_matches(optimizer):
+    """The forgetful loop multiplies each window by ITS length: 3 for full windows, 2 for the short
+    one (20 samples, micro-batches of 4, k = 3). No single lr and λ can undo both."""
+    data = al.regression_data(n=20, features=4, seed=0)
+    model = al.mlp(features=4, hidden=8, seed=0)
+    out = al.scaling.forgotten_division(
+        model, data, 4, 3, optimizer=optimizer, lr=1e-3, weight_decay=0.1, epochs=5
+    )
+    assert min(d.max_rel for d in out["vs"].values()) > 1e-2
+
+
+def test_adamw_sees_the_missing_division_once_eps_is_not_negligible():
+    """The gap to the matching candidate grows with ε: round-off-small at torch's default, large at
+    1e-4 against gradients whose median size is a few hundredths."""
+    data = al.regression_data(n=32, features=4, seed=0)
+    model = al.mlp(features=4, hidden=8, seed=0)
+    gaps = [
+        al.scaling.forgotten_division(
+            model, data, 8, 4, optimizer="adamw", lr=1e-3, weight_decay=0.1, epochs=5, eps=eps
+        )["vs"]["lr, λ"].max_rel
+        for eps in (None, 1e-8, 1e-6, 1e-4)
+    ]
+    assert gaps[0] == gaps[1] < 1e-4  # None is torch's default, 1e-8
+    assert gaps[1] < gaps[2] < gaps[3] and gaps[3] > 1e-2
+    median = float(al.flatten(al.full_batch_grads(model, data)).abs().median())
+    assert 1e-3 < median < 0.1  # ε = 1e-4 is within two orders of magnitude of |g|
+
+
+def test_multiple_of_measures_the_factor_and_what_it_leaves():
+    g = {"a": torch.tensor([1.0, 2.0]).double(), "b": torch.tensor([[3.0]]).double()}
+    assert al.scaling.multiple_of(al.scaling.scale_grads(g, 2 / 3), g).factor == pytest.approx(
+        2 / 3, rel=EXACT
+    )
+    exact = al.scaling.multiple_of(al.scaling.scale_grads(g, -2.0), g)
+    assert exact.factor == pytest.approx(-2.0, rel=EXACT) and exact.residual <= EXACT
+    off = al.scaling.multiple_of({"a": torch.tensor([1.0, 0.0]), "b": torch.tensor([[0.0]])}, g)
+    assert off.residual > 0.5  # far from any multiple
+    assert str(exact).startswith("-2.0000 (residual")
+    with pytest.raises(ValueError, match="same parameters"):
+        al.scaling.multiple_of({"a": g["a"]}, g)
+    with pytest.raises(ValueError, match="zero everywhere"):
+        al.scaling.multiple_of(g, al.scaling.scale_grads(g, 0.0))
+
+
+def test_class_weights_make_the_mean_divide_by_the_summed_weight_not_the_count():
+    """CrossEntropyLoss(weight=w), reduction 'mean': Σ w[y]·loss / Σ w[y] over the real targets —
+    so counting real tokens is the right divisor only for an unweighted loss (exercise 03.4)."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(7, 5, generator=g, dtype=torch.float64)
+    y = torch.tensor([0, 3, -100, 4, 4, -100, 1])
+    w = torch.tensor([0.5, 2.0, 1.0, 3.0, 0.25], dtype=torch.float64)
+    kw = {"weight": w, "ignore_index": -100}
+    summed = torch.nn.functional.cross_entropy(logits, y, reduction="sum", **kw)
+    mean = torch.nn.functional.cross_entropy(logits, y, **kw)
+    real = y != -100
+    assert float(mean) == pytest.approx(float(summed / w[y[real]].sum()), rel=EXACT)
+    assert abs(float(mean) - float(summed / real.sum())) > 0.1
+
+
 class _RescaledAdam(torch.optim.Adam):
     """Adam fed each gradient element multiplied by its own random factor in [0.1, 10]."""
 
@@ -605,3 +665,58 @@ def test_accelerate_steps_at_the_end_of_the_loader_only_when_prepared():
 
     assert steps(prepared=True) == [2, 4, 7, 9]
     assert steps(prepared=False) == [2, 5, 8]
+
+
+# --- Accelerate's recipe for variable-size samples ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_accelerates_variable_size_recipe_gives_the_full_batch_gradient_per_window():
+    """The guide's loop on one process: each window fetched first, its count gathered, each summed
+    loss × gradient_accumulation_steps × num_processes / N into accelerator.backward (which
+    divides by the steps): every window, the short one too, gets its full-batch gradient."""
+    pytest.importorskip("accelerate")
+    from itertools import islice
+
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    data = al.token_data(lengths=[3, 9, 1, 14, 6, 2, 11, 5, 8, 4], vocab=16, seed=0)
+    k = 3  # micro-batches of 2: windows of 3 and 2 micro-batches
+
+    def windows(scale_by_steps: bool) -> list[dict]:
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+        acc = Accelerator(gradient_accumulation_steps=k, cpu=True)
+        model = al.TinyLM(vocab=16, dim=8, seed=0)
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the model stays where it is
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(data.x, data.y), batch_size=2
+        )
+        model, opt, loader = acc.prepare(model, opt, loader)
+        batches, out = iter(loader), []
+        while window := list(islice(batches, k)):
+            local = sum((y != al.IGNORE_INDEX).sum() for _, y in window)
+            n_items = acc.gather(local.reshape(1)).sum().item()
+            for x, y in window:
+                logits = model(x)
+                loss = torch.nn.functional.cross_entropy(
+                    logits.flatten(0, 1), y.flatten(), reduction="sum"
+                )
+                factor = k * acc.num_processes if scale_by_steps else acc.num_processes
+                acc.backward(loss * factor / n_items)
+            out.append(al.grads_of(acc.unwrap_model(model)))
+            opt.step()
+            opt.zero_grad()
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+        return out
+
+    lm = al.TinyLM(vocab=16, dim=8, seed=0)
+    full = [al.full_batch_grads(lm, data[:6], loss="cross_entropy")]
+    full.append(al.full_batch_grads(lm, data[6:], loss="cross_entropy"))
+    guide = windows(scale_by_steps=True)
+    assert all(al.grad_diff(g, f).max_rel <= EXACT for g, f in zip(guide, full, strict=True))
+    without = windows(scale_by_steps=False)  # forgetting × steps: backward's ÷ k stays
+    for g, f in zip(without, full, strict=True):
+        assert al.scaling.multiple_of(g, f).factor == pytest.approx(1 / k, rel=1e-9)

@@ -1,16 +1,26 @@
-"""Lesson 03 exercises: loss scaling with a short last window and variable token counts."""
+"""Lesson 03 exercises: what a log shows, a short last window, dividing when ranks are summed, and a
+class-weighted token loss."""
 
 from __future__ import annotations
 
-import torch
+import copy
+import math
 
+import torch
+import torch.nn.functional as F
+from torch.nn.modules.module import register_module_forward_pre_hook
+
+from ..data import IGNORE_INDEX
+from ..engine import grads_of
+from ..models import TinyLM
 from . import exercise
 from ._answers import Hint, compare
 from ._observe import Observe, Refuse, forwards_phrase, plural
 
-TOY_TOKENS, TOY_MEANS = [30, 70], [2.0, 1.0]  # 03.1: the lesson's toy had 10 and 90, 1.0 and 2.0
+LOG_TOKENS, LOG_MEANS, LOG_K = [30, 70], [2.0, 1.0], 2  # 03.1: one window, global count
 SAMPLES, K = 22, 3  # 03.2
 RANK_TOKENS = [[30, 10], [45, 15]]  # 03.3: real tokens per micro-batch, per rank (k = 2)
+VOCAB = 12  # 03.4
 EXACT = 1e-12  # float64 round-off: "exactly the full-batch gradient"
 # 03.4: what the answer must write itself, not take from accumlab
 REFUSED = (
@@ -22,28 +32,25 @@ REFUSED = (
 )
 
 
-@exercise("03.1", 1, "the true mean loss of two uneven micro-batches")
-def true_mean(answer):
-    from ..scaling.tokens import combined_loss
-
-    tokens = sum(TOY_TOKENS)
+@exercise("03.1", 1, "what k × the last scaled micro-loss logs under the global count")
+def logged_k_times_last(answer):
+    tokens = sum(LOG_TOKENS)
+    last_scaled = LOG_TOKENS[-1] * LOG_MEANS[-1] / tokens  # its summed loss over the window's N
+    window_mean = sum(n * m for n, m in zip(LOG_TOKENS, LOG_MEANS, strict=True)) / tokens
     return compare(
         answer,
-        combined_loss(TOY_TOKENS, TOY_MEANS, "global"),
+        LOG_K * last_scaled,
         sig=3,
         wrong={
-            combined_loss(TOY_TOKENS, TOY_MEANS, "mean"): (
-                "that is the mean of the two means; each token should count once"
-            ),
-            sum(n * m for n, m in zip(TOY_TOKENS, TOY_MEANS, strict=True)): (
-                f"that is the summed loss of all tokens: divide it by the {tokens} tokens"
-            ),
-            sum(n * m for n, m in zip(TOY_TOKENS, reversed(TOY_MEANS), strict=True)) / tokens: (
-                "each micro-batch's tokens carry that micro-batch's own mean: "
-                f"{TOY_TOKENS[0]} tokens at {TOY_MEANS[0]}, {TOY_TOKENS[1]} at {TOY_MEANS[1]}"
-            ),
+            window_mean: "that is what the log should show, the window's token mean; the loop "
+            "prints k × the last scaled micro-loss",
+            last_scaled: "that is the last scaled micro-loss itself; the loop multiplies it by k",
+            LOG_MEANS[-1]: "that is the last micro-batch's own mean (or an integer division): "
+            f"under the global count its scaled loss is its summed loss ÷ all {tokens} tokens",
+            sum(LOG_MEANS) / len(LOG_MEANS): "that is the mean of the two means",
         },
-        otherwise="add up every token's loss (tokens × mean per micro-batch), divide by all tokens",
+        otherwise="the last micro-batch's scaled loss is its summed loss (tokens × mean) ÷ the "
+        "window's real tokens; the log multiplies that by k",
     )
 
 
@@ -90,51 +97,112 @@ def mean_made_exact(answer):
     )
 
 
-@exercise("03.3", 2, "the divisor a data-parallel rank needs inside an accumulation window")
+@exercise("03.3", 2, "the divisor when the loop sums the ranks' gradients itself")
 def rank_divisor(answer):
     ranks, mine = len(RANK_TOKENS), RANK_TOKENS[1][1]
     total = sum(map(sum, RANK_TOKENS))
     return compare(
         answer,
-        total / ranks,
+        total,
         sig=3,
         wrong={
+            total / ranks: "N / ranks is right under DDP, which AVERAGES the ranks' gradients; "
+            "dist.all_reduce(p.grad) SUMS them",
             mine: "that is this micro-batch's own count: every token of the step must weigh "
             "the same, whichever micro-batch and rank holds it",
-            sum(RANK_TOKENS[1]): "that is rank 1's own window: each rank dividing by its own "
-            "count gives the mean of the rank means",
-            float(total): "right count, but DDP then AVERAGES the two ranks' gradients: account "
-            "for that division too",
-            sum(RANK_TOKENS[1]) / ranks: "count the window's tokens on every rank (an all-reduce), "
-            "not only on rank 1",
+            sum(RANK_TOKENS[1]): "that is rank 1's own window: count every rank's tokens (an "
+            "all-reduce of the count)",
+            sum(RANK_TOKENS[1]) / ranks: "count the window's tokens on every rank, not only on "
+            "rank 1 — and a SUM all-reduce divides by nothing",
         },
-        otherwise="count the real tokens of the whole window on every rank, then remember what "
-        "DDP does to the gradients",
+        otherwise="count the real tokens of the whole window on every rank, then ask what "
+        "dist.all_reduce (a sum) does to the gradients",
     )
 
 
 def _token_batches(lengths: list[int], micro_batch_size: int, seed: int):
     from ..data import token_data
 
-    data = token_data(lengths=lengths, vocab=12, seed=seed)
+    data = token_data(lengths=lengths, vocab=VOCAB, seed=seed)
     return data, data.micro_batches(micro_batch_size)
 
 
-@exercise("03.4", 3, "fix a token-level accumulation loop")
+def class_weights(seed: int) -> torch.Tensor:
+    """03.4's weight per class: positive, uneven, float64 (the model's dtype)."""
+    generator = torch.Generator().manual_seed(seed)
+    return 0.25 + 2.75 * torch.rand(VOCAB, generator=generator, dtype=torch.float64)
+
+
+def _weighted_full_batch(model, data, weight) -> torch.Tensor:
+    """The gradient of the class-weighted mean loss over the whole window, in one backward."""
+    from ..compare import flatten
+
+    twin = copy.deepcopy(model)
+    twin.zero_grad(set_to_none=True)
+    logits = twin(data.x)
+    F.cross_entropy(
+        logits.reshape(-1, VOCAB), data.y.reshape(-1), weight=weight, ignore_index=IGNORE_INDEX
+    ).backward()
+    return flatten({n: p.grad for n, p in twin.named_parameters()})
+
+
+class _Added:
+    """What each backward pass added to the model's gradients: tensor hooks see the incoming
+    gradient itself, whatever `.grad` held before or is set to afterwards (a gradient computed on
+    a copy of the model is not seen: hooks are not copied). Also counts forwards through modules
+    that hold parameters other than the model's (a copy, or a twin loaded with its weights), by a
+    global forward hook that a copy cannot shed."""
+
+    def __init__(self, model):
+        self.params = dict(model.named_parameters())
+        self._ours = {id(p) for p in self.params.values()}
+        self.passes: dict[int, dict[str, torch.Tensor]] = {}
+        self.foreign_forwards = 0
+
+    def _hook(self, name):
+        def hook(grad):
+            added = self.passes.setdefault(torch._C._current_graph_task_id(), {})
+            added[name] = added.get(name, 0) + grad.detach().clone()
+
+        return hook
+
+    def _on_forward(self, module, args):
+        own = list(module.parameters(recurse=False))
+        if own and not any(id(p) in self._ours for p in own):
+            self.foreign_forwards += 1
+
+    def __enter__(self):
+        self._handles = [p.register_hook(self._hook(n)) for n, p in self.params.items()]
+        self._handles.append(register_module_forward_pre_hook(self._on_forward))
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self._handles:
+            handle.remove()
+
+    def vectors(self) -> list[torch.Tensor]:
+        """One flat vector per backward pass, in parameter-name order (zeros where none came)."""
+        from ..compare import flatten
+
+        return [
+            flatten({n: added.get(n, torch.zeros_like(p)) for n, p in self.params.items()})
+            for added in self.passes.values()
+        ]
+
+
+@exercise("03.4", 3, "accumulate a class-weighted token loss exactly")
 def fix_loop(answer):
-    from ..compare import flatten, grad_diff
-    from ..engine import grads_of
-    from ..models import TinyLM
-    from ..reference import full_batch_grads
+    from ..compare import flatten
 
     if not callable(answer):
-        return "answer with a function accumulate(model, micro_batches)"
+        return "answer with a function accumulate(model, micro_batches, class_weight)"
     for lengths, mb, seed in (([2, 9, 14, 3, 1, 11], 2, 0), ([20, 1, 4, 7, 6], 1, 1)):
         data, micro = _token_batches(lengths, mb, seed)
-        model = TinyLM(vocab=12, dim=6, seed=seed)
+        weight = class_weights(seed)
+        model = TinyLM(vocab=VOCAB, dim=6, seed=seed)
         model.zero_grad(set_to_none=True)
-        with Refuse(*REFUSED), Observe(model) as seen:
-            answer(model, micro)
+        with Refuse(*REFUSED), Observe(model) as seen, _Added(model) as added:
+            answer(model, micro, weight.clone())
         rows = [c.rows for c in seen.forwards if c.graph]  # forwards under no_grad cost nothing
         expected = [len(m) for m in micro]
         if rows != expected:
@@ -144,19 +212,58 @@ def fix_loop(answer):
             )
         if seen.backwards != len(micro) or seen.peak_graphs > 1:
             raise Hint(
-                f"{seen.summary()}: call backward once per micro-batch, so each graph is freed "
+                f"{seen.summary()}: call .backward() once per micro-batch, so each graph is freed "
                 f"before the next forward ({plural(len(micro), 'backward pass', 'backward passes')})"
             )
-        grads = grads_of(model)
-        full = full_batch_grads(model, data, loss="cross_entropy")
-        if grad_diff(grads, full).max_rel <= 1e-10:
+        if added.foreign_forwards:
+            return (
+                "your answer ran a forward through another model's layers (a copy of `model`?): "
+                "accumulate on `model` itself, one micro-batch at a time"
+            )
+        vectors = added.vectors()
+        if any(not bool(v.any()) for v in vectors):
+            return (
+                "a backward pass added nothing to .grad: each micro-batch's backward must carry "
+                "its own share of the window's gradient"
+            )
+        got = flatten(grads_of(model))
+        total = sum(vectors)
+        if not _multiple(got, total):
+            return (
+                ".grad ended as something other than what the backward passes added (or a "
+                "multiple of it): let backward write the gradient"
+            )
+        want = _weighted_full_batch(model, data, weight)
+        if _close(got, want):
             continue
-        got, want = flatten(grads), flatten(full)
-        scale = float(got @ want / (want @ want))
-        if torch.allclose(got, scale * want, rtol=1e-9, atol=1e-14):
+        if _multiple(got, want):
+            scale = float(got @ want / (want @ want))
+            real = data.y != IGNORE_INDEX
+            summed_weight = float(weight[data.y[real]].sum())
+            if math.isclose(scale, summed_weight / int(real.sum()), rel_tol=1e-9):
+                return (
+                    f"the direction is right but the size is {scale:.3g}× the full batch's: you "
+                    "divided by the real tokens; with weight=, what does the mean divide by? "
+                    "(torch.nn.CrossEntropyLoss, reduction='mean')"
+                )
             return (
                 f"the direction is right but the size is {scale:.3g}× the full batch's: check "
                 "what the summed loss is divided by"
             )
-        return "micro-batches with few tokens weigh too much: every real token should weigh 1/N"
+        return (
+            "micro-batches weigh differently from the full batch: every real token should weigh "
+            "its class weight ÷ the same window-wide divisor"
+        )
     return None
+
+
+def _close(got: torch.Tensor, want: torch.Tensor) -> bool:
+    return bool((got - want).abs().max() <= 1e-10 * want.abs().max())
+
+
+def _multiple(got: torch.Tensor, of: torch.Tensor) -> bool:
+    """got = c · of for one c > 0, to float64 round-off."""
+    if not bool(of.any()):
+        return False
+    scale = float(got @ of / (of @ of))
+    return scale > 0 and _close(got, scale * of)

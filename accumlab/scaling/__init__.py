@@ -24,10 +24,12 @@ __getattr__, __dir__, __all__ = lazy_names(
         "update_of": "weights",
         "weighted_grads": "weights",
         "window_errors": "weights",
-        # division.py: forgetting loss / k per optimizer, the loop that steps on (i + 1) % k
+        # division.py: forgetting loss / k per optimizer, the loop that steps on (i + 1) % k, multiples
         "DECAY_OPTIMIZERS": "division",
         "CANDIDATES": "division",
         "forgotten_division": "division",
+        "Multiple": "division",
+        "multiple_of": "division",
         "step_every_kth": "division",
         "with_params": "division",
         # variance.py: accumulation does not lower variance below the batch it emulates

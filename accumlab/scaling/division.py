@@ -1,9 +1,11 @@
 """Lesson 03: what forgetting `loss / k` does to the update, per optimizer — and a loop that steps
-only on `(i + 1) % k == 0`, which carries an epoch's leftover micro-batches into the next epoch."""
+only on `(i + 1) % k == 0`, which carries an epoch's leftover micro-batches into the next epoch;
+how many times one gradient is another (`multiple_of`)."""
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -11,7 +13,7 @@ from torch import nn
 from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of, positive_float, positive_int
-from ..compare import grad_diff
+from ..compare import flatten, grad_diff
 from ..data import Data
 from ..engine import Recipe, forward, grads_of, params_of, run
 from ..losses import get_loss
@@ -66,12 +68,18 @@ def forgotten_division(
     momentum: float = 0.0,
     dampening: float = 0.0,
     nesterov: bool = False,
+    eps: float | None = None,
     epochs: int = 1,
     loss: str = "mse",
 ) -> dict:
     """Lesson 03: the update of a loop that forgets `loss / k`, run with `torch.optim.<optimizer>`
     at (`lr`, `weight_decay` = λ), against the correct loop at each of CANDIDATES: lr or k·lr,
-    λ or λ/k, after `epochs` passes over `data`. `momentum`, `dampening`, `nesterov`: SGD's.
+    λ or λ/k, after `epochs` passes over `data`. `momentum`, `dampening`, `nesterov`: SGD's;
+    `eps`: Adam's and AdamW's ε (None: torch's default).
+
+    The forgetful loop multiplies each window's gradient by that window's number of micro-batches:
+    k for a full window, fewer for a short last one, so a candidate can match only when every
+    window is full.
 
     Returns {"vs": {candidate: GradDiff of the forgetful update against that correct one},
     "forgetful": its update, "correct": {candidate: update}} (updates: final − initial
@@ -82,6 +90,10 @@ def forgotten_division(
     lr = positive_float("lr", lr)
     decay = positive_float("weight_decay", weight_decay, allow_zero=True)
     options = _momentum_options(optimizer, momentum, dampening, nesterov)
+    if eps is not None:
+        if optimizer == "sgd":
+            raise ValueError(f"eps is Adam's and AdamW's option; optimizer='sgd' got eps={eps!r}")
+        options["eps"] = positive_float("eps", eps)
 
     def update(normalization: str, step_lr: float, step_decay: float):
         def make(params):
@@ -185,3 +197,43 @@ def with_params(model: nn.Module, params: dict[str, torch.Tensor]) -> nn.Module:
         for n, p in model.named_parameters():
             p.copy_(params[n])
     return model
+
+
+@dataclass(frozen=True)
+class Multiple:
+    """`grads` ≈ factor × `reference`: the least-squares factor and what it leaves unexplained,
+    |grads − factor·reference| / |grads| (0 when one is exactly a multiple of the other)."""
+
+    factor: float
+    residual: float
+
+    def __str__(self) -> str:
+        return f"{self.factor:.4f} (residual {self.residual:.0e})"
+
+
+def multiple_of(grads: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> Multiple:
+    """How many times `reference` the gradients `grads` are, e.g. 2/3 of a window's full-batch
+    gradient under `divide_by_k`, 5/3 after a carried-over leftover. Lesson 03."""
+    _validate.tensor_dict("grads", grads)
+    _validate.tensor_dict("reference", reference)
+    if set(grads) != set(reference):
+        raise ValueError(
+            f"grads and reference must name the same parameters, got {sorted(grads)} and "
+            f"{sorted(reference)}"
+        )
+    for n in grads:
+        _validate.tensor(f"grads[{n!r}]", grads[n], finite=True)
+        _validate.tensor(f"reference[{n!r}]", reference[n], finite=True)
+        if grads[n].shape != reference[n].shape:
+            raise ValueError(
+                f"grads[{n!r}] has shape {tuple(grads[n].shape)}, reference[{n!r}] "
+                f"{tuple(reference[n].shape)}"
+            )
+    g = flatten(grads).double()
+    r = flatten(reference).to(g)
+    if not bool(r.any()):
+        raise ValueError("reference is zero everywhere: no multiple of it can be measured")
+    factor = float(g @ r / (r @ r))
+    size = float(g.norm())
+    residual = float((g - factor * r).norm()) / size if size else 0.0
+    return Multiple(factor, residual)

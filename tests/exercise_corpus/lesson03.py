@@ -1,5 +1,6 @@
 """Lesson 03: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
+import copy
 from fractions import Fraction
 
 import numpy as np
@@ -9,49 +10,96 @@ import torch.nn.functional as F
 import accumlab as al
 
 
-def _token_loss_sum(model, mb):
+def _weighted_sum(model, mb, weight):
     logits = model(mb.x)
     return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), mb.y.reshape(-1), ignore_index=-100, reduction="sum"
+        logits.reshape(-1, logits.shape[-1]),
+        mb.y.reshape(-1),
+        weight=weight,
+        ignore_index=-100,
+        reduction="sum",
     )
 
 
-# --- 03.4, right: other ways to weigh every token 1/N ---------------------------------------------
+def _summed_weight(micro_batches, weight) -> float:
+    return sum(float(weight[mb.y[mb.y != -100]].sum()) for mb in micro_batches)
 
 
-def mean_times_share(model, micro_batches):
-    """Each micro-batch's MEAN, weighted by its share of the window's tokens: nᵢ/N · mean = sum/N."""
-    counts = [int(mb.y.ne(-100).sum()) for mb in micro_batches]
-    for mb, n in zip(micro_batches, counts, strict=True):
-        if n == 0:
-            continue
+# --- 03.4, right: other ways to weigh every token w[y] / W ----------------------------------------
+
+
+def mean_times_share(model, micro_batches, class_weight):
+    """Each micro-batch's weighted MEAN times its share of the window's summed weight."""
+    shares = [float(class_weight[mb.y[mb.y != -100]].sum()) for mb in micro_batches]
+    for mb, share in zip(micro_batches, shares, strict=True):
         logits = model(mb.x)
-        mean = F.cross_entropy(logits.flatten(0, 1), mb.y.flatten(), ignore_index=-100)
-        (mean * n / sum(counts)).backward()
+        mean = F.cross_entropy(
+            logits.flatten(0, 1), mb.y.flatten(), weight=class_weight, ignore_index=-100
+        )
+        (mean * share / sum(shares)).backward()
 
 
-def count_as_tensor(model, micro_batches):
-    """The count kept as a tensor, the loss summed over tokens by hand with a mask."""
-    total = torch.stack([(mb.y != -100).sum() for mb in micro_batches]).sum()
-    for mb in micro_batches:
+def weights_gathered_by_hand(model, micro_batches, class_weight):
+    """log_softmax and the weights gathered by hand, the divisor kept as a tensor."""
+    real = [mb.y != -100 for mb in micro_batches]
+    total = torch.stack([class_weight[mb.y[r]].sum() for mb, r in zip(micro_batches, real)]).sum()
+    for mb, r in zip(micro_batches, real, strict=True):
         logp = torch.log_softmax(model(mb.x), dim=-1)
-        real = mb.y != -100
-        picked = logp.gather(-1, mb.y.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        (-(picked * real).sum() / total).backward()
+        target = mb.y.clamp(min=0)
+        picked = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        (-(picked * class_weight[target] * r).sum() / total).backward()
+
+
+def sum_then_divide_grad(model, micro_batches, class_weight):
+    """Backward on each weighted SUM, then divide .grad once by the summed weight."""
+    for mb in micro_batches:
+        _weighted_sum(model, mb, class_weight).backward()
+    total = _summed_weight(micro_batches, class_weight)
+    for p in model.parameters():
+        p.grad /= total
 
 
 # --- 03.4, wrong ------------------------------------------------------------------------------------
 
 
-def one_forward_for_all(model, micro_batches):
+def as_handed_out(model, micro_batches, class_weight):
+    """The cell's loop: each micro-batch's weighted mean ÷ k."""
+    for mb in micro_batches:
+        logits = model(mb.x)
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            mb.y.reshape(-1),
+            weight=class_weight,
+            ignore_index=-100,
+        )
+        (loss / len(micro_batches)).backward()
+
+
+def by_token_count(model, micro_batches, class_weight):
+    """The lesson's loop, unchanged: the weighted sum ÷ the window's real tokens."""
+    total = sum(int((mb.y != -100).sum()) for mb in micro_batches)
+    for mb in micro_batches:
+        (_weighted_sum(model, mb, class_weight) / total).backward()
+
+
+def weights_forgotten(model, micro_batches, class_weight):
+    """Drops the class weights: the unweighted token mean."""
+    total = sum(int((mb.y != -100).sum()) for mb in micro_batches)
+    for mb in micro_batches:
+        (_weighted_sum(model, mb, None) / total).backward()
+
+
+def one_forward_for_all(model, micro_batches, class_weight):
     """Skips the technique: every micro-batch concatenated into one forward and one backward."""
     x = torch.cat([mb.x for mb in micro_batches])
     y = torch.cat([mb.y for mb in micro_batches])
     logits = model(x)
-    F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100).backward()
+    F.cross_entropy(
+        logits.flatten(0, 1), y.flatten(), weight=class_weight, ignore_index=-100
+    ).backward()
 
 
-def copies_the_reference(model, micro_batches):
+def copies_the_reference(model, micro_batches, class_weight):
     """Calls accumlab's own full-batch gradient and copies it into .grad."""
     x = torch.cat([mb.x for mb in micro_batches])
     y = torch.cat([mb.y for mb in micro_batches])
@@ -60,61 +108,99 @@ def copies_the_reference(model, micro_batches):
         p.grad = grads[name].clone()
 
 
-def copies_accumulated_grads(model, micro_batches):
+def copies_accumulated_grads(model, micro_batches, class_weight):
     """Calls accumlab's accumulation with the global count and copies the result into .grad."""
     x = torch.cat([mb.x for mb in micro_batches])
     y = torch.cat([mb.y for mb in micro_batches])
-    size = len(micro_batches[0])
     grads = al.accumulated_grads(
-        model, al.Data(x, y), size, normalization="global", loss="cross_entropy"
+        model, al.Data(x, y), len(micro_batches[0]), normalization="global", loss="cross_entropy"
     )
     for name, p in model.named_parameters():
         p.grad = grads[name].clone()
 
 
-def one_backward_on_the_sum(model, micro_batches):
+def one_backward_on_the_sum(model, micro_batches, class_weight):
     """Right weights, but every graph kept alive until one backward on the summed loss."""
-    total = sum(int((mb.y != -100).sum()) for mb in micro_batches)
-    (sum(_token_loss_sum(model, mb) for mb in micro_batches) / total).backward()
+    total = _summed_weight(micro_batches, class_weight)
+    (sum(_weighted_sum(model, mb, class_weight) for mb in micro_batches) / total).backward()
 
 
-def count_per_micro_batch(model, micro_batches):
-    """Each micro-batch's sum divided by its own count: k micro-batch means, not divided by k."""
+def divided_by_k_too(model, micro_batches, class_weight):
+    """The right divisor, then ÷ k as well: 1/k of the full-batch gradient."""
+    total = _summed_weight(micro_batches, class_weight)
     for mb in micro_batches:
-        (_token_loss_sum(model, mb) / int((mb.y != -100).sum())).backward()
+        (_weighted_sum(model, mb, class_weight) / total / len(micro_batches)).backward()
 
 
-def divided_by_k_too(model, micro_batches):
-    """The global count, then ÷ k as well: 1/k of the full-batch gradient."""
-    total = sum(int((mb.y != -100).sum()) for mb in micro_batches)
-    for mb in micro_batches:
-        (_token_loss_sum(model, mb) / total / len(micro_batches)).backward()
-
-
-def autograd_grad_by_hand(model, micro_batches):
+def autograd_grad_by_hand(model, micro_batches, class_weight):
     """Right weights, but torch.autograd.grad and hand-written .grad instead of backward."""
-    total = sum(int((mb.y != -100).sum()) for mb in micro_batches)
+    total = _summed_weight(micro_batches, class_weight)
     params = list(model.parameters())
     for mb in micro_batches:
-        grads = torch.autograd.grad(_token_loss_sum(model, mb) / total, params)
+        grads = torch.autograd.grad(_weighted_sum(model, mb, class_weight) / total, params)
         for p, g in zip(params, grads, strict=True):
             p.grad = g if p.grad is None else p.grad + g
 
 
-def accumulate_stub(model, micro_batches):
-    """Accumulate .grad over `micro_batches` (al.Data: token ids x, labels y with -100 on padding)."""
+def twin_does_the_work(model, micro_batches, class_weight):
+    """A fresh twin of the model takes one full-batch backward; the model runs each micro-batch
+    with a backward of 0 × loss, then receives the twin's gradient."""
+    twin = type(model)(vocab=12, dim=6)
+    twin.load_state_dict(model.state_dict())
+    x = torch.cat([mb.x for mb in micro_batches])
+    y = torch.cat([mb.y for mb in micro_batches])
+    logits = twin(x)
+    F.cross_entropy(
+        logits.flatten(0, 1), y.flatten(), weight=class_weight, ignore_index=-100
+    ).backward()
+    for mb in micro_batches:
+        (0 * _weighted_sum(model, mb, class_weight)).backward()
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        p.grad = q.grad.clone()
+
+
+def unobserved_copy_does_the_work(model, micro_batches, class_weight):
+    """As above with a deepcopy whose forward hooks are cleared, and tiny backwards on the model."""
+    twin = copy.deepcopy(model)
+    for m in twin.modules():
+        m._forward_pre_hooks.clear()
+    x = torch.cat([mb.x for mb in micro_batches])
+    y = torch.cat([mb.y for mb in micro_batches])
+    logits = twin(x)
+    F.cross_entropy(
+        logits.flatten(0, 1), y.flatten(), weight=class_weight, ignore_index=-100
+    ).backward()
+    for mb in micro_batches:
+        (1e-30 * _weighted_sum(model, mb, class_weight)).backward()
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        p.grad = q.grad.clone()
+
+
+def backwards_of_nothing(model, micro_batches, class_weight):
+    """One forward and one backward per micro-batch, each of 0 × loss: .grad stays zero."""
+    for mb in micro_batches:
+        (0 * _weighted_sum(model, mb, class_weight)).backward()
+
+
+def grad_edited_afterwards(model, micro_batches, class_weight):
+    """The right backward passes, then one parameter's .grad overwritten by hand."""
+    total = _summed_weight(micro_batches, class_weight)
+    for mb in micro_batches:
+        (_weighted_sum(model, mb, class_weight) / total).backward()
+    model.head.bias.grad = torch.zeros_like(model.head.bias)
+
+
+def accumulate_stub(model, micro_batches, class_weight):
+    """Accumulate .grad over `micro_batches` for the loss weighted by `class_weight`."""
     ...
 
 
 RIGHT: dict = {
     "03.1": [
-        (
-            "float32, the same computation",
-            torch.tensor([30.0, 70.0]) @ torch.tensor([2.0, 1.0]) / 100,
-        ),
-        ("numpy float", np.float64(1.3)),
-        ("a fraction", Fraction(13, 10)),
-        ("3 digits, rounded from float32's 1.2999999523", 1.30),
+        ("float32, the same computation", 2 * torch.tensor(70.0) * 1.0 / 100),
+        ("numpy float", np.float64(1.4)),
+        ("a fraction", Fraction(7, 5)),
+        ("3 digits", 1.40),
     ],
     "03.2": [
         ("micro-batches of 1", al.Recipe(1, 3)),
@@ -122,22 +208,24 @@ RIGHT: dict = {
         ("a numpy micro-batch size", al.Recipe(np.int64(2), 3, last_window="divide_by_actual")),
     ],
     "03.3": [
-        ("0-d tensor", torch.tensor(50.0)),
-        ("numpy integer", np.int64(50)),
-        ("the computation", (30 + 10 + 45 + 15) / 2),
+        ("0-d tensor", torch.tensor(100.0)),
+        ("numpy integer", np.int64(100)),
+        ("the computation", 30 + 10 + 45 + 15),
     ],
     "03.4": [
-        ("each mean weighted by its share of tokens", mean_times_share),
-        ("count as a tensor, masked sum by hand", count_as_tensor),
+        ("each weighted mean times its share of the summed weight", mean_times_share),
+        ("weights gathered by hand, divisor a tensor", weights_gathered_by_hand),
+        ("sum, then .grad /= the summed weight", sum_then_divide_grad),
     ],
 }
 
 WRONG: dict = {
     "03.1": [
-        ("the summed loss", 130),
-        ("weights swapped", 1.7),
+        ("the window's true mean", 1.3),
+        ("the last scaled loss without × k", 0.7),
+        ("integer division", 140 // 100),
         ("numpy mean of means", np.float64(1.5)),
-        ("one unit off in the third digit", 1.29),
+        ("one unit off in the third digit", 1.39),
     ],
     "03.2": [
         ("changes the loss to the global count", al.Recipe(4, 3, "global")),
@@ -148,18 +236,25 @@ WRONG: dict = {
         ("zeroed every micro-step", al.Recipe(2, 3, zero_grad="every_micro_step")),
     ],
     "03.3": [
+        ("N / ranks, DDP's divisor", 50),
         ("the micro-batch's own count", 15),
         ("rank 1's own window", 60),
-        ("numpy: the global count without ÷ ranks", np.int64(100)),
+        ("numpy: rank 1's window ÷ ranks", np.float64(30.0)),
     ],
     "03.4": [
+        ("the loop as handed out", as_handed_out),
+        ("the lesson's loop: ÷ the real tokens", by_token_count),
+        ("class weights dropped", weights_forgotten),
         ("skips the technique: one forward over everything", one_forward_for_all),
         ("calls al.full_batch_grads and copies it", copies_the_reference),
         ("calls al.accumulated_grads and copies it", copies_accumulated_grads),
         ("one backward on the summed loss", one_backward_on_the_sum),
-        ("each micro-batch ÷ its own count", count_per_micro_batch),
-        ("global count and ÷ k", divided_by_k_too),
+        ("the summed weight and ÷ k", divided_by_k_too),
         ("torch.autograd.grad by hand", autograd_grad_by_hand),
+        ("a twin takes the backward, the model 0 × loss", twin_does_the_work),
+        ("an unobserved copy takes the backward", unobserved_copy_does_the_work),
+        ("every backward of 0 × loss", backwards_of_nothing),
+        ("the right backwards, then .grad edited", grad_edited_afterwards),
     ],
 }
 
