@@ -232,8 +232,12 @@ def test_a_scheduler_stepped_on_a_skipped_step_would_fail_the_same_check():
     assert source.count(GUARD) == 1
     namespace: dict = {"__name__": "mutant"}
     exec(compile(source.replace(GUARD, "if scheduler is not None:"), "mutant", "exec"), namespace)
-    gap, last_epoch, _ = _after_a_skipped_first_window(_Namespace(namespace))
+    mutant = _Namespace(namespace)
+    gap, last_epoch, _ = _after_a_skipped_first_window(mutant)
     assert gap.max_rel > 1e-3 and last_epoch == 2
+    *_, scheduler, said = _epoch_with_overflow(mutant, poisoned_backwards=5)
+    assert scheduler.last_epoch == 2  # the schedule ran ahead of zero steps
+    assert [w for w in said if "lr_scheduler.step()` before `optimizer.step()" in w], said
 
 
 def test_the_loop_runs_on_a_simulated_gpu_with_a_cuda_grad_scaler(loop):
