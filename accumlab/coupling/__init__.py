@@ -25,6 +25,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "cached_negatives_grads": "gradcache",
         "encoder_saved_bytes": "gradcache",
         "gradcache_grads": "gradcache",
+        "logit_scale_ratio": "gradcache",
         "same_masks_reference": "gradcache",
         # ema.py: state updated on every forward
         "EMA_PLACEMENTS": "ema",

@@ -21,6 +21,7 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import positive_float
 from ..data import Data
@@ -193,3 +194,34 @@ def encoder_saved_bytes(model: nn.Module, batch: Data) -> int:
     require_model(model)
     require_data(batch, "batch")
     return saved_tensor_bytes(lambda: model(pair_inputs(batch)), exclude=model.parameters())
+
+
+def logit_scale_ratio(grads: dict, reference: dict) -> dict:
+    """A gradient with a learnable `logit_scale` against the big batch's: {"logit_scale": its
+    gradient ÷ the reference's, "weights": ‖every other gradient‖ ÷ the reference's, "weights_rel":
+    the relative L2 gap of those others}. Lesson 09."""
+    from ..compare import grad_diff
+    from .contrastive import LOGIT_SCALE
+
+    for name, value in (("grads", grads), ("reference", reference)):
+        _validate.tensor_dict(name, value)
+        if LOGIT_SCALE not in value:
+            raise ValueError(
+                f"{name} must hold a {LOGIT_SCALE!r} gradient (al.coupling.encoder("
+                f"learnable_temperature=True)), got the keys {sorted(value)}"
+            )
+    if set(grads) != set(reference):
+        raise ValueError(
+            f"grads and reference must name the same parameters, got {sorted(grads)} and {sorted(reference)}"
+        )
+    ref = float(reference[LOGIT_SCALE])
+    if ref == 0:
+        raise ValueError(f"reference[{LOGIT_SCALE!r}] is 0: no ratio to it")
+    others = [n for n in reference if n != LOGIT_SCALE]
+    mine, theirs = ({n: g[n] for n in others} for g in (grads, reference))
+    norm = sum(float(t.double().pow(2).sum()) for t in theirs.values()) ** 0.5
+    return {
+        "logit_scale": float(grads[LOGIT_SCALE]) / ref,
+        "weights": sum(float(t.double().pow(2).sum()) for t in mine.values()) ** 0.5 / norm,
+        "weights_rel": grad_diff(mine, theirs).rel_l2,
+    }
