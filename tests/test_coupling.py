@@ -233,6 +233,13 @@ def test_open_clip_gives_a_learnable_temperature_k_times_its_gradient(pairs):
     weights = {n: g for n, g in stock.items() if n != "logit_scale"}
     assert _rel(weights, {n: big[n] for n in weights}) <= 1e-13  # the encoder's rows: exact
     assert _rel(once, big) <= 1e-13 and _rel(gc, big) <= 1e-13
+    r = C.logit_scale_ratio(stock, big)
+    assert abs(r["logit_scale"] - 4) <= 1e-12 and abs(r["weights"] - 1) <= 1e-12
+    assert r["weights_rel"] <= 1e-13
+    halved = C.logit_scale_ratio({n: g / 2 for n, g in stock.items()}, big)
+    assert abs(halved["logit_scale"] - 2) <= 1e-12 and abs(halved["weights"] - 0.5) <= 1e-12
+    with pytest.raises(ValueError, match="grads must hold a 'logit_scale' gradient"):
+        C.logit_scale_ratio(C.batch_loss_grads(C.encoder(), pairs, C.contrastive_loss), big)
     # the fixed-temperature loss is the learnable one at its start value
     plain = C.batch_loss_grads(C.encoder(), pairs, C.contrastive_loss)
     assert _rel(plain, {n: big[n] for n in plain}) <= 1e-13
