@@ -11,7 +11,7 @@ from torch import nn
 
 from .. import _validate
 from .._threads import one_thread
-from .._validate import flag, positive_float, positive_int
+from .._validate import positive_float, positive_int
 from ..data import Data, _generator
 from ..models import mlp
 from ..run_inputs import forward
@@ -54,7 +54,7 @@ def encoder(
     `learnable_temperature` adds open_clip's `logit_scale`, a parameter holding log(1/temperature)
     that `contrastive_loss` uses instead of the fixed TEMPERATURE. Lesson 09."""
     positive_int("dim", dim)  # (mlp would call it "outputs")
-    flag("learnable_temperature", learnable_temperature)
+    _validate.flag("learnable_temperature", learnable_temperature)
     model = mlp(features, hidden, dim, depth=2, norm=norm, dropout=dropout, seed=seed)
     if learnable_temperature:
         start = torch.tensor(math.log(1 / TEMPERATURE), dtype=torch.float64)

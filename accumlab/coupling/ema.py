@@ -8,16 +8,9 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
-from .._validate import (
-    MAX_STEPS,
-    finite_float,
-    flag,
-    one_of,
-    positive_float,
-    positive_int,
-    sequence,
-)
+from .._validate import MAX_STEPS, finite_float, flag, one_of, positive_float, positive_int
 from ..compare import flatten
 from ..data import Data
 from ..engine import params_of
@@ -47,7 +40,23 @@ def ema_run(
     of the old EMA survives a step). Returns {"ema", "params"}: flat tensors after every optimizer
     step, and {"updates"}: EMA updates per optimizer step, counted inside the update. Lesson 09.
     """
+    require_model(model)
+    require_data(data)
+    positive_int("accumulation_steps", accumulation_steps)
     one_of("placement", placement, EMA_PLACEMENTS)
+    if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and 0 <= beta < 1):
+        raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
+    positive_float("lr", lr)
+    if ema_start is not None:
+        positive_float("ema_start", ema_start, allow_zero=True)
+    micro = data.micro_batches(micro_batch_size)
+    windows = [micro[i : i + accumulation_steps] for i in range(0, len(micro), accumulation_steps)]
+    if len(windows[-1]) < accumulation_steps or len(micro[-1]) < micro_batch_size:
+        raise ValueError(
+            f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "
+            f"= {micro_batch_size} × {accumulation_steps} = {micro_batch_size * accumulation_steps}"
+        )
+    # one training run, this placement's EMA (ema_runs checks the same arguments)
     return ema_runs(
         model,
         data,
@@ -77,7 +86,7 @@ def ema_runs(
     require_model(model)
     require_data(data)
     positive_int("accumulation_steps", accumulation_steps)
-    placements = sequence("placements", placements)
+    placements = _validate.sequence("placements", placements)
     for i, placement in enumerate(placements):
         one_of(f"placements[{i}]", placement, EMA_PLACEMENTS)
     if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and 0 <= beta < 1):

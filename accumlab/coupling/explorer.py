@@ -12,8 +12,8 @@ from .._validate import one_of, positive_int
 from .gaps import COUPLINGS, TOKENS, WINDOW, coupling_gaps
 
 MICRO_SIZES = (1, 2, 4, 8, 16, 32, 64)
-# most micro-batches per step the slider offers: every move then runs at most 16 micro-steps
-# per loop (about 4 × 16 for the EMA), which keeps a move well under a second on a loaded CPU
+# most micro-batches per step the slider offers: it bounds a move's work to 16 micro-steps per
+# loop (4 optimizer steps × 16 for the EMA)
 K_MAX = 16
 
 
