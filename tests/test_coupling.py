@@ -205,6 +205,54 @@ def test_gradcache_keeps_one_micro_batch_graph(pairs):
     )
 
 
+@pytest.mark.parametrize("hidden", [16, 256])
+def test_gradcache_saved_bytes_per_pass(pairs, hidden):
+    """Pass 2 holds exactly one micro-batch's encoder graph; the peak is the larger of that and
+    the loss graph; the big batch holds both graphs at once."""
+    model = C.encoder(hidden=hidden)
+    step = C.gradcache_grads(model, pairs, 8)
+    graph_8, graph_32 = (C.encoder_saved_bytes(model, b) for b in (pairs[:8], pairs))
+    big = al.saved_tensor_bytes(
+        lambda: C.contrastive_loss(model, pairs), exclude=model.parameters()
+    )
+    assert step["saved_bytes"]["second_pass"] == graph_8
+    assert step["peak_saved_bytes"] == max(step["saved_bytes"]["loss"], graph_8)
+    assert big == graph_32 + step["saved_bytes"]["loss"]
+
+
+def test_open_clip_gives_a_learnable_temperature_k_times_its_gradient(pairs):
+    model = C.encoder(learnable_temperature=True)
+    assert float(C.logit_scale_of(model).detach()) == pytest.approx(math.log(1 / C.TEMPERATURE))
+    assert C.logit_scale_of(C.encoder()) is None
+    big = C.batch_loss_grads(model, pairs, C.contrastive_loss)
+    stock = C.cached_negatives_grads(model, pairs, 8)["grads"]
+    once = C.cached_negatives_grads(model, pairs, 8, temperature_once=True)["grads"]
+    gc = C.gradcache_grads(model, pairs, 8)["grads"]
+    ratio = float(stock["logit_scale"] / big["logit_scale"])
+    assert abs(ratio - 4) <= 1e-12  # k = 4 loss evaluations, each with the whole gradient
+    weights = {n: g for n, g in stock.items() if n != "logit_scale"}
+    assert _rel(weights, {n: big[n] for n in weights}) <= 1e-13  # the encoder's rows: exact
+    assert _rel(once, big) <= 1e-13 and _rel(gc, big) <= 1e-13
+    r = C.logit_scale_ratio(stock, big)
+    assert abs(r["logit_scale"] - 4) <= 1e-12 and abs(r["weights"] - 1) <= 1e-12
+    assert r["weights_rel"] <= 1e-13
+    halved = C.logit_scale_ratio({n: g / 2 for n, g in stock.items()}, big)
+    assert abs(halved["logit_scale"] - 2) <= 1e-12 and abs(halved["weights"] - 0.5) <= 1e-12
+    with pytest.raises(ValueError, match="grads must hold a 'logit_scale' gradient"):
+        C.logit_scale_ratio(C.batch_loss_grads(C.encoder(), pairs, C.contrastive_loss), big)
+    # the fixed-temperature loss is the learnable one at its start value
+    plain = C.batch_loss_grads(C.encoder(), pairs, C.contrastive_loss)
+    assert _rel(plain, {n: big[n] for n in plain}) <= 1e-13
+    with pytest.raises(ValueError, match="temperature_once must be True or False"):
+        C.cached_negatives_grads(model, pairs, 8, temperature_once=1)
+    with pytest.raises(ValueError, match="learnable_temperature must be True or False"):
+        C.encoder(learnable_temperature="yes")
+    with pytest.raises(ValueError, match="logit_scale must be a 0-d tensor"):
+        C.info_nce(pairs.x, pairs.y, logit_scale=torch.ones(2))
+    with pytest.raises(ValueError, match="logit_scale holds nan"):
+        C.info_nce(pairs.x, pairs.y, logit_scale=torch.tensor(float("nan")))
+
+
 def test_gradcache_bad_input(pairs):
     model = C.encoder()
     with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
@@ -247,6 +295,20 @@ def test_ema_once_per_step_matches_the_big_batch(reg):
         assert (a - b).norm() / b.norm() <= 1e-12
     assert (bad["ema"][-1] - big["ema"][-1]).norm() / big["ema"][-1].norm() > 1e-3
     assert all(torch.equal(p, q) for p, q in zip(good["params"], bad["params"], strict=True))
+
+
+def test_ema_runs_share_one_training_run_and_match_ema_run(reg):
+    data, model = reg
+    both = C.ema_runs(model, data, 8, 4)
+    for placement in C.EMA_PLACEMENTS:
+        one = C.ema_run(model, data, 8, 4, placement=placement)
+        assert one["updates"] == both[placement]["updates"]
+        for a, b in zip(one["ema"], both[placement]["ema"], strict=True):
+            assert torch.equal(a, b)
+    with pytest.raises(ValueError, match=r"placements\[0\] must be one of"):
+        C.ema_runs(model, data, 8, 4, placements=["never"])
+    with pytest.raises(ValueError, match="placements must be a list or tuple"):
+        C.ema_runs(model, data, 8, 4, placements="micro_step")
 
 
 def test_ema_bad_input(reg):
@@ -367,6 +429,49 @@ def test_running_counts_are_exact_only_for_the_last_micro_batch():
         for (n, _), g in zip(model.named_parameters(), grads, strict=True):
             manual[n] += g
     assert _rel(running["grads"], manual) <= 1e-13
+
+
+def test_running_counts_last_term_is_exact_and_count_errors_cancel_per_micro_batch():
+    data, model = C.router_data(64, grouped=False), C.router_model()
+    exact = C.aux_loss_grads(model, data, 16, "global_counts")
+    running = C.aux_loss_grads(model, data, 16, "running_counts")
+    naive = C.aux_loss_grads(model, data, 16, "per_micro_batch")
+    # the parts add up to the gradient the optimizer sees
+    for r in (exact, running, naive):
+        total = {n: sum(part[n] for part in r["parts"]) for n in r["grads"]}
+        assert _rel(total, r["grads"]) <= 1e-13
+    terms = C.term_errors(running, exact)["per_term"]
+    assert terms[-1] <= 1e-12 and min(terms[:-1]) > 1e-3  # exact only for the last micro-batch
+    assert torch.equal(running["fractions"][-1], exact["window_fractions"])
+    assert naive["count_error"] <= 1e-15 and exact["count_error"] <= 1e-15
+    assert running["count_error"] > 1e-2
+    # k = 2: running counts have one wrong term, nothing to cancel; per-micro-batch counts two
+    two = {m: C.aux_loss_grads(model, data, 32, m) for m in ("per_micro_batch", "running_counts")}
+    ref = C.aux_loss_grads(model, data, 32, "global_counts")
+    assert C.term_errors(two["running_counts"], ref)["kept"] == pytest.approx(1.0)
+    assert C.term_errors(two["per_micro_batch"], ref)["kept"] < 0.5
+    with pytest.raises(ValueError, match="as many micro-batches, got 2 and 4"):
+        C.term_errors(two["per_micro_batch"], exact)
+    with pytest.raises(ValueError, match="result must be an aux_loss_grads"):
+        C.term_errors({"grads": {}}, exact)
+
+
+def test_aux_loss_sweep_shapes_and_claims():
+    sweep = C.aux_loss_sweep([32, 8], [0, 1], n=64)
+    assert sweep["window"] == 64 and sweep["sizes"] == [32, 8] and sweep["seeds"] == [0, 1]
+    for order in C.ORDERS:
+        assert len(sweep["gaps"][order]["global_counts"]) == 2
+        assert max(max(r) for r in sweep["gaps"][order]["global_counts"]) <= 1e-12
+        assert all(e > 0 for r in sweep["loss_excess"][order] for e in r)
+        assert all(0 <= c <= 2 for c in sweep["running_closer"][order])
+    assert "running_closer" not in C.aux_loss_sweep([32], [0], n=64, modes=["per_micro_batch"])
+    with pytest.raises(ValueError, match=r"sizes\[0\] must be at most 64"):
+        C.aux_loss_sweep([128], [0], n=64)
+    with pytest.raises(ValueError, match=r"modes\[0\] must be one of"):
+        C.aux_loss_sweep([32], [0], n=64, modes=["full"])
+    with pytest.raises(ValueError, match=r"seeds\[0\] must be an integer"):
+        C.aux_loss_sweep([32], [-1], n=64)
+    assert isinstance(C.plot_aux_sweep(sweep), Figure)
 
 
 def test_load_balance_loss_refuses_nan_logits_and_fractions():
@@ -611,6 +716,16 @@ def test_plots_return_figures():
     assert figs[0].axes[0].patches[1].get_height() == pytest.approx(1e-17)  # an exact 0, floored
 
 
+def test_contrastive_sweep_figure_shows_the_logged_loss_and_marks_chance():
+    sweep = C.contrastive_sweep(C.encoder(), C.pair_data(16), [16, 4, 2])
+    ax = C.plot_contrastive_sweep(sweep).axes[1]
+    assert [b.get_height() for b in ax.patches] == pytest.approx(sweep["loss"])
+    (marks,) = ax.get_lines()
+    assert list(marks.get_ydata()) == pytest.approx(sweep["chance"])
+    with pytest.raises(ValueError, match="missing key 'loss'"):
+        C.plot_contrastive_sweep({k: v for k, v in sweep.items() if k != "loss"})
+
+
 def test_explorer_figure_is_updated_not_rebuilt():
     ex = C.coupling_explorer()
     fig, bars = ex.figure, list(ex.figure.axes[0].patches)
@@ -621,21 +736,44 @@ def test_explorer_figure_is_updated_not_rebuilt():
     assert ex.error is None and ex.figure is fig and list(fig.axes[0].patches) == bars
     chosen = next(r for r in ex.data["rows"] if r["coupling"] == "aux_loss")
     assert chosen["micro_batch_size"] == 16 and chosen["accumulation_steps"] == 8
-    # two bars, the chosen coupling's: naive (red) and the fix (green)
-    assert len(bars) == 2 and len(ex.data["rows"]) == 1
+    # three bars: naive (red), running counts (orange, aux_loss only), the fix (green)
+    assert len(bars) == 3 and len(ex.data["rows"]) == 1
     assert bars[0].get_height() == pytest.approx(chosen["naive"])
-    assert bars[1].get_height() == pytest.approx(max(chosen["fix"], 1e-17))
+    assert bars[1].get_visible() and bars[1].get_height() == pytest.approx(chosen["running"])
+    assert bars[2].get_height() == pytest.approx(max(chosen["fix"], 1e-17))
     assert bytes(ex.image.value[:4]) == b"\x89PNG"
-    # the numbers are in the caption, the figure's texts never change
     assert "aux_loss" in ex.summary.value and f"{chosen['naive']:.2g}" in ex.summary.value
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [
-        "naive accumulation",
-        "the fix",
-    ]
+    assert "router_data" in ex.summary.value and "running counts" in ex.summary.value
+    assert fig.axes[0].get_title().startswith("aux_loss: micro-batches of 16, k = 8")
+    ex.controls["tokens"].value = "shuffled"
+    shuffled = ex.data["rows"][0]
+    assert shuffled["tokens"] == "shuffled" and shuffled["naive"] < chosen["naive"]
+    assert fig.axes[0].get_title().endswith("tokens shuffled")
+    ex.controls["coupling"].value = "ema"
+    assert not bars[1].get_visible() and ex.data["rows"][0]["running"] is None
     # every coupling, computed on its own, is the row the explorer shows for it
     for coupling in C.COUPLINGS:
         ex.controls["coupling"].value = coupling
-        assert ex.data["rows"] == [C.coupling_gaps(coupling, 16, 8)]
+        tokens = "shuffled" if coupling == "aux_loss" else "sorted by topic"
+        assert ex.data["rows"] == [C.coupling_gaps(coupling, 16, 8, tokens)]
+
+
+def test_explorer_reaches_micro_batch_one_where_micro_batch_clipping_is_exact():
+    ex = C.coupling_explorer()
+    ex.controls["coupling"].value = "clipping"
+    ex.controls["micro_batch_size"].value = 1
+    assert ex.controls["accumulation_steps"].max == 16
+    row = ex.data["rows"][0]
+    assert row["naive"] <= 1e-12 and row["fix"] <= 1e-12
+
+
+def test_explorer_aux_window_holds_every_topic():
+    """The aux_loss window is §4's data at this size: all 4 topics, sorted or shuffled."""
+    for order in C.ORDERS:
+        tokens = al.coupling.router_data(32, grouped=C.ORDERS[order], seed=0)
+        assert len(set(tokens.y.tolist())) == 4
+    row = C.coupling_gaps("aux_loss", 8, 4)
+    assert row["naive"] > 0.5  # sorted micro-batches of one topic each: far from the big batch
 
 
 def test_explorer_sliders_cannot_reach_invalid_values():
@@ -644,6 +782,6 @@ def test_explorer_sliders_cannot_reach_invalid_values():
     for size in mb.options:
         mb.value = size
         k.value = k.max
-        assert mb.value * k.value <= 128 and ex.error is None
+        assert mb.value * k.value <= 128 and k.value <= 16 and ex.error is None
     with pytest.raises(ValueError, match="coupling must be one of"):
         C.explore_coupling("nope")

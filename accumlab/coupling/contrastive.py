@@ -3,6 +3,8 @@ other sample of its batch, so k micro-batches are not one big batch (lesson 09).
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -17,6 +19,7 @@ from ._checks import describe, require_data, require_model
 from .principle import accumulation_gap
 
 TEMPERATURE = 0.1
+LOGIT_SCALE = "logit_scale"  # open_clip's name for the learnable log(1 / temperature)
 
 
 def pair_data(
@@ -37,17 +40,38 @@ def pair_data(
 
 
 def encoder(
-    features: int = 8, dim: int = 8, *, dropout: float = 0.0, norm: str = "none", seed: int = 0
+    features: int = 8,
+    dim: int = 8,
+    *,
+    hidden: int = 16,
+    dropout: float = 0.0,
+    norm: str = "none",
+    learnable_temperature: bool = False,
+    seed: int = 0,
 ) -> nn.Sequential:
     """The embedding network: accumlab's seeded MLP (Linear (→ norm) → Tanh (→ Dropout), twice,
-    then a Linear head to `dim`). `norm="batch"` puts a BatchNorm in each hidden layer. Lesson 09."""
+    then a Linear head to `dim`). `norm="batch"` puts a BatchNorm in each hidden layer.
+    `learnable_temperature` adds open_clip's `logit_scale`, a parameter holding log(1/temperature)
+    that `contrastive_loss` uses instead of the fixed TEMPERATURE. Lesson 09."""
     positive_int("dim", dim)  # (mlp would call it "outputs")
-    return mlp(features, 16, dim, depth=2, norm=norm, dropout=dropout, seed=seed)
+    _validate.flag("learnable_temperature", learnable_temperature)
+    model = mlp(features, hidden, dim, depth=2, norm=norm, dropout=dropout, seed=seed)
+    if learnable_temperature:
+        start = torch.tensor(math.log(1 / TEMPERATURE), dtype=torch.float64)
+        model.register_parameter(LOGIT_SCALE, nn.Parameter(start))
+    return model
 
 
-def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float = TEMPERATURE) -> torch.Tensor:
+def info_nce(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    temperature: float = TEMPERATURE,
+    *,
+    logit_scale: torch.Tensor | None = None,
+) -> torch.Tensor:
     """InfoNCE with in-batch negatives: row i of q must pick row i of k among all rows of k.
-    Cosine similarities ÷ temperature, cross-entropy against the diagonal, mean over rows."""
+    Cosine similarities ÷ temperature (or × exp(logit_scale), open_clip's learnable form),
+    cross-entropy against the diagonal, mean over rows."""
     positive_float("temperature", temperature)
     tensors = isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)
     if not tensors or q.dim() != 2 or q.shape != k.shape:
@@ -56,8 +80,18 @@ def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float = TEMPERATURE)
         )
     _validate.tensor("q", q, finite=True)
     _validate.tensor("k", k, finite=True)
-    logits = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).T / temperature
+    cosine = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).T
+    if logit_scale is None:
+        logits = cosine / temperature
+    else:
+        _validate.tensor("logit_scale", logit_scale, dim=0, floating=True, finite=True)
+        logits = cosine * logit_scale.exp()
     return F.cross_entropy(logits, torch.arange(len(q), device=q.device))
+
+
+def logit_scale_of(model: nn.Module) -> torch.Tensor | None:
+    """The model's learnable `logit_scale` (see `encoder`), or None for the fixed temperature."""
+    return getattr(model, LOGIT_SCALE, None)
 
 
 def pair_inputs(batch: Data) -> torch.Tensor:
@@ -69,7 +103,8 @@ def pair_inputs(batch: Data) -> torch.Tensor:
 def contrastive_loss(model: nn.Module, batch: Data, temperature: float = TEMPERATURE):
     """InfoNCE of `model`'s embeddings over `batch`: the batch loss naive accumulation averages."""
     z = forward(require_model(model), pair_inputs(batch), "the batch's anchors and positives")
-    return info_nce(z[: len(batch)], z[len(batch) :], temperature)
+    scale = logit_scale_of(model)
+    return info_nce(z[: len(batch)], z[len(batch) :], temperature, logit_scale=scale)
 
 
 def chance_loss(n: int, dim: int = 8) -> float:

@@ -8,6 +8,7 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import MAX_STEPS, finite_float, flag, one_of, positive_float, positive_int
 from ..compare import flatten
@@ -37,7 +38,7 @@ def ema_run(
 
     `ema_start` fills the EMA with that constant instead of the initial weights (to read how much
     of the old EMA survives a step). Returns {"ema", "params"}: flat tensors after every optimizer
-    step, and {"updates"}: EMA updates per optimizer step. Lesson 09.
+    step, and {"updates"}: EMA updates per optimizer step, counted inside the update. Lesson 09.
     """
     require_model(model)
     require_data(data)
@@ -55,34 +56,87 @@ def ema_run(
             f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "
             f"= {micro_batch_size} × {accumulation_steps} = {micro_batch_size * accumulation_steps}"
         )
+    # one training run, this placement's EMA (ema_runs checks the same arguments)
+    return ema_runs(
+        model,
+        data,
+        micro_batch_size,
+        accumulation_steps,
+        beta=beta,
+        placements=(placement,),
+        lr=lr,
+        ema_start=ema_start,
+    )[placement]
+
+
+@one_thread()
+def ema_runs(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    accumulation_steps: int,
+    *,
+    beta: float = 0.9,
+    placements=EMA_PLACEMENTS,
+    lr: float = 0.05,
+    ema_start: float | None = None,
+) -> dict:
+    """`ema_run` for several placements at once: {placement: its result}. Training does not read
+    the EMA, so one training run serves every placement's EMA. Lesson 09."""
+    require_model(model)
+    require_data(data)
+    positive_int("accumulation_steps", accumulation_steps)
+    placements = _validate.sequence("placements", placements)
+    for i, placement in enumerate(placements):
+        one_of(f"placements[{i}]", placement, EMA_PLACEMENTS)
+    if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and 0 <= beta < 1):
+        raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
+    positive_float("lr", lr)
+    if ema_start is not None:
+        positive_float("ema_start", ema_start, allow_zero=True)
+    micro = data.micro_batches(micro_batch_size)
+    windows = [micro[i : i + accumulation_steps] for i in range(0, len(micro), accumulation_steps)]
+    if len(windows[-1]) < accumulation_steps or len(micro[-1]) < micro_batch_size:
+        raise ValueError(
+            f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "
+            f"= {micro_batch_size} × {accumulation_steps} = {micro_batch_size * accumulation_steps}"
+        )
     model = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     params = list(model.parameters())
-    ema = [
-        p.detach().clone() if ema_start is None else torch.full_like(p, ema_start) for p in params
-    ]
 
-    def update():
+    def start():
+        return [
+            p.detach().clone() if ema_start is None else torch.full_like(p, ema_start)
+            for p in params
+        ]
+
+    emas = {placement: start() for placement in placements}
+    made = dict.fromkeys(placements, 0)  # EMA updates so far, counted by the update itself
+
+    def update(placement):
+        made[placement] += 1
         with torch.no_grad():
-            for e, p in zip(ema, params, strict=True):
+            for e, p in zip(emas[placement], params, strict=True):
                 e.mul_(beta).add_(p, alpha=1 - beta)
 
     names = [n for n, _ in model.named_parameters()]
-    out = {"ema": [], "params": [], "updates": []}
+    out = {placement: {"ema": [], "params": [], "updates": []} for placement in placements}
     for window in windows:
         opt.zero_grad(set_to_none=True)
-        updates = 0
+        before = dict(made)
         for i, mb in enumerate(window):
             loss = torch.nn.functional.mse_loss(model(mb.x), mb.y)
             (loss / accumulation_steps).backward()
-            if placement == "micro_step" and i < len(window) - 1:
-                update()  # the weights have not moved yet: the EMA pulls toward the same point again
-                updates += 1
+            if "micro_step" in emas and i < len(window) - 1:
+                update("micro_step")  # the weights have not moved: it pulls toward them again
         opt.step()
-        update()
-        out["updates"].append(updates + 1)
-        out["ema"].append(flatten(dict(zip(names, (e.clone() for e in ema), strict=True))))
-        out["params"].append(flatten(params_of(model)))
+        weights = flatten(params_of(model))
+        for placement, ema in emas.items():
+            update(placement)
+            out[placement]["updates"].append(made[placement] - before[placement])
+            out[placement]["ema"].append(flatten(dict(zip(names, ema, strict=True))))
+            out[placement]["params"].append(weights)
     return out
 
 

@@ -14,6 +14,7 @@ from .principle import batch_loss_grads, naive_accumulated_grads
 
 WINDOW = 128  # most samples one optimizer step may hold here (micro-batch size × k)
 EMA_STEPS = 4  # optimizer steps the EMA comparison runs
+TOKENS = tuple(router.ORDERS)  # the aux_loss window's token order
 
 # coupling -> (what naive accumulation does, what the fix does)
 COUPLINGS = {
@@ -24,6 +25,15 @@ COUPLINGS = {
     # even at k = 1 (one micro-batch); the fix is per-sample clipping, accumulated
     "clipping": ("clip each micro-batch's sum (not DP-SGD's clipping)", "clip each sample"),
     "aggregation": ("token mean per micro-batch", "token mean over the whole step"),
+}
+
+# what each coupling's window holds (micro_batch_size × k samples, one optimizer step)
+DATA = {
+    "contrastive": "the first mb × k of 128 pairs (pair_data), §2's encoder",
+    "ema": f"{EMA_STEPS} optimizer steps of mb × k regression samples; the EMA after the last",
+    "aux_loss": "mb × k tokens of 4 topics (router_data), §4's router",
+    "clipping": "the first mb × k of 128 regression samples; C = their median gradient norm",
+    "aggregation": "the first mb × k of 128 completions (rl_batch), one rank",
 }
 
 
@@ -37,13 +47,20 @@ def _setup(coupling: str):
 
         return regression_data(WINDOW * EMA_STEPS, 4, seed=0), mlp(4, 16, 1, seed=0)
     if coupling == "aux_loss":
-        return router.router_data(WINDOW), router.router_model()
+        return None, router.router_model()  # the tokens: _tokens(window, order)
     if coupling == "clipping":
         from ..data import regression_data
 
         return regression_data(WINDOW, 4, seed=0), mlp(4, 16, 1, seed=0)
     data, advantages = aggregation.rl_batch(WINDOW)
     return (data, advantages), aggregation.policy()
+
+
+@cache
+def _tokens(window: int, order: str):
+    """`window` tokens of all 4 topics, sorted by topic or shuffled: §4's data at this size (the
+    first tokens of one sorted set of 128 would hold a single topic)."""
+    return router.router_data(window, grouped=router.ORDERS[order], seed=0)
 
 
 def _rel(a, b) -> float:
@@ -60,19 +77,22 @@ def _big_ema(window: int):
 def _ema_gaps(data, model, mb: int, k: int) -> tuple[float, float]:
     data = data[: mb * k * EMA_STEPS]
     big = _big_ema(mb * k)
-    gaps = []
-    for placement in ("micro_step", "optimizer_step"):
-        run = ema.ema_run(model, data, mb, k, placement=placement)["ema"][-1]
-        gaps.append(float((run - big).norm() / big.norm()))
-    return gaps[0], gaps[1]
+    runs = ema.ema_runs(model, data, mb, k)  # one training run, both EMAs
+    gaps = [runs[p]["ema"][-1] for p in ("micro_step", "optimizer_step")]
+    return tuple(float((g - big).norm() / big.norm()) for g in gaps)
 
 
 @one_thread()
-def coupling_gaps(coupling: str, micro_batch_size: int, accumulation_steps: int) -> dict:
+def coupling_gaps(
+    coupling: str, micro_batch_size: int, accumulation_steps: int, tokens: str = TOKENS[0]
+) -> dict:
     """Relative L2 gap to the big batch (micro_batch_size × k samples in one piece) of naive
     accumulation and of the fix, for one coupling of COUPLINGS: gradients of one step, or for
-    "ema" the EMA weights after EMA_STEPS steps. Drives lesson 09's explorer."""
+    "ema" the EMA weights after EMA_STEPS steps. For "aux_loss" also running counts' gap
+    ("running"; None for the others), on tokens in the order `tokens` (TOKENS). What each
+    window holds: DATA. Drives lesson 09's explorer."""
     one_of("coupling", coupling, COUPLINGS)
+    one_of("tokens", tokens, TOKENS)
     mb = positive_int("micro_batch_size", micro_batch_size)
     k = positive_int("accumulation_steps", accumulation_steps)
     if mb * k > WINDOW:
@@ -80,6 +100,7 @@ def coupling_gaps(coupling: str, micro_batch_size: int, accumulation_steps: int)
             f"micro_batch_size × accumulation_steps must be at most {WINDOW}, got {mb * k}"
         )
     data, model = _setup(coupling)
+    running = None
     if coupling == "contrastive":
         window = data[: mb * k]
         big = batch_loss_grads(model, window, contrastive.contrastive_loss)
@@ -88,9 +109,10 @@ def coupling_gaps(coupling: str, micro_batch_size: int, accumulation_steps: int)
     elif coupling == "ema":
         naive, fix = _ema_gaps(data, model, mb, k)
     elif coupling == "aux_loss":
-        window = data[: mb * k]
+        window = _tokens(mb * k, tokens)
         big = router.aux_loss_grads(model, window, mb * k, "full")["grads"]
         naive = _rel(router.aux_loss_grads(model, window, mb, "per_micro_batch")["grads"], big)
+        running = _rel(router.aux_loss_grads(model, window, mb, "running_counts")["grads"], big)
         fix = _rel(router.aux_loss_grads(model, window, mb, "global_counts")["grads"], big)
     elif coupling == "clipping":
         window = data[: mb * k]
@@ -99,12 +121,12 @@ def coupling_gaps(coupling: str, micro_batch_size: int, accumulation_steps: int)
         naive = _rel(dpsgd.clipped_grads(model, window, mb, clip, "micro_batch"), big)
         fix = _rel(dpsgd.clipped_grads(model, window, mb, clip, "per_sample"), big)
     else:
-        (tokens, advantages), window = data, slice(0, mb * k)
-        tokens, advantages = tokens[window], advantages[window]
+        (completions, advantages), window = data, slice(0, mb * k)
+        completions, advantages = completions[window], advantages[window]
 
         def grads(aggregation_name, size):
             return aggregation.aggregated_grads(
-                model, tokens, advantages, aggregation=aggregation_name, micro_batch_size=size
+                model, completions, advantages, aggregation=aggregation_name, micro_batch_size=size
             )
 
         big = grads("token_mean_global", mb * k)
@@ -115,8 +137,11 @@ def coupling_gaps(coupling: str, micro_batch_size: int, accumulation_steps: int)
         "coupling": coupling,
         "micro_batch_size": mb,
         "accumulation_steps": k,
+        "tokens": tokens,
         "naive": naive,
+        "running": running,
         "fix": fix,
         "naive_label": naive_label,
         "fix_label": fix_label,
+        "data": DATA[coupling],
     }

@@ -4,8 +4,14 @@ why its second forward must replay the first forward's random state (lesson 09).
 Follows luyug/GradCache's `GradCache.cache_step`: (1) embed every micro-batch without a graph,
 recording the RNG state before each; (2) compute the full-batch loss on the detached embeddings and
 backpropagate it to them — the cached gradients; (3) for each micro-batch, forward again with a
-graph (replaying its RNG state) and backpropagate the dot product of the embeddings with their
-cached gradient. This implementation runs on the CPU generator only.
+graph (replaying its RNG state) and backpropagate the cached gradient through it (the gradient
+of the dot product of the embeddings with their cached gradient). This implementation saves and replays the CPU generator only (where this
+lesson's dropout draws); GradCache's `RandContext` also saves the CUDA generator of every device
+its inputs are on.
+
+A loss-function parameter (open_clip's learnable `logit_scale`, see `encoder`) gets its gradient in
+step (2), once, as in the big batch. open_clip's loop evaluates the whole loss k times and gives it
+k times that (`cached_negatives_grads`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import copy
 import torch
 from torch import nn
 
+from .. import _validate
 from .._threads import one_thread
 from .._validate import positive_float
 from ..data import Data
@@ -22,7 +29,7 @@ from ..engine import grads_of
 from ..models import seeded
 from ..saved import LiveSavedTensors, saved_tensor_bytes
 from ._checks import require_bool, require_data, require_model, require_seed
-from .contrastive import TEMPERATURE, info_nce, pair_inputs
+from .contrastive import TEMPERATURE, info_nce, logit_scale_of, pair_inputs
 
 
 def _split(reps: list[torch.Tensor], chunks: list[Data]):
@@ -57,11 +64,14 @@ def gradcache_grads(
     caller's generator is left as it was.
 
     Returns {"grads", "loss", "buffers", "first", "second", "same_embeddings",
-    "peak_saved_bytes"}: the accumulated gradient, the full-batch loss, the model's buffers after
-    the step (BatchNorm's running statistics and counter), the embeddings of the graph-less first pass and of
-    the second pass, whether they are equal bit for bit per micro-batch (only when the RNG is
-    replayed or there is no randomness), and the most bytes autograd held for backward at any
-    moment. Lesson 09.
+    "peak_saved_bytes", "saved_bytes"}: the accumulated gradient, the full-batch loss, the model's
+    buffers after the step (BatchNorm's running statistics and counter), the embeddings of the
+    graph-less first pass and of the second pass, whether they are equal bit for bit per
+    micro-batch (only when the RNG is replayed or there is no randomness), the most bytes autograd
+    held for backward at any moment, and per phase {"loss": bytes the loss graph saved,
+    "second_pass": the most bytes alive during pass 2} — bytes saved for backward, not a device's
+    memory (pass 1's similarity matrix, the cached embeddings and their gradients are not in
+    them). Lesson 09.
     """
     require_bool(replay_rng, "replay_rng")
     model, chunks = _start(model, data, micro_batch_size, temperature, seed)
@@ -72,8 +82,12 @@ def gradcache_grads(
                 states.append(torch.get_rng_state())  # what dropout will draw from
                 first.append(model(pair_inputs(c)))
         q, k = (t.detach().requires_grad_() for t in _split(first, chunks))
-        loss = info_nce(q, k, temperature)  # the big batch's loss: every negative is present
+        # the big batch's loss: every negative is present; a learnable temperature gets its
+        # whole gradient here, once
+        loss = info_nce(q, k, temperature, logit_scale=logit_scale_of(model))
+        loss_graph = live.bytes  # pass 1 kept no graph: all that is saved now is the loss's
         loss.backward()  # the cache: d loss / d embedding, one row per sample
+        before, live.peak = live.peak, live.bytes  # from here on: the peak of pass 2 alone
         sizes = [len(c) for c in chunks]
         cached = list(zip(q.grad.split(sizes), k.grad.split(sizes), strict=True))
         second = []
@@ -84,10 +98,12 @@ def gradcache_grads(
                     z = model(pair_inputs(c))
             else:
                 z = model(pair_inputs(c))  # fresh masks: not the embeddings the cache belongs to
-            n = len(c)
-            # d/dθ of <z, cached gradient> is this micro-batch's share of d loss / dθ (chain rule)
-            ((z[:n] * gq).sum() + (z[n:] * gk).sum()).backward()
+            # backpropagating the cached rows through z is d/dθ of <z, cached gradient>: this
+            # micro-batch's share of d loss / dθ (chain rule). GradCache writes it as the dot
+            # product's backward; this form saves nothing beyond the encoder's graph
+            z.backward(torch.cat([gq, gk]))
             second.append(z.detach())
+        second_pass, live.peak = live.peak, max(before, live.peak)
     return {
         "grads": grads_of(model),
         "loss": float(loss.detach()),
@@ -97,6 +113,7 @@ def gradcache_grads(
         "second": second,
         "same_embeddings": [torch.equal(a, b) for a, b in zip(first, second, strict=True)],
         "peak_saved_bytes": live.peak,
+        "saved_bytes": {"loss": loss_graph, "second_pass": second_pass},
     }
 
 
@@ -115,7 +132,7 @@ def same_masks_reference(
     model, chunks = _start(model, data, micro_batch_size, temperature, seed)
     with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
         reps = [model(pair_inputs(c)) for c in chunks]
-        loss = info_nce(*_split(reps, chunks), temperature)
+        loss = info_nce(*_split(reps, chunks), temperature, logit_scale=logit_scale_of(model))
         loss.backward()
     return {"grads": grads_of(model), "loss": float(loss.detach()), "peak_saved_bytes": live.peak}
 
@@ -128,6 +145,7 @@ def cached_negatives_grads(
     *,
     temperature: float = TEMPERATURE,
     replay_rng: bool = False,
+    temperature_once: bool = False,
     seed: int = 0,
 ) -> dict:
     """open_clip's `--accum-freq` scheme (`_train_step_eager` in open_clip_train/train.py): cache
@@ -138,9 +156,16 @@ def cached_negatives_grads(
 
     open_clip saves no RNG state between the two forwards (`replay_rng=False`, the default): with
     dropout the recomputed embeddings are not the cached ones. `replay_rng=True` restores each
-    micro-batch's state first, as GradCache does. Returns {"grads", "peak_saved_bytes"}. Lesson 09.
+    micro-batch's state first, as GradCache does.
+
+    A learnable temperature (`encoder(learnable_temperature=True)`) is not a recomputed row: it
+    enters all k loss evaluations with a graph, as open_clip's `logit_scale` does, and gets k
+    times the big batch's gradient. `temperature_once=True` detaches it in all but the last
+    evaluation, which gives it the big batch's gradient. Returns {"grads", "peak_saved_bytes"}.
+    Lesson 09.
     """
     require_bool(replay_rng, "replay_rng")
+    require_bool(temperature_once, "temperature_once")
     model, chunks = _start(model, data, micro_batch_size, temperature, seed)
     with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
         states, cache = [], []
@@ -156,7 +181,10 @@ def cached_negatives_grads(
             else:
                 z = model(pair_inputs(c))
             reps = [*cache[:j], z, *cache[j + 1 :]]
-            info_nce(*_split(reps, chunks), temperature).backward()
+            scale = logit_scale_of(model)
+            if scale is not None and temperature_once and j < len(chunks) - 1:
+                scale = scale.detach()  # its gradient comes from one evaluation only
+            info_nce(*_split(reps, chunks), temperature, logit_scale=scale).backward()
     return {"grads": grads_of(model), "peak_saved_bytes": live.peak}
 
 
@@ -166,3 +194,34 @@ def encoder_saved_bytes(model: nn.Module, batch: Data) -> int:
     require_model(model)
     require_data(batch, "batch")
     return saved_tensor_bytes(lambda: model(pair_inputs(batch)), exclude=model.parameters())
+
+
+def logit_scale_ratio(grads: dict, reference: dict) -> dict:
+    """A gradient with a learnable `logit_scale` against the big batch's: {"logit_scale": its
+    gradient ÷ the reference's, "weights": ‖every other gradient‖ ÷ the reference's, "weights_rel":
+    the relative L2 gap of those others}. Lesson 09."""
+    from ..compare import grad_diff
+    from .contrastive import LOGIT_SCALE
+
+    for name, value in (("grads", grads), ("reference", reference)):
+        _validate.tensor_dict(name, value)
+        if LOGIT_SCALE not in value:
+            raise ValueError(
+                f"{name} must hold a {LOGIT_SCALE!r} gradient (al.coupling.encoder("
+                f"learnable_temperature=True)), got the keys {sorted(value)}"
+            )
+    if set(grads) != set(reference):
+        raise ValueError(
+            f"grads and reference must name the same parameters, got {sorted(grads)} and {sorted(reference)}"
+        )
+    ref = float(reference[LOGIT_SCALE])
+    if ref == 0:
+        raise ValueError(f"reference[{LOGIT_SCALE!r}] is 0: no ratio to it")
+    others = [n for n in reference if n != LOGIT_SCALE]
+    mine, theirs = ({n: g[n] for n in others} for g in (grads, reference))
+    norm = sum(float(t.double().pow(2).sum()) for t in theirs.values()) ** 0.5
+    return {
+        "logit_scale": float(grads[LOGIT_SCALE]) / ref,
+        "weights": sum(float(t.double().pow(2).sum()) for t in mine.values()) ** 0.5 / norm,
+        "weights_rel": grad_diff(mine, theirs).rel_l2,
+    }

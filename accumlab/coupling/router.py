@@ -90,8 +90,14 @@ def load_balance_loss(
 @one_thread()
 def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: str) -> dict:
     """The load-balancing loss over `data` as one optimizer step, computed as `mode` says
-    (AUX_MODES), on a copy of `model`. Returns {"grads", "loss"}: the gradient the optimizer sees
-    and the loss value the loop would log. Lesson 09."""
+    (AUX_MODES), on a copy of `model`.
+
+    Returns {"grads", "loss"}: the gradient the optimizer sees and the loss value the loop would
+    log; {"parts"}: what each micro-batch's backward added to it; {"fractions"}: the routing
+    shares fᵢ each micro-batch's term used, and {"window_fractions"}: the whole window's;
+    {"count_error"}: max |Σ_m (len(m)/N)·(fractions_m − window fractions)|, how far the counts the
+    micro-batches used are off on average over the window (0 for per-micro-batch counts, whose
+    errors cancel in that sum). Lesson 09."""
     one_of("mode", mode, AUX_MODES)
     require_model(model)
     require_data(data)
@@ -105,18 +111,116 @@ def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: st
         with torch.no_grad():
             fractions = routed_fractions(torch.cat([model(mb.x) for mb in micro]))
     logged, counts, seen = 0.0, None, 0
+    used, routed, parts, before = [], [], [], None
     for mb in micro:
         logits = model(mb.x)
+        mine = routed_fractions(logits)
+        routed.append(mine * len(mb))
         if mode == "running_counts":
             # counts of every micro-batch of this window so far, this one included
-            mine = routed_fractions(logits) * len(mb)
-            counts = mine if counts is None else counts + mine
+            counts = mine * len(mb) if counts is None else counts + mine * len(mb)
             seen += len(mb)
-            loss = load_balance_loss(logits, counts / seen, total=len(data))
+            f = counts / seen
+            loss = load_balance_loss(logits, f, total=len(data))
         elif mode == "global_counts":
-            loss = load_balance_loss(logits, fractions, total=len(data))  # a share: just add
+            f = fractions
+            loss = load_balance_loss(logits, f, total=len(data))  # a share: just add
         else:
+            f = mine
             loss = load_balance_loss(logits) * (len(mb) / len(data))  # mean over micro-batches
         loss.backward()
         logged += float(loss.detach())
-    return {"grads": grads_of(model), "loss": logged}
+        used.append(f)
+        now = grads_of(model)
+        parts.append(now if before is None else {n: now[n] - before[n] for n in now})
+        before = now
+    window = sum(routed) / len(data)
+    drift = sum(len(mb) / len(data) * (f - window) for mb, f in zip(micro, used, strict=True))
+    return {
+        "grads": grads_of(model),
+        "loss": logged,
+        "parts": parts,
+        "fractions": used,
+        "window_fractions": window,
+        "count_error": float(drift.abs().max()),
+    }
+
+
+ORDERS = {"sorted by topic": True, "shuffled": False}  # router_data's `grouped`
+
+
+@one_thread()
+def aux_loss_sweep(
+    sizes, seeds, *, n: int = 128, modes=("per_micro_batch", "running_counts", "global_counts")
+) -> dict:
+    """The load-balancing loss's gap to the big batch of `n` tokens, for each seed (router and
+    tokens both drawn from it), token order (ORDERS), mode and micro-batch size.
+
+    Returns {"window": n, "sizes", "seeds", "gaps": {order: {mode: [[relative L2 gap per size] per seed]}},
+    "loss_excess": {order: [[per-micro-batch logged loss − the big batch's, per size] per seed]}}
+    and, with both modes, {"running_closer": {order: [seeds whose running counts land closer to
+    the big batch than per-micro-batch counts, per size]}}. Lesson 09."""
+    from ..compare import grad_diff
+
+    positive_int("n", n, minimum=2)
+    sizes = _validate.positive_ints("sizes", sizes, maximum=n)
+    seeds = [
+        _validate.seed(f"seeds[{i}]", s) for i, s in enumerate(_validate.sequence("seeds", seeds))
+    ]
+    modes = _validate.sequence("modes", modes)
+    modes = [one_of(f"modes[{i}]", m, AUX_MODES[1:]) for i, m in enumerate(modes)]
+    passes = len(seeds) * len(ORDERS) * len(modes) * sum(-(-n // s) for s in sizes)
+    _validate.within_max_steps("seeds × orders × modes × micro-batches per window", passes)
+    gaps = {order: {m: [] for m in modes} for order in ORDERS}
+    excess = {order: [] for order in ORDERS}
+    for seed in seeds:
+        model = router_model(seed=seed)
+        for order, grouped in ORDERS.items():
+            tokens = router_data(n, grouped=grouped, seed=seed)
+            full = aux_loss_grads(model, tokens, n, "full")
+            for m in modes:
+                runs = [aux_loss_grads(model, tokens, s, m) for s in sizes]
+                gaps[order][m].append([grad_diff(r["grads"], full["grads"]).rel_l2 for r in runs])
+                if m == "per_micro_batch":
+                    excess[order].append([r["loss"] - full["loss"] for r in runs])
+    out = {"window": n, "sizes": sizes, "seeds": seeds, "gaps": gaps, "loss_excess": excess}
+    if {"per_micro_batch", "running_counts"} <= set(modes):
+        # per order and size: the seeds whose running counts land closer than per-micro-batch ones
+        out["running_closer"] = {
+            order: [
+                sum(r < p for r, p in zip(run, per, strict=True))
+                for run, per in zip(
+                    zip(*gaps[order]["running_counts"]),
+                    zip(*gaps[order]["per_micro_batch"]),
+                    strict=True,
+                )
+            ]
+            for order in ORDERS
+        }
+    return out
+
+
+def term_errors(result: dict, reference: dict) -> dict:
+    """Each micro-batch's term of `result` (an `aux_loss_grads` result) against the same term of
+    `reference` (the same tokens and micro-batches, "global_counts": the exact terms).
+
+    Returns {"per_term": [relative L2 gap of each micro-batch's term], "kept": ‖Σ errors‖ /
+    Σ ‖error‖}: 1 when the terms' errors add up, near 0 when they cancel. Lesson 09."""
+    from ..compare import flatten, grad_diff
+
+    for name, value in (("result", result), ("reference", reference)):
+        _validate.result(
+            name, value, {"parts": _validate.nonempty([dict])}, "an aux_loss_grads(...) result"
+        )
+    if len(result["parts"]) != len(reference["parts"]):
+        raise ValueError(
+            f"result and reference must split the tokens into as many micro-batches, got "
+            f"{len(result['parts'])} and {len(reference['parts'])}"
+        )
+    pairs = list(zip(result["parts"], reference["parts"], strict=True))
+    errors = [flatten(a) - flatten(b) for a, b in pairs]
+    added = sum(float(e.norm()) for e in errors)
+    return {
+        "per_term": [grad_diff(a, b).rel_l2 for a, b in pairs],
+        "kept": float(sum(errors).norm()) / added if added > 0 else 0.0,
+    }

@@ -5,15 +5,29 @@ from __future__ import annotations
 
 from .._validate import finite_float, finite_floats, nonempty, positive_ints, result
 
-SWEEP = {"sizes": nonempty([int]), "cosine": nonempty([float]), "chance": nonempty([float])}
+SWEEP = {
+    "sizes": nonempty([int]),
+    "cosine": nonempty([float]),
+    "loss": nonempty([float]),
+    "chance": nonempty([float]),
+}
+AUX_SWEEP = {
+    "window": int,
+    "sizes": nonempty([int]),
+    "seeds": nonempty([int]),
+    "gaps": {str: {str: nonempty([nonempty([float])])}},
+}
 ROW = {
     "coupling": str,
     "micro_batch_size": int,
     "accumulation_steps": int,
+    "tokens": str,
     "naive": float,
+    "running": (float, type(None)),
     "fix": float,
     "naive_label": str,
     "fix_label": str,
+    "data": str,
 }
 EXPLORER = {"coupling": str, "rows": nonempty([ROW])}
 
@@ -50,8 +64,30 @@ def partition_gaps(name: str, value) -> dict:
 
 def sweep(name: str, value) -> dict:
     result(name, value, SWEEP, "what al.coupling.contrastive_sweep(...) returns")
-    for key in ("cosine", "chance"):
+    for key in ("cosine", "loss", "chance"):
         finite_floats(f"{name}[{key!r}]", value[key])
+        if len(value[key]) != len(value["sizes"]):
+            raise ValueError(
+                f"{name}[{key!r}] must give one value per size ({len(value['sizes'])}), got "
+                f"{len(value[key])}"
+            )
+    return value
+
+
+def aux_sweep(name: str, value) -> dict:
+    """What al.coupling.aux_loss_sweep(...) returns: per order and mode, one curve per seed."""
+    result(name, value, AUX_SWEEP, "what al.coupling.aux_loss_sweep(...) returns")
+    for order, modes in value["gaps"].items():
+        for mode, per_seed in modes.items():
+            if len(per_seed) != len(value["seeds"]):
+                raise ValueError(
+                    f"{name}['gaps'][{order!r}][{mode!r}] must hold one curve per seed "
+                    f"({len(value['seeds'])}), got {len(per_seed)}"
+                )
+            for i, ys in enumerate(per_seed):
+                curves(
+                    f"{name}['gaps'][{order!r}][{mode!r}][{i}]", {mode: ys}, "sizes", value["sizes"]
+                )
     return value
 
 
@@ -72,7 +108,7 @@ def explorer_figure(name: str, fig, data: dict):
 
     explorer("data", data)
     containers = fig.axes[0].containers if isinstance(fig, Figure) and fig.axes else []
-    if len(containers) != 2 or any(len(c) != len(data["rows"]) for c in containers):
+    if len(containers) != 3 or any(len(c) != len(data["rows"]) for c in containers):
         raise ValueError(
             f"{name} must be the Figure al.coupling.plot_coupling_explorer(...) returned (for "
             f"{len(data['rows'])} couplings), got {type(fig).__name__} {fig!r:.60}"

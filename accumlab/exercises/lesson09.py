@@ -8,7 +8,7 @@ import torch
 
 from . import exercise
 from ._answers import compare
-from ._observe import Hint, Observe, Refuse, forwards_phrase
+from ._observe import Hint, Observe, Refuse, Spy, forwards_phrase
 
 # 09.1: the old EMA's share per optimizer step must be KEPT, with K updates per step
 KEPT, K = 0.9, 16
@@ -26,6 +26,8 @@ def ema_decay(answer):
             1 - (1 - KEPT) / K: f"the shares multiply, they do not add: β^{K} must equal {KEPT}",
             KEPT
             ** K: f"that is what survives when β = {KEPT}; you want the β whose {K}th power is {KEPT}",
+            0.99: f"β = 0.99 is §3's decay: {K} updates keep 0.99^{K} ≈ {0.99**K:.3f} of the old "
+            f"EMA per step, not {KEPT}",
         },
         otherwise=f"each update keeps a share β of the EMA it finds, and the loop makes {K} of them",
     )
@@ -35,14 +37,20 @@ def ema_decay(answer):
     "09.2", 1, "With micro-batches of 3 and 5 completions, which aggregations stay invariant?"
 )
 def invariant_aggregations(answer):
+    from collections.abc import Iterable, Mapping
+
     from ..coupling.aggregation import AGGREGATIONS
 
-    if not isinstance(answer, (set, list, tuple)) or not all(isinstance(a, str) for a in answer):
-        return f"answer with a set of names from {sorted(AGGREGATIONS)}"
-    chosen = set(answer)
+    names = sorted(AGGREGATIONS)
+    if isinstance(answer, (str, bytes, Mapping)) or not isinstance(answer, Iterable):
+        return f"answer with a set of names from {names}, e.g. {{'{names[0]}'}}"
+    chosen = list(answer)  # a set, frozenset, list, tuple, dict.keys(), generator...
+    if not all(isinstance(a, str) for a in chosen):
+        return f"answer with a set of names (strings) from {names}"
+    chosen = set(chosen)
     unknown = chosen - set(AGGREGATIONS)
     if unknown:
-        return f"unknown name(s) {sorted(unknown)}; choose from {sorted(AGGREGATIONS)}"
+        return f"unknown name(s) {sorted(unknown)}; choose from {names}"
     right = {"token_mean_global", "constant"}
     if "token_mean_local" in chosen:
         return "a micro-batch's own token count changes with the split"
@@ -51,15 +59,22 @@ def invariant_aggregations(answer):
             "seq_mean divides each micro-batch by its own number of sequences: with 3 and 5, is "
             "a sequence's weight fixed for the step?"
         )
-    if chosen != right:
-        return "one is missing: which divisors are fixed for the whole step, whatever the split?"
+    missing = len(right - chosen)
+    if missing:
+        which = "one is" if missing == 1 else f"{missing} are"
+        return f"{which} missing: which divisors are fixed for the whole step, whatever the split?"
     return None
 
 
 def _ema_reference(model, data, micro_batch_size, k):
     from ..coupling.ema import ema_run
 
-    return ema_run(model, data, micro_batch_size, k, beta=0.9, lr=0.05)["ema"][-1]
+    run = ema_run(model, data, micro_batch_size, k, beta=0.9, lr=0.05)
+    return run["params"][-1], run["ema"][-1]
+
+
+def _flat(tensors: dict) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for _, t in sorted(tensors.items())])
 
 
 @exercise("09.3", 2, "Fix an EMA loop: one EMA update per optimizer step")
@@ -73,6 +88,7 @@ def ema_loop(answer):
     mb, k = 4, 4
     learner = copy.deepcopy(model)
     optimizer = torch.optim.SGD(learner.parameters(), lr=0.05)
+    names = [n for n, _ in learner.named_parameters()]
     params = list(learner.parameters())
     ema = [p.detach().clone() for p in params]
     calls = []
@@ -86,16 +102,79 @@ def ema_loop(answer):
     micro = data.micro_batches(mb)
     for w in range(len(micro) // k):
         before = len(calls)
-        answer(learner, micro[w * k : (w + 1) * k], optimizer, update_ema)
-        if len(calls) - before != 1:
-            return f"update_ema() ran {len(calls) - before} times in one window; it must run once, after optimizer.step()"
-    got = torch.cat(
-        [e.reshape(-1) for _, e in sorted(zip([n for n, _ in learner.named_parameters()], ema))]
-    )
-    expected = _ema_reference(model, data, mb, k)
-    if (got - expected).norm() > 1e-10 * expected.norm():
-        return "the EMA differs from the reference: divide each micro-batch's MSE by k, step, then update the EMA, then zero the gradients"
+        with Spy(optimizer, "step", "optimizer.step()") as steps:
+            answer(learner, micro[w * k : (w + 1) * k], optimizer, update_ema)
+        updates = len(calls) - before
+        if steps.calls == 0 and updates == 0:
+            return (
+                "not answered yet — this loop never steps the optimizer and never updates the "
+                "EMA: complete train_window"
+            )
+        if steps.calls != 1:
+            return f"{steps.sentence(expected=1)} in one window of {k} micro-batches"
+        if updates != 1:
+            return (
+                f"update_ema() ran {updates} times in one window of {k} micro-batches; the "
+                "exercise asks for one EMA update per window"
+            )
+    weights, expected_ema = _ema_reference(model, data, mb, k)
+    got = _flat(dict(zip(names, (p.detach() for p in params), strict=True)))
+    if (got - weights).norm() > 1e-10 * weights.norm():
+        return (
+            "the weights after 4 windows differ from the reference (checked to a relative 1e-10): "
+            "each step must use the mean of the window's micro-batch MSE means, and the "
+            "gradients must start from zero in every window"
+        )
+    got = _flat(dict(zip(names, ema, strict=True)))
+    if (got - expected_ema).norm() > 1e-10 * expected_ema.norm():
+        return (
+            "the weights are right but the EMA is not (checked to a relative 1e-10): which "
+            "weights does your update_ema() average in, the old ones or this window's?"
+        )
     return None
+
+
+class _LossCalls:
+    """Counts calls to al.coupling.info_nce that build a graph (grad enabled, an input that
+    requires grad): GradCache evaluates the loss once, open_clip's loop once per micro-batch."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __enter__(self):
+        from .. import coupling
+
+        original = coupling.info_nce  # resolves the lazy name: it is in the module's dict now
+        self._restore = lambda: setattr(coupling, "info_nce", original)
+
+        def counted(q, k, *args, **kwargs):
+            tensors = [t for t in (q, k) if isinstance(t, torch.Tensor)]
+            if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+                self.calls += 1
+            return original(q, k, *args, **kwargs)
+
+        coupling.info_nce = counted
+        return self
+
+    def __exit__(self, *exc):
+        self._restore()
+
+
+def _allowed_bytes(model, data, micro_batch_size) -> dict:
+    """What a GradCache step may hold for backward at once: the loss graph over all cached
+    embeddings, one micro-batch's encoder graph, and the cached gradients themselves."""
+    from ..coupling.contrastive import info_nce, pair_inputs
+    from ..coupling.gradcache import encoder_saved_bytes
+    from ..saved import saved_tensor_bytes
+
+    with torch.no_grad():
+        z = model(pair_inputs(data))
+    n = len(data)
+    q, k = z[:n].clone().requires_grad_(), z[n:].clone().requires_grad_()
+    loss = saved_tensor_bytes(lambda: info_nce(q, k))
+    chunk = encoder_saved_bytes(model, data[:micro_batch_size])
+    cached = 2 * z.numel() * z.element_size()
+    return {"loss": loss, "chunk": chunk, "cached": cached, "bound": loss + chunk + cached}
 
 
 @exercise("09.4", 3, "Implement the two-pass GradCache step")
@@ -109,6 +188,7 @@ def gradcache_step(answer):
         return "answer must be a function gradcache_step(model, data, micro_batch_size)"
     data, model, mb = pair_data(32, seed=1), encoder(seed=1), 8
     expected = batch_loss_grads(model, data, contrastive_loss)
+    allowed = _allowed_bytes(model, data, mb)
     learner = copy.deepcopy(model)
     refused = Refuse(
         "al.coupling.gradcache_grads",
@@ -117,24 +197,40 @@ def gradcache_step(answer):
         "al.coupling.batch_loss_grads",
         "al.coupling.naive_accumulated_grads",
     )
-    with refused, Observe(learner) as seen:
+    with refused, Observe(learner) as seen, _LossCalls() as losses:
         answer(learner, data, mb)
     if any(p.grad is None for p in learner.parameters()):
         raise Hint(
             f"{seen.summary()}, and some parameters have no .grad: backpropagate the cached "
             "gradients through a second forward of each micro-batch"
         )
-    with_graph = [c.rows for c in seen.forwards if c.graph]
-    if with_graph and max(r or 0 for r in with_graph) > 2 * mb:
+    with_graph = [c.rows or 0 for c in seen.forwards if c.graph]
+    if with_graph and max(with_graph) > 2 * mb:
         raise Hint(
             f"your answer ran {forwards_phrase(with_graph)} with a graph; embed the whole batch "
             f"under torch.no_grad() and re-run one micro-batch ({2 * mb} rows: {mb} anchors, "
             f"{mb} positives) at a time"
         )
-    if seen.peak_graphs > 1:
+    if sum(with_graph) < 2 * len(data):
         raise Hint(
-            f"{seen.summary()}: GradCache keeps one micro-batch's graph at a time — pass 1 "
-            "without a graph, and in pass 2 backpropagate each micro-batch before the next forward"
+            f"your answer ran {forwards_phrase(with_graph)} of the model with a graph; pass 2 "
+            f"forwards every micro-batch again through the model ({2 * len(data)} rows in all), "
+            "and the check watches the model's layers"
+        )
+    if seen.peak_saved_bytes > allowed["bound"]:
+        raise Hint(
+            f"your answer held {seen.peak_saved_bytes:,} bytes for backward at once; a GradCache "
+            f"step holds at most the loss graph ({allowed['loss']:,}), one micro-batch's "
+            f"encoder graph ({allowed['chunk']:,}) and the cached gradients "
+            f"({allowed['cached']:,}): pass 1 without a graph, and in pass 2 backpropagate each "
+            "micro-batch before the next forward"
+        )
+    if losses.calls > 1:
+        raise Hint(
+            f"your answer evaluated al.coupling.info_nce with a graph {losses.calls} times: that "
+            "is open_clip's loop (the whole loss once per micro-batch), exact here but not "
+            "GradCache, and a learnable temperature would get k times its gradient. Compute the "
+            "loss ONCE over all cached embeddings and keep its gradient per embedding"
         )
     if grad_diff(grads_of(learner), expected).max_rel > 1e-10:
         raise Hint(

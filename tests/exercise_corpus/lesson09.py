@@ -34,6 +34,35 @@ def _ema_never(model, micro_batches, optimizer, update_ema):
     optimizer.zero_grad()
 
 
+def _ema_by_hand(model, micro_batches, optimizer, update_ema):
+    # the right arithmetic, but the optimizer the loop was given never steps
+    k = len(micro_batches)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.05 * p.grad
+    update_ema()
+    optimizer.zero_grad()
+
+
+def _ema_never_zeroed(model, micro_batches, optimizer, update_ema):
+    k = len(micro_batches)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+    optimizer.step()
+    update_ema()  # the next window adds to this window's gradient
+
+
+def _ema_starting_code(model, micro_batches, optimizer, update_ema):
+    k = len(micro_batches)
+    for mb in micro_batches:
+        loss = torch.nn.functional.mse_loss(model(mb.x), mb.y) / k
+        loss.backward()
+        # your code here: is this the place for update_ema()?
+    # your code here
+
+
 def _ema_before_step(model, micro_batches, optimizer, update_ema):
     k = len(micro_batches)
     for mb in micro_batches:
@@ -60,6 +89,45 @@ def _gradcache_autograd_grad(model, data, micro_batch_size):
         cached = torch.cat([gq[start : start + n], gk[start : start + n]])
         torch.autograd.backward(z, cached)  # the same as <z, cached>.backward()
         start += n
+
+
+def _gradcache_two_forwards_per_chunk(model, data, micro_batch_size):
+    # anchors and positives as two forwards of one micro-batch: still one micro-batch's graph
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        q = torch.cat([model(c.x) for c in chunks]).requires_grad_()
+        k = torch.cat([model(c.y) for c in chunks]).requires_grad_()
+    al.coupling.info_nce(q, k).backward()
+    sizes = [len(c) for c in chunks]
+    for c, gq, gk in zip(chunks, q.grad.split(sizes), k.grad.split(sizes)):
+        zq, zk = model(c.x), model(c.y)
+        ((zq * gq).sum() + (zk * gk).sum()).backward()
+
+
+def _gradcache_functional_full_batch(model, data, micro_batch_size):
+    # one forward of the whole batch with a graph, through the model's own weights: no module
+    # hook fires, but the whole batch's graph is alive at once
+    h = al.coupling.pair_inputs(data)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            h = torch.nn.functional.linear(h, layer.weight, layer.bias)
+        elif isinstance(layer, torch.nn.Tanh):
+            h = torch.tanh(h)
+    n = len(data)
+    al.coupling.info_nce(h[:n], h[n:]).backward()
+
+
+def _gradcache_open_clip_loop(model, data, micro_batch_size):
+    # open_clip's --accum-freq: each micro-batch recomputed among the cached embeddings, the
+    # whole loss evaluated and backpropagated once per micro-batch
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        cache = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    for j, c in enumerate(chunks):
+        reps = [*cache[:j], model(al.coupling.pair_inputs(c)), *cache[j + 1 :]]
+        q = torch.cat([z[: len(b)] for z, b in zip(reps, chunks)])
+        k = torch.cat([z[len(b) :] for z, b in zip(reps, chunks)])
+        al.coupling.info_nce(q, k).backward()
 
 
 def _gradcache_layer_by_layer(model, data, micro_batch_size):
@@ -100,12 +168,17 @@ RIGHT = {
     "09.2": [
         ("a list", ["token_mean_global", "constant"]),
         ("a tuple, other order", ("constant", "token_mean_global")),
+        ("a frozenset", frozenset({"token_mean_global", "constant"})),
+        ("dict keys", {"token_mean_global": 1, "constant": 2}.keys()),
     ],
     "09.3": [
         ("update after zero_grad", _ema_after_zero_grad),
         ("one backward of the mean of the means", _ema_one_backward),
     ],
-    "09.4": [("torch.autograd.grad, then backward(z, cached)", _gradcache_autograd_grad)],
+    "09.4": [
+        ("torch.autograd.grad, then backward(z, cached)", _gradcache_autograd_grad),
+        ("anchors and positives as two forwards per chunk", _gradcache_two_forwards_per_chunk),
+    ],
 }
 
 WRONG = {
@@ -113,6 +186,7 @@ WRONG = {
         ("β itself: no change", 0.9),
         ("0.9 ** 16: the share with β = 0.9", 0.9**16),
         ("too few digits", 0.993),
+        ("§3's β = 0.99, unchanged", 0.99),
     ],
     "09.2": [
         (
@@ -120,18 +194,24 @@ WRONG = {
             {"token_mean_local", "token_mean_global", "constant"},
         ),
         ("one of the two", {"constant"}),
+        ("none", set()),
     ],
     "09.3": [
         ("no EMA update", _ema_never),
         ("update before the step", _ema_before_step),
+        ("SGD by hand: the optimizer never steps", _ema_by_hand),
+        ("gradients never zeroed", _ema_never_zeroed),
     ],
     "09.4": [
         ("all graphs alive: big-batch memory", _gradcache_all_graphs_alive),
         ("layer by layer over the whole batch", _gradcache_layer_by_layer),
+        ("functional full batch: no module hook fires", _gradcache_functional_full_batch),
+        ("open_clip's loop: the whole loss once per micro-batch", _gradcache_open_clip_loop),
         ("accumlab's own GradCache", _gradcache_library),
     ],
 }
 
 STUBS = {
+    "09.3": [("the lesson's starting code, untouched", _ema_starting_code)],
     "09.4": [("the lesson's cell", _gradcache_stub)],
 }
