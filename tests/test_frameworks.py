@@ -368,3 +368,52 @@ def test_deepspeed_batch_triple_is_filled_in_and_checked():
         three = {**two, "train_batch_size": 16}
         with pytest.raises(AssertionError, match="16"):
             engine_with(three)
+
+
+# --- a machine with a GPU: every run still asks for the CPU ----------------------------------------
+
+_ON_A_GPU_MACHINE = """
+import sys
+sys.path.insert(0, {tests!r})
+from cuda_layer import SimulatedGpu
+import accumlab as al
+
+F = al.frameworks
+with SimulatedGpu() as gpu:  # CUDA is what DeepSpeed's accelerator detection sees
+    for name in F.ALL:  # in the lesson's order: the Trainer's run imports deepspeed first
+        run = F.run_framework(name, "regression", 4)
+        assert not any(gpu.on_gpu(p) for p in run.final_params.values()), name
+        if name == "deepspeed":
+            assert run.version.startswith("deepspeed "), run.version  # the real engine, on the CPU
+            assert [len(w) for w in run.windows] == [4, 4], run.windows
+    # deepspeed imported earlier with the CUDA accelerator (a learner's own import): the run
+    # switches to the CPU one, and puts the learner's back afterwards
+    from deepspeed.accelerator import get_accelerator, set_accelerator
+    from deepspeed.accelerator.cuda_accelerator import CUDA_Accelerator
+
+    set_accelerator(CUDA_Accelerator())
+    run = F.run_framework("deepspeed_exact", "tokens", 4)
+    assert run.version.startswith("deepspeed ") and len(run.windows) == 3, run.windows
+    assert not any(gpu.on_gpu(p) for p in run.final_params.values())
+    assert get_accelerator().device_name() == "cuda"
+print("ok")
+"""
+
+
+@pytest.mark.skipif(
+    not importlib.util.find_spec("deepspeed"), reason="the real engine needs deepspeed"
+)
+def test_every_run_asks_for_the_cpu_where_cuda_is_detected():
+    """DeepSpeed picks its accelerator on its first get_accelerator() call, which `import
+    deepspeed` makes (deepspeed/accelerator/real_accelerator.py), and keeps it; the Trainer's run
+    imports deepspeed (accelerate's unwrap_model). In a fresh interpreter, with tests/cuda_layer
+    making torch.cuda report a GPU, every framework must still train on the CPU."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run(
+        [sys.executable, "-c", _ON_A_GPU_MACHINE.format(tests=tests)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"},
+    )
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
