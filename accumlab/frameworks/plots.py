@@ -34,9 +34,9 @@ def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens"))
     names = [row["name"] for row in table.rows]
     for ax, d in zip(axes, data):
         checks = table.checks[d]
-        most = max(len(c) for c in checks.values())
-        width = 0.8 / most
         expected = len(make_problem(d, table.k).windows())
+        most = max(expected, *(len(c) for c in checks.values()))
+        width = 0.8 / most
         for x, name in enumerate(names):
             steps = checks[name]
             for j, c in enumerate(steps):
@@ -49,16 +49,9 @@ def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens"))
                 )
             if steps:  # this run's own threshold: float64's, or float32's for DeepSpeed
                 ax.hlines(steps[0].tolerance, x - 0.45, x + 0.45, colors="grey", linestyles="--")
-            if len(steps) < expected:
-                ax.text(
-                    x,
-                    2e-16,
-                    f"{expected - len(steps)} window\nnever\nstepped",
-                    fontsize=7,
-                    ha="center",
-                    va="bottom",
-                    color="C3",
-                )
+            for j in range(len(steps), expected):  # where the missing step's bar would stand
+                slot = x + (j - (most - 1) / 2) * width
+                ax.text(slot, 2 * FLOOR, "never\nstepped", fontsize=6, ha="center", color="C3")
         ax.set_yscale("log")
         ax.set_ylim(FLOOR / 2, CEILING)
         ax.set_ylabel("‖used − ref‖ / ‖ref‖", fontsize=9)
@@ -135,4 +128,21 @@ def update_step_explorer(fig: Figure, data: dict) -> None:
         f"{data['label']} · {data['data']} · k = {data['k']} · windows {data['windows']}\n"
         f"backward saw: {data['divided_by']}   (exact 0 drawn at {FLOOR:g}; dashed: exact below "
         f"{data['tolerance']:g})"
+    )
+
+
+def step_explorer_caption(data: dict) -> str:
+    """The explorer's readout as text (HTML): the windows, what backward saw, each step's errors."""
+    shapes.explorer("data", data)
+
+    def errors(values) -> str:
+        shown = [f"{v:.1e}" for v in values if not math.isnan(v)]
+        return ", ".join(shown) if shown else "nothing logged"
+
+    lost = data["expected_steps"] - len(data["grad_error"])
+    return (
+        f"<b>{data['label']}</b>, {data['data']}, k = {data['k']}: windows of {data['windows']} "
+        f"micro-batches{f', {lost} window(s) never stepped' if lost > 0 else ''}; backward saw "
+        f"{data['divided_by']}.<br>Gradient error per step: {errors(data['grad_error'])} (exact "
+        f"below {data['tolerance']:g}); logged-loss error: {errors(data['loss_error'])}."
     )

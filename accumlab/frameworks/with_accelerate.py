@@ -69,9 +69,10 @@ def accelerate_loop(problem: Problem, model, optimizer, scheduler, folder: str) 
 def accelerate_global_loop(
     problem: Problem, model, optimizer, scheduler, folder: str, *, reset_sync: bool = True
 ) -> dict:
-    """Accelerate's documented recipe for samples of variable size ("Gradient accumulation" usage
-    guide): prefetch each window, count its items, and pass `sum × k ÷ items` to `backward`, so that
-    backward's own ÷ k leaves exactly ÷ items — the short last window and token counts included."""
+    """The normalisation of the usage guide's recipe for samples of variable size ("Gradient
+    accumulation"): prefetch each window, count its items, and pass `sum × k ÷ items` to `backward`,
+    so that backward's own ÷ k leaves exactly ÷ items — with the step taken outside `accumulate()`,
+    where `sync_gradients` stays True, so the short last window steps too."""
     k = problem.k
     accelerator = fresh_accelerator(k, reset_sync=reset_sync)
     model, optimizer, loader, scheduler = accelerator.prepare(
@@ -126,6 +127,32 @@ def accelerate_prefetch_loop(
         for x, y in samples:
             with accelerator.accumulate(model):
                 accelerator.backward(problem.sum_loss(model(x), y) * problem.k / items)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+    return {}
+
+
+def accelerate_guide_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
+    """The skeleton of the usage guide's "samples of variable size" section, one process: prefetch
+    each window, count its items, `accumulate()` per micro-batch, `loss × k ÷ items`, and set
+    `sync_gradients` by hand, True when the micro-batches so far are a multiple of k — which
+    they never are in a short last window."""
+    k = problem.k
+    accelerator = fresh_accelerator(k)
+    model, optimizer, loader, scheduler = accelerator.prepare(
+        model, optimizer, _loader(problem), scheduler
+    )
+    batches, done = iter(loader), 0
+    for window in problem.windows():
+        samples = [next(batches) for _ in window]
+        items = sum(problem.items(y) for _, y in samples)
+        for x, y in samples:
+            done += 1
+            with accelerator.accumulate(model):
+                # the guide: "Since we performed prefetching, we need to manually set sync_gradients"
+                accelerator.gradient_state._set_sync_gradients(done % k == 0)
+                accelerator.backward(problem.sum_loss(model(x), y) * k / items)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
