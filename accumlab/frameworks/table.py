@@ -76,7 +76,7 @@ def _short_window(checks: list[StepCheck], run: FrameworkRun) -> str:
         return f"none at k = {run.problem.k}"
     stepped = [c for c in checks if c.window == last]
     if not stepped:
-        return f"never stepped ({len(last)} micro-batches lost)"
+        return f"never stepped in this epoch ({len(last)} micro-batches)"
     c = stepped[0]
     if c.grad_error <= c.tolerance:
         return "exact"
