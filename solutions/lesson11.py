@@ -19,19 +19,20 @@ def token_mean_loss(outputs, labels, num_items_in_batch=None):
 
 
 def exact_epoch(accelerator, model, optimizer, scheduler, loader, k):
-    batches = list(loader)
-    for start in range(0, len(batches), k):
-        window = batches[start : start + k]
-        tokens = sum(int((y != al.IGNORE_INDEX).sum()) for _, y in window)
-        for x, y in window:
+    # a first pass reads only the labels: every window's real tokens, before its first backward
+    counts = [int((y != al.IGNORE_INDEX).sum()) for _, y in loader]
+    tokens = [sum(counts[i : i + k]) for i in range(0, len(counts), k)]
+    # the second pass runs to the loader's end, where accumulate() syncs the short window
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
             logits = model(x)
             loss = F.cross_entropy(
                 logits.flatten(0, 1), y.flatten(), ignore_index=al.IGNORE_INDEX, reduction="sum"
             )
-            accelerator.backward(loss * k / tokens)  # × k undoes backward's own ÷ k
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
+            accelerator.backward(loss * k / tokens[i // k])  # × k undoes backward's own ÷ k
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
 
 
 def docs_epoch(accelerator, model, optimizer, scheduler, loader, k):
@@ -43,23 +44,6 @@ def docs_epoch(accelerator, model, optimizer, scheduler, loader, k):
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
-
-
-def plain_backward_epoch(accelerator, model, optimizer, scheduler, loader, k):
-    """Exact numbers, but Accelerate's backward is never called: loss.backward() directly."""
-    batches = list(loader)
-    for start in range(0, len(batches), k):
-        window = batches[start : start + k]
-        tokens = sum(int((y != al.IGNORE_INDEX).sum()) for _, y in window)
-        for x, y in window:
-            logits = model(x)
-            loss = F.cross_entropy(
-                logits.flatten(0, 1), y.flatten(), ignore_index=al.IGNORE_INDEX, reduction="sum"
-            )
-            (loss / tokens).backward()
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
 
 
 SOLUTIONS = {

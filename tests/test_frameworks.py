@@ -229,7 +229,49 @@ def test_real_deepspeed_divides_in_backward_and_never_resets_its_counter():
     )
     two = F.run_framework("deepspeed", "regression", 4, epochs=2)
     assert two.windows == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 0, 1), (2, 3, 4, 5), (6, 7, 8, 9)]
+    # caller-owned boundaries: one step() per window, exact; the boundary flag, once set, stays
+    unmanaged = F.run_all(("deepspeed_unmanaged",), progress=False)
+    for data in F.DATASETS:
+        steps = F.check_run(unmanaged[data]["deepspeed_unmanaged"])
+        assert [len(c.window) for c in steps] == [4, 4, 2] and _worst(steps) < 1e-5
+    once = F.run_framework("deepspeed_boundary_once", "regression", 4, epochs=2)
+    assert once.version.startswith("deepspeed ")
+    assert [len(w) for w in once.windows] == [4, 4, 2] + [1] * 10
     assert "WORLD_SIZE" not in os.environ and "MASTER_PORT" not in os.environ  # put back
+
+
+def test_accelerate_guide_drops_the_short_window_and_prefetching_moves_the_sync():
+    """The usage guide's variable-size skeleton sets sync_gradients by hand (True every k-th
+    micro-batch); a prefetch left to accumulate() changes when the loader reports its end."""
+    names = ("accelerate_guide", "accelerate_prefetch", "accelerate_prefetch_all")
+    runs = F.run_all(names, progress=False)
+    for data in F.DATASETS:
+        ends = {n: [s.end for s in runs[data][n].steps] for n in names}
+        assert ends == {
+            "accelerate_guide": [4, 8],
+            "accelerate_prefetch": [4, 8, 9, 10],
+            "accelerate_prefetch_all": [4, 8],
+        }
+        assert _worst(F.check_run(runs[data]["accelerate_guide"])) < 1e-12
+
+
+def test_a_loader_left_mid_iteration_does_not_reach_the_next_accelerator():
+    """GradientState lists the prepared loaders being iterated: one left at its last batch would
+    make every accumulate() of the next Accelerator sync (steps after 1, 2, 3, ...)."""
+    from functools import partial
+
+    from accumlab.frameworks.with_accelerate import accelerate_custom_loop
+
+    def stop_at_last_batch(accelerator, model, optimizer, scheduler, loader, k):
+        batches = iter(loader)
+        for _ in range(len(loader)):
+            next(batches)  # never asked for one more: the loader stays at its last batch
+
+    # an exercise run: its Accelerator (wrapped methods: a reference cycle) keeps the loader alive
+    F.run_loop(partial(accelerate_custom_loop, epoch_fn=stop_at_last_batch), "tokens", 4)
+    # list(loader) first: while its accumulate() calls run, no loader of its own is iterated
+    run = F.run_framework("accelerate_prefetch_all", "tokens", 4)
+    assert [s.end for s in run.steps] == [4, 8]
 
 
 def test_stand_in_replaces_deepspeed_only_where_it_is_missing_and_says_so(monkeypatch):
@@ -246,6 +288,10 @@ def test_stand_in_replaces_deepspeed_only_where_it_is_missing_and_says_so(monkey
     ]
     exact = F.check_run(F.run_framework("deepspeed_exact", "tokens", 4))
     assert len(exact) == 3 and _worst(exact) < 1e-5  # the boundary override, as DeepSpeed's
+    unmanaged = F.check_run(F.run_framework("deepspeed_unmanaged", "tokens", 4))
+    assert len(unmanaged) == 3 and _worst(unmanaged) < 1e-5  # every step() a boundary
+    once = F.run_framework("deepspeed_boundary_once", "regression", 4, epochs=2)
+    assert [len(w) for w in once.windows] == [4, 4, 2] + [1] * 10  # the flag stays set
     model = al.mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     engine = F.StandInEngine(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, F.lr_factor), 4)
@@ -258,10 +304,12 @@ def test_table_cells_come_from_the_runs(table):
     for version in F.versions().values():
         assert version in md
     assert "the table holds for these versions" in md
-    assert table.row("accelerate")["short last window"].startswith("×0.5")
-    assert table.row("trainer")["short last window"] == "exact"
-    assert table.row("deepspeed")["short last window"].startswith("never stepped")
-    assert table.row("trainer_num_items")["tokens vs reference"] == "exact"
+    short, tokens = "regression: short last window", "tokens: worst step vs reference"
+    assert table.row("accelerate")[short].startswith("×0.5")
+    assert table.row("trainer")[short] == "exact"
+    assert table.row("deepspeed")[short].startswith("never stepped")
+    assert table.row("trainer_num_items")[tokens] == "exact"
+    assert table.row("deepspeed")["zero_grad calls, after forwards"] == "none"  # .grad = None
     with pytest.raises(ValueError, match="'keras'"):
         table.row("keras")
 
@@ -355,7 +403,7 @@ def test_every_public_name_resolves():
     not importlib.util.find_spec("deepspeed"), reason="the real engine needs deepspeed"
 )
 def test_deepspeed_batch_triple_is_filled_in_and_checked():
-    from accumlab.frameworks.with_deepspeed import one_process_group
+    from accumlab.frameworks.deepspeed_process import one_process_group
 
     def engine_with(config):
         model = al.mlp(4, 8, depth=1, dtype=torch.float32)
@@ -368,3 +416,60 @@ def test_deepspeed_batch_triple_is_filled_in_and_checked():
         three = {**two, "train_batch_size": 16}
         with pytest.raises(AssertionError, match="16"):
             engine_with(three)
+    triple = F.deepspeed_batch_triple(16)  # the total alone: k = 1
+    assert (triple["gradient_accumulation_steps"], triple["train_micro_batch_size_per_gpu"]) == (
+        1,
+        16,
+    )
+    assert "10 != 4 * 2 * 1" in F.deepspeed_batch_triple(10, 4)["refused"]
+    with pytest.raises(ValueError, match="gradient_accumulation_steps.*0"):
+        F.deepspeed_batch_triple(16, 4, 0)
+
+
+# --- a machine with a GPU: every run still asks for the CPU ----------------------------------------
+
+_ON_A_GPU_MACHINE = """
+import sys
+sys.path.insert(0, {tests!r})
+from cuda_layer import SimulatedGpu
+import accumlab as al
+
+F = al.frameworks
+with SimulatedGpu() as gpu:  # CUDA is what DeepSpeed's accelerator detection sees
+    for name in F.ALL:  # in the lesson's order: the Trainer's run imports deepspeed first
+        run = F.run_framework(name, "regression", 4)
+        assert not any(gpu.on_gpu(p) for p in run.final_params.values()), name
+        if name == "deepspeed":
+            assert run.version.startswith("deepspeed "), run.version  # the real engine, on the CPU
+            assert [len(w) for w in run.windows] == [4, 4], run.windows
+    # deepspeed imported earlier with the CUDA accelerator (a learner's own import): the run
+    # switches to the CPU one, and puts the learner's back afterwards
+    from deepspeed.accelerator import get_accelerator, set_accelerator
+    from deepspeed.accelerator.cuda_accelerator import CUDA_Accelerator
+
+    set_accelerator(CUDA_Accelerator())
+    run = F.run_framework("deepspeed_exact", "tokens", 4)
+    assert run.version.startswith("deepspeed ") and len(run.windows) == 3, run.windows
+    assert not any(gpu.on_gpu(p) for p in run.final_params.values())
+    assert get_accelerator().device_name() == "cuda"
+print("ok")
+"""
+
+
+@pytest.mark.skipif(
+    not importlib.util.find_spec("deepspeed"), reason="the real engine needs deepspeed"
+)
+def test_every_run_asks_for_the_cpu_where_cuda_is_detected():
+    """DeepSpeed picks its accelerator on its first get_accelerator() call, which `import
+    deepspeed` makes (deepspeed/accelerator/real_accelerator.py), and keeps it; the Trainer's run
+    imports deepspeed (accelerate's unwrap_model). In a fresh interpreter, with tests/cuda_layer
+    making torch.cuda report a GPU, every framework must still train on the CPU."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run(
+        [sys.executable, "-c", _ON_A_GPU_MACHINE.format(tests=tests)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"},
+    )
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

@@ -1,5 +1,5 @@
-"""Lesson 11: what the frameworks do for you — Accelerate, Lightning and the Transformers Trainer
-run side by side against the reference, and a labelled stand-in for DeepSpeed's loss scaling.
+"""Lesson 11: what the frameworks do for you — Accelerate, Lightning, the Transformers Trainer and
+DeepSpeed run side by side against the reference (a labelled stand-in where DeepSpeed is missing).
 
 The frameworks themselves are imported only inside the functions that run them: `import accumlab`
 and `al.frameworks` stay cheap.
@@ -33,6 +33,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "framework_table": "table",
         # the runners, for a learner who wants to read or reuse one
         "StandInEngine": "deepspeed_stand_in",
+        "deepspeed_batch_triple": "with_deepspeed",
         "default_max_grad_norm": "with_trainer",
         "trainer_loop": "with_trainer",
         "offline_and_quiet": "quiet",

@@ -14,7 +14,7 @@ from ..explorer import Explorer, explorer_example, int_slider
 from . import shapes
 from .hooks import FrameworkRun
 from .measure import EXACT, StepCheck, check_run
-from .plots import plot_step_explorer, update_step_explorer
+from .plots import plot_step_explorer, step_explorer_caption, update_step_explorer
 from .problem import DATASETS, make_problem
 from .runs import ALL, FRAMEWORKS, run_framework
 
@@ -105,4 +105,4 @@ def framework_explorer(grid: dict | None = None) -> Explorer:
         return plot_step_explorer(data, max_steps=max_steps)
 
     controls = {"framework": framework, "data": data, "k": k}
-    return Explorer(controls, compute, plot, update_step_explorer)
+    return Explorer(controls, compute, plot, update_step_explorer, caption=step_explorer_caption)

@@ -64,6 +64,12 @@ def _key(x: torch.Tensor) -> bytes:
     return x.detach().cpu().contiguous().numpy().tobytes()
 
 
+def micro_batch_index(micro_batches: list[Data]):
+    """A function from a forward's input to the index of the micro-batch it is (None: none)."""
+    index = {_key(mb.x): i for i, mb in enumerate(micro_batches)}
+    return lambda x: index.get(_key(x)) if isinstance(x, torch.Tensor) else None
+
+
 class Recorder:
     """Hooks on `model` (the plain torch module whose input is a micro-batch's x), the optimizer
     and the scheduler. Wrapping is per instance: the classes stay untouched."""

@@ -197,3 +197,45 @@ def final_weight_error(run: FrameworkRun, reference: FrameworkRun) -> float:
             f"and {reference.problem.data_name!r}"
         )
     return _rel(flatten(run.final_params).double(), flatten(reference.final_params).double())
+
+
+def _share(problem: Problem, params: dict, index: int) -> torch.Tensor:
+    """Micro-batch `index`'s share of its window's reference gradient at `params`: the gradient
+    of Σ its item losses ÷ the items in its window, in float64."""
+    problem = _in_float64(problem)
+    window = next(w for w in problem.windows() if index in w)
+    batches = problem.micro_batches()
+    items = sum(problem.items(batches[i].y) for i in window)
+    model = problem.model()
+    model.load_state_dict(params, strict=True)
+    (problem.sum_loss(model(batches[index].x), batches[index].y) / items).backward()
+    return flatten(grads_of(model))
+
+
+@one_thread()
+def backward_shares(problem: Problem, calls: list[dict]) -> list[dict]:
+    """Each logged backward call of an exercise run (with_accelerate.accelerate_custom_loop) against
+    the micro-batches forwarded so far: the one whose share of its window's reference gradient it
+    added ({"micro_batch": i, "scale": 1.0, "error": ~0}), or, when none matches, the oldest one not
+    yet matched with the factor the call added of its share (None when there is none)."""
+    out, forwarded, matched = [], [], set()
+    for call in calls:
+        forwarded += [i for i in call["forwards"] if i is not None]
+        added = call["added"].double()
+        candidates = [i for i in forwarded if i not in matched]  # the oldest first
+        best = None
+        for i in dict.fromkeys(candidates):
+            share = _share(problem, call["params"], i)
+            row = {
+                "micro_batch": i,
+                "scale": float(added @ share / (share @ share)),
+                "error": _rel(added, share),
+            }
+            best = best or row
+            if row["error"] <= EXACT_FLOAT32:
+                best = row
+                break
+        if best is not None and best["error"] <= EXACT_FLOAT32:
+            matched.add(best["micro_batch"])
+        out.append(best or {"micro_batch": None, "scale": math.nan, "error": math.inf})
+    return out

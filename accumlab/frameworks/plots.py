@@ -8,7 +8,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from . import shapes
-from .measure import EXACT
+from .measure import EXACT, EXACT_FLOAT32
+from .problem import make_problem
 
 FLOOR = 1e-17  # an exact 0 cannot sit on a log axis: it is drawn here, and the axis says so
 CEILING = 10.0
@@ -33,10 +34,12 @@ def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens"))
     names = [row["name"] for row in table.rows]
     for ax, d in zip(axes, data):
         checks = table.checks[d]
-        most = max(len(c) for c in checks.values())
+        expected = len(make_problem(d, table.k).windows())
+        most = max(expected, *(len(c) for c in checks.values()))
         width = 0.8 / most
         for x, name in enumerate(names):
-            for j, c in enumerate(checks[name]):
+            steps = checks[name]
+            for j, c in enumerate(steps):
                 ax.bar(
                     x + (j - (most - 1) / 2) * width,
                     max(c.grad_error, FLOOR),
@@ -44,7 +47,11 @@ def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens"))
                     color=f"C{j}",
                     label=f"step {j + 1}" if x == 0 else None,
                 )
-        ax.axhline(EXACT, color="grey", linestyle="--", linewidth=1)
+            if steps:  # this run's own threshold: float64's, or float32's for DeepSpeed
+                ax.hlines(steps[0].tolerance, x - 0.45, x + 0.45, colors="grey", linestyles="--")
+            for j in range(len(steps), expected):  # where the missing step's bar would stand
+                slot = x + (j - (most - 1) / 2) * width
+                ax.text(slot, 2 * FLOOR, "never\nstepped", fontsize=6, ha="center", color="C3")
         ax.set_yscale("log")
         ax.set_ylim(FLOOR / 2, CEILING)
         ax.set_ylabel("‖used − ref‖ / ‖ref‖", fontsize=9)
@@ -59,7 +66,11 @@ def plot_step_errors(table, *, data: tuple[str, ...] = ("regression", "tokens"))
         ha="right",
         fontsize=8,
     )
-    fig.suptitle(f"dashed: {EXACT:g}; an exact 0 is drawn at {FLOOR:g}", fontsize=8)
+    fig.suptitle(
+        f"dashed: each run's exact threshold ({EXACT:g} in float64, {EXACT_FLOAT32:g} in "
+        f"float32); an exact 0 is drawn at {FLOOR:g}",
+        fontsize=8,
+    )
     return fig
 
 
@@ -71,7 +82,7 @@ def plot_step_explorer(data: dict, *, max_steps: int | None = None) -> Figure:
     max_steps = max_steps or max(len(data["grad_error"]), 1)
     fig = Figure(figsize=(9, 3.4))
     # a fixed layout: constrained layout would re-solve the whole figure on every change
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.80, wspace=0.28)
+    fig.subplots_adjust(left=0.10, right=0.98, bottom=0.16, top=0.80, wspace=0.30)
     ax_grad, ax_loss = fig.subplots(1, 2)
     steps = list(range(1, max_steps + 1))
     for ax, ylabel in (
@@ -117,4 +128,21 @@ def update_step_explorer(fig: Figure, data: dict) -> None:
         f"{data['label']} · {data['data']} · k = {data['k']} · windows {data['windows']}\n"
         f"backward saw: {data['divided_by']}   (exact 0 drawn at {FLOOR:g}; dashed: exact below "
         f"{data['tolerance']:g})"
+    )
+
+
+def step_explorer_caption(data: dict) -> str:
+    """The explorer's readout as text (HTML): the windows, what backward saw, each step's errors."""
+    shapes.explorer("data", data)
+
+    def errors(values) -> str:
+        shown = [f"{v:.1e}" for v in values if not math.isnan(v)]
+        return ", ".join(shown) if shown else "nothing logged"
+
+    lost = data["expected_steps"] - len(data["grad_error"])
+    return (
+        f"<b>{data['label']}</b>, {data['data']}, k = {data['k']}: windows of {data['windows']} "
+        f"micro-batches{f', {lost} window(s) never stepped' if lost > 0 else ''}; backward saw "
+        f"{data['divided_by']}.<br>Gradient error per step: {errors(data['grad_error'])} (exact "
+        f"below {data['tolerance']:g}); logged-loss error: {errors(data['loss_error'])}."
     )

@@ -14,12 +14,19 @@ from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of
 from ..exercises._limit import AnswerTimeout, call_within
+from .deepspeed_process import cpu_accelerator
 from .hooks import FrameworkRun, Recorder, RunawayLoop
 from .plain import reference_loop, textbook_loop
 from .problem import DATASETS, make_problem
 from .quiet import offline_and_quiet
-from .with_accelerate import accelerate_global_loop, accelerate_loop, accelerate_unprepared_loop
-from .with_deepspeed import deepspeed_exact_loop, deepspeed_loop
+from .with_accelerate import (
+    accelerate_global_loop,
+    accelerate_guide_loop,
+    accelerate_loop,
+    accelerate_prefetch_loop,
+    accelerate_unprepared_loop,
+)
+from .with_deepspeed import deepspeed_exact_loop, deepspeed_loop, deepspeed_unmanaged_loop
 from .with_lightning import lightning_exact_loop, lightning_loop
 from .with_trainer import trainer_loop
 
@@ -56,7 +63,7 @@ FRAMEWORKS: dict[str, Framework] = {
         "Trainer + num_items_in_batch (clipping off)",
         "transformers",
         partial(trainer_loop, mode="num_items"),
-        "model takes **kwargs and divides Σ by `num_items_in_batch`",
+        "model takes **kwargs and uses the `num_items_in_batch` it is passed",
     ),
     "deepspeed": Framework(
         "DeepSpeed",
@@ -69,16 +76,34 @@ FRAMEWORKS: dict[str, Framework] = {
 # runs the lesson shows beside the main table: the fixes, and the traps
 VARIANTS: dict[str, Framework] = {
     "accelerate_global": Framework(
-        "Accelerate, docs' variable-size recipe",
+        "Accelerate, Σ × k ÷ window items, step outside accumulate()",
         "accelerate",
         accelerate_global_loop,
-        "Σ × k ÷ window items",
+        "each window prefetched and counted; its step outside `accumulate()`",
+    ),
+    "accelerate_guide": Framework(
+        "Accelerate, the guide's variable-size skeleton",
+        "accelerate",
+        accelerate_guide_loop,
+        "prefetch, `accumulate()`, `sync_gradients` set by hand every k-th micro-batch",
     ),
     "accelerate_unprepared": Framework(
         "Accelerate, loader not prepared",
         "accelerate",
         accelerate_unprepared_loop,
         "dataloader not passed to `prepare`",
+    ),
+    "accelerate_prefetch": Framework(
+        "Accelerate, windows prefetched, accumulate()",
+        "accelerate",
+        accelerate_prefetch_loop,
+        "each window taken with `next()`, then `accumulate()` per micro-batch",
+    ),
+    "accelerate_prefetch_all": Framework(
+        "Accelerate, epoch prefetched, accumulate()",
+        "accelerate",
+        partial(accelerate_prefetch_loop, prefetch="all"),
+        "`list(loader)` first, then `accumulate()` per micro-batch",
     ),
     "lightning_exact": Framework(
         "Lightning, Σ × k ÷ window items", "lightning", lightning_exact_loop, "exact training_step"
@@ -106,7 +131,21 @@ VARIANTS: dict[str, Framework] = {
         "DeepSpeed, boundary set, Σ ÷ window items",
         "deepspeed",
         deepspeed_exact_loop,
-        "`set_gradient_accumulation_boundary`, `scale_wrt_gas=False`",
+        "`set_gradient_accumulation_boundary` before every micro-batch, `scale_wrt_gas=False`",
+        torch.float32,
+    ),
+    "deepspeed_unmanaged": Framework(
+        "DeepSpeed, unmanaged, Σ ÷ window items",
+        "deepspeed",
+        deepspeed_unmanaged_loop,
+        "`managed_gradient_accumulation: false`, one `step()` per window, `scale_wrt_gas=False`",
+        torch.float32,
+    ),
+    "deepspeed_boundary_once": Framework(
+        "DeepSpeed, boundary set once",
+        "deepspeed",
+        partial(deepspeed_loop, mark_last=True),
+        "`set_gradient_accumulation_boundary(True)` before each epoch's last micro-batch only",
         torch.float32,
     ),
 }
@@ -177,7 +216,9 @@ def run_loop(
     recorder.watch(optimizer, scheduler)
     started = time.monotonic()
     try:
-        with offline_and_quiet() as folder:
+        # cpu_accelerator: whichever framework imports deepspeed first (the Trainer does) must
+        # start it on the CPU, also where a GPU exists
+        with offline_and_quiet() as folder, cpu_accelerator():
             logged = call_within(seconds, runner, problem, model, optimizer, scheduler, folder)
     except AnswerTimeout:  # (or a limit around this call, such as al.check's, ended first)
         raise ValueError(

@@ -15,26 +15,28 @@ from .runs import ALL, versions
 TO_BE_EXACT = {
     "reference": "—",
     "plain_loop": "divide Σ item losses by the window's items, counted before its first backward",
-    "accelerate": "pass Σ loss × k ÷ window items to `accelerator.backward` (docs' recipe) "
-    "[accelerate_global]",
+    "accelerate": "prefetch and count the window, pass Σ loss × k ÷ window items to "
+    "`accelerator.backward`, step after the window, outside `accumulate()` [accelerate_global]",
     "lightning": "return Σ loss × k ÷ window items from `training_step` [lightning_exact]",
-    "trainer": "accept `num_items_in_batch` in forward (**kwargs) or pass `compute_loss_func`, "
-    "and divide Σ by it [trainer_num_items]",
+    "trainer": "a forward that takes `num_items_in_batch` (**kwargs) and divides Σ by it "
+    "[trainer_num_items]",
     "trainer_num_items": "— (clipping: `max_grad_norm` defaults to 1.0) [trainer_default_clip]",
-    "deepspeed": "never ÷ k yourself; short or unequal windows: `set_gradient_accumulation_boundary` "
-    "on each window's last micro-batch and Σ loss ÷ window items with `scale_wrt_gas=False` "
-    "[deepspeed_exact]",
+    "deepspeed": "never ÷ k yourself; for short or unequal windows hand `backward` Σ loss ÷ window "
+    "items with `scale_wrt_gas=False` and set the boundary before every micro-batch "
+    "[deepspeed_exact], or go unmanaged, one `step()` per window [deepspeed_unmanaged]",
 }
+# each column says which problem it is measured on: regression (equal micro-batches, so only the
+# short window can go wrong) or tokens (unequal micro-batches)
 COLUMNS = (
     "framework",
     "version",
-    "backward sees (tokens)",
-    "short last window",
-    "tokens vs reference",
-    "logged loss",
+    "tokens: backward saw",
+    "regression: short last window",
+    "tokens: worst step vs reference",
+    "tokens: logged loss",
     "optimizer / scheduler steps",
-    "zero_grad after forwards",
-    "final weights vs reference",
+    "zero_grad calls, after forwards",
+    "final weights vs reference (regression / tokens)",
     "to get the exact gradient",
 )
 
@@ -74,7 +76,7 @@ def _short_window(checks: list[StepCheck], run: FrameworkRun) -> str:
         return f"none at k = {run.problem.k}"
     stepped = [c for c in checks if c.window == last]
     if not stepped:
-        return f"never stepped ({len(last)} micro-batches lost)"
+        return f"never stepped in this epoch ({len(last)} micro-batches)"
     c = stepped[0]
     if c.grad_error <= c.tolerance:
         return "exact"
@@ -127,16 +129,16 @@ def framework_table(runs: dict[str, dict[str, FrameworkRun]]) -> FrameworkTable:
                 "framework": ALL[name].label
                 + (" — STAND-IN" if reg.version.startswith("STAND-IN") else ""),
                 "version": reg.version,
-                "backward sees (tokens)": ", ".join(dict.fromkeys(c.divided_by for c in c_tok)),
-                "short last window": _short_window(c_reg, reg),
-                "tokens vs reference": _tokens(c_tok),
-                "logged loss": _logged(c_tok),
-                "optimizer / scheduler steps": _steps(reg),
-                "zero_grad after forwards": ", ".join(map(str, reg.zero_grads)),
-                "final weights vs reference": " / ".join(
+                COLUMNS[2]: ", ".join(dict.fromkeys(c.divided_by for c in c_tok)),
+                COLUMNS[3]: _short_window(c_reg, reg),
+                COLUMNS[4]: _tokens(c_tok),
+                COLUMNS[5]: _logged(c_tok),
+                COLUMNS[6]: _steps(reg),
+                COLUMNS[7]: ", ".join(map(str, reg.zero_grads)) or "none",
+                COLUMNS[8]: " / ".join(
                     "exact" if e <= tolerance(reg.problem) else f"{e:.1e}" for e in finals
                 ),
-                "to get the exact gradient": TO_BE_EXACT.get(name, ""),
+                COLUMNS[9]: TO_BE_EXACT.get(name, ""),
             }
         )
     return FrameworkTable(rows, versions(), ks.pop(), checks)

@@ -1,16 +1,25 @@
 """Lesson 11: the real `accelerate` package, `Accelerator(gradient_accumulation_steps=k)`.
 
-What the source says (accelerate 1.15, src/accelerate/accelerator.py): `Accelerator.backward`
-divides every loss by `gradient_accumulation_steps` (except under DeepSpeed, which scales in its own
-`engine.backward`); `accumulate()` sets `sync_gradients` every k-th batch and at the end of a
-PREPARED dataloader; the prepared optimizer's `step` and `zero_grad`, and the prepared scheduler's
-`step`, do nothing while `sync_gradients` is False. The runs below measure each of these.
+What the source says (the installed version, src/accelerate/accelerator.py and state.py):
+`Accelerator.backward` divides every loss by `gradient_accumulation_steps` (except under DeepSpeed,
+which scales in its own `engine.backward`); `accumulate()` sets `sync_gradients` every k-th call
+and when a PREPARED dataloader has handed out its last batch and is still being iterated
+(`GradientState.end_of_dataloader` is False once the loader is finished); the prepared optimizer's
+`step` and `zero_grad`, and the prepared scheduler's `step`, do nothing while `sync_gradients` is
+False. The runs below measure each of these.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from .. import _validate
+from ..compare import flatten
+from ..engine import grads_of, params_of
+from .hooks import micro_batch_index
 from .problem import Problem
 
 
@@ -27,14 +36,17 @@ def fresh_accelerator(k: int, *, reset_sync: bool = True):
     Accelerate keeps `sync_gradients` in a process-wide GradientState that a new Accelerator does
     not reset: after a loop that ended mid-window, the next Accelerator in the same notebook starts
     with sync_gradients=False and its optimizer.step() outside accumulate() does nothing (measured
-    in lesson 11). `reset_sync=False` keeps that inherited state, to show it.
+    in lesson 11). The same state lists the prepared dataloaders being iterated (weakly): one left
+    mid-iteration by an earlier loop, at its last batch, would make every accumulate() of the next
+    Accelerator sync. `reset_sync=False` keeps that inherited state, to show it.
     """
     from accelerate import Accelerator
 
     # cpu=True: the lesson's float64 comparison must not move to a GPU when one exists
     accelerator = Accelerator(gradient_accumulation_steps=k, cpu=True)
-    if reset_sync:
-        accelerator.sync_gradients = True  # a fresh process starts here
+    if reset_sync:  # a fresh process starts here
+        accelerator.sync_gradients = True
+        accelerator.gradient_state.dataloader_references = [None]  # no loader being iterated
     return accelerator
 
 
@@ -57,9 +69,10 @@ def accelerate_loop(problem: Problem, model, optimizer, scheduler, folder: str) 
 def accelerate_global_loop(
     problem: Problem, model, optimizer, scheduler, folder: str, *, reset_sync: bool = True
 ) -> dict:
-    """Accelerate's documented recipe for samples of variable size ("Gradient accumulation" usage
-    guide): prefetch each window, count its items, and pass `sum × k ÷ items` to `backward`, so that
-    backward's own ÷ k leaves exactly ÷ items — the short last window and token counts included."""
+    """The normalisation of the usage guide's recipe for samples of variable size ("Gradient
+    accumulation"): prefetch each window, count its items, and pass `sum × k ÷ items` to `backward`,
+    so that backward's own ÷ k leaves exactly ÷ items — with the step taken outside `accumulate()`,
+    where `sync_gradients` stays True, so the short last window steps too."""
     k = problem.k
     accelerator = fresh_accelerator(k, reset_sync=reset_sync)
     model, optimizer, loader, scheduler = accelerator.prepare(
@@ -96,24 +109,116 @@ def accelerate_unprepared_loop(
     return {}
 
 
-def accelerate_custom_loop(
-    problem: Problem, model, optimizer, scheduler, folder: str, *, epoch_fn
+def accelerate_prefetch_loop(
+    problem: Problem, model, optimizer, scheduler, folder: str, *, prefetch: str = "window"
 ) -> dict:
-    """Your own epoch under a real Accelerator(k): `epoch_fn(accelerator, model, optimizer,
-    scheduler, loader, k)` gets everything prepared, the dataloader included (exercise 11.3)."""
+    """The docs' `accumulate()` loop, its batches fetched before their backward passes:
+    `prefetch="window"` takes each window with `next()` just before it, `"all"` takes the whole
+    epoch with `list(loader)` first. Either moves the moment the prepared loader reports its end."""
+    _validate.one_of("prefetch", prefetch, ("window", "all"))
     accelerator = fresh_accelerator(problem.k)
     model, optimizer, loader, scheduler = accelerator.prepare(
         model, optimizer, _loader(problem), scheduler
     )
-    calls = []
-    backward = accelerator.backward
+    batches = iter(loader) if prefetch == "window" else iter(list(loader))
+    for window in problem.windows():
+        samples = [next(batches) for _ in window]  # counted here, before any backward
+        items = sum(problem.items(y) for _, y in samples)
+        for x, y in samples:
+            with accelerator.accumulate(model):
+                accelerator.backward(problem.sum_loss(model(x), y) * problem.k / items)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+    return {}
 
-    def counted(
-        loss, **kwargs
-    ):  # on this instance only: the exercise asks for Accelerate's backward
-        calls.append(1)
-        return backward(loss, **kwargs)
 
-    accelerator.backward = counted
-    epoch_fn(accelerator, model, optimizer, scheduler, loader, problem.k)
-    return {"backward_calls": len(calls)}
+def accelerate_guide_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
+    """The skeleton of the usage guide's "samples of variable size" section, one process: prefetch
+    each window, count its items, `accumulate()` per micro-batch, `loss × k ÷ items`, and set
+    `sync_gradients` by hand, True when the micro-batches so far are a multiple of k — which
+    they never are in a short last window."""
+    k = problem.k
+    accelerator = fresh_accelerator(k)
+    model, optimizer, loader, scheduler = accelerator.prepare(
+        model, optimizer, _loader(problem), scheduler
+    )
+    batches, done = iter(loader), 0
+    for window in problem.windows():
+        samples = [next(batches) for _ in window]
+        items = sum(problem.items(y) for _, y in samples)
+        for x, y in samples:
+            done += 1
+            with accelerator.accumulate(model):
+                # the guide: "Since we performed prefetching, we need to manually set sync_gradients"
+                accelerator.gradient_state._set_sync_gradients(done % k == 0)
+                accelerator.backward(problem.sum_loss(model(x), y) * k / items)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+    return {}
+
+
+def accelerate_custom_loop(
+    problem: Problem, model, optimizer, scheduler, folder: str, *, epoch_fn
+) -> dict:
+    """Your own epoch under a real Accelerator(k): `epoch_fn(accelerator, model, optimizer,
+    scheduler, loader, k)` gets everything prepared, the dataloader included (exercise 11.3).
+
+    Logged for the checker: for each `accelerator.backward` call, the micro-batches forwarded
+    since the previous call, the weights, the gradient it added, and whether it ran inside
+    `accumulate()`; and how many gradients were accumulated by backward passes outside it."""
+    accelerator = fresh_accelerator(problem.k)
+    net = model
+    model, optimizer, loader, scheduler = accelerator.prepare(
+        model, optimizer, _loader(problem), scheduler
+    )
+    calls: list[dict] = []
+    state = {"in_backward": False, "in_accumulate": 0, "forwards": [], "outside": 0}
+    index = micro_batch_index(problem.micro_batches())
+
+    def on_forward(_module, args) -> None:
+        if torch.is_grad_enabled() and args:
+            state["forwards"].append(index(args[0]))
+
+    def on_grad(_param) -> None:  # every parameter whose .grad a backward pass accumulates
+        if not state["in_backward"]:
+            state["outside"] += 1
+
+    handles = [net.register_forward_pre_hook(on_forward)]
+    handles += [p.register_post_accumulate_grad_hook(on_grad) for p in net.parameters()]
+    backward, accumulate = accelerator.backward, accelerator.accumulate
+
+    def observed_backward(loss, **kwargs):  # on this instance only
+        before, params = flatten(grads_of(net)), params_of(net)
+        state["in_backward"] = True
+        try:
+            return backward(loss, **kwargs)
+        finally:
+            state["in_backward"] = False
+            calls.append(
+                {
+                    "forwards": state["forwards"],
+                    "params": params,
+                    "added": flatten(grads_of(net)) - before,
+                    "in_accumulate": state["in_accumulate"] > 0,
+                }
+            )
+            state["forwards"] = []
+
+    @contextmanager
+    def observed_accumulate(*models):
+        with accumulate(*models):
+            state["in_accumulate"] += 1
+            try:
+                yield
+            finally:
+                state["in_accumulate"] -= 1
+
+    accelerator.backward, accelerator.accumulate = observed_backward, observed_accumulate
+    try:
+        epoch_fn(accelerator, model, optimizer, scheduler, loader, problem.k)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {"backward_calls": calls, "outside_backward": state["outside"]}

@@ -1,28 +1,32 @@
 """Lesson 11: the real DeepSpeed engine, `deepspeed.initialize(...)` with ZeRO stage 0, run on the
-CPU in this process: `DS_ACCELERATOR=cpu`, one gloo process (world size 1), the lesson's torch
-optimizer and scheduler, in float32 — DeepSpeed refuses float64 gradients ("attempting to reduce an
-unsupported grad type: torch.float64", `runtime/engine.py`).
+CPU in this process (`deepspeed_process.py`: the CPU accelerator, one gloo process, world size 1),
+the lesson's torch optimizer and scheduler, in float32 — DeepSpeed refuses float64 gradients
+("attempting to reduce an unsupported grad type: torch.float64", `runtime/engine.py`).
 
 What the source says (deepspeed/runtime/engine.py): `backward(loss, scale_wrt_gas=True)` divides
-the loss by `gradient_accumulation_steps`; `step()`, called after every micro-batch, updates only
-when `(micro_steps + 1) % gradient_accumulation_steps == 0` (managed accumulation, the default)
-or where `set_gradient_accumulation_boundary(True)` says so, then sets every `.grad` to None; its
-`micro_steps` counter is never reset between epochs. The runs below measure these.
+the loss by `gradient_accumulation_steps`. In managed accumulation (the default) `step()`, called
+after every micro-batch, updates only when `(micro_steps + 1) % gradient_accumulation_steps == 0`
+or while `set_gradient_accumulation_boundary(True)` is in force — the flag stays until set again;
+`micro_steps` is never reset between epochs. With `"managed_gradient_accumulation": false` every
+`step()` updates and the caller owns the boundary (`set_gradient_accumulation_boundary` is then
+refused). At ZeRO 0 in float32 an update ends by setting every `.grad` to None (no `zero_grad`
+call; with ZeRO, fp16 or bf16 it calls the optimizer's `zero_grad`). The runs below measure these.
 
 Where DeepSpeed is not installed, the same loops drive `StandInEngine`, a labelled stand-in that
-reproduces only the documented scaling and boundary (the run says which engine it used).
+reproduces only the documented scaling and boundaries (the run says which engine it used).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import logging
-import os
-import socket
 from contextlib import contextmanager
 
+from .. import _validate
+from .deepspeed_process import one_process_group
 from .deepspeed_stand_in import StandInEngine
 from .problem import Problem
+
+MAX_EPOCHS = 4  # the recorder stops a loop past 4 × 10 + 16 forwards (hooks.py)
 
 
 def deepspeed_installed() -> bool:
@@ -30,86 +34,34 @@ def deepspeed_installed() -> bool:
     return importlib.util.find_spec("deepspeed") is not None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def one_process_group():
-    """DeepSpeed on the CPU as one gloo process. The group is made on the first run and kept for
-    the rest of the process: DeepSpeed caches groups cloned from it (deepspeed/utils/groups.py),
-    so a destroyed and re-made group would leave it holding dead ones. The environment variables
-    are put back after each run, so Accelerate and the Trainer still see one plain process."""
-    import torch.distributed as dist
-
-    if dist.is_initialized() and dist.get_world_size() != 1:
-        raise ValueError(
-            f"a torch.distributed process group of {dist.get_world_size()} processes exists in "
-            "this process: the lesson's DeepSpeed runs need one process"
-        )
-    env = {
-        "DS_ACCELERATOR": "cpu",  # read when deepspeed is first imported: CPU even on a GPU box
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(_free_port()),
-        "RANK": "0",
-        "LOCAL_RANK": "0",
-        "WORLD_SIZE": "1",
-    }
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    logger = logging.getLogger("DeepSpeed")
-    level = logger.level
-    try:
-        import deepspeed
-        from deepspeed.accelerator import get_accelerator
-
-        logger.setLevel(logging.ERROR)  # its INFO lines (config dumps) would flood the cell
-        device = get_accelerator().device_name()
-        if device != "cpu":
-            raise ValueError(
-                f"deepspeed was imported with the {device!r} accelerator before this run; the "
-                "lesson's runs need DS_ACCELERATOR=cpu set before its first import (restart the "
-                "kernel)"
-            )
-        # One process reduces nothing through shared memory, and this op is C++ that DeepSpeed
-        # would compile on first use (minutes on a 2-core CPU): mark it unavailable, as DeepSpeed
-        # itself does on platforms without it (deepspeed/ops/__init__.py keeps this dict for edits)
-        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
-        deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, verbose=False)
-        yield deepspeed
-    finally:
-        logger.setLevel(level)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def config(problem: Problem) -> dict:
+def config(problem: Problem, *, managed: bool = True) -> dict:
     """The engine's configuration: DeepSpeed's batch triple, ZeRO stage 0, no clipping, quiet.
-    train_batch_size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × GPUs (one
-    process here): DeepSpeed fills in a missing one of the three and refuses a mismatch."""
+    train_batch_size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × data-parallel
+    ranks (one here): DeepSpeed fills in what is missing and refuses a mismatch
+    (`deepspeed_batch_triple` shows it)."""
     return {
         "train_micro_batch_size_per_gpu": problem.micro_batch_size,
         "gradient_accumulation_steps": problem.k,
-        "train_batch_size": problem.micro_batch_size * problem.k,  # × 1 process
+        "train_batch_size": problem.micro_batch_size * problem.k,  # × 1 rank
         "zero_optimization": {"stage": 0},
         "gradient_clipping": 0.0,
         "steps_per_print": 10**9,  # no progress lines in the notebook
+        **({} if managed else {"managed_gradient_accumulation": False}),
     }
 
 
 @contextmanager
-def _engine(problem: Problem, model, optimizer, scheduler):
+def _engine(problem: Problem, model, optimizer, scheduler, *, managed: bool = True):
     if not deepspeed_installed():
-        yield StandInEngine(model, optimizer, scheduler, problem.k), "stand-in"
+        stand_in = StandInEngine(model, optimizer, scheduler, problem.k, managed=managed)
+        yield stand_in, "stand-in"
         return
     with one_process_group() as deepspeed:
         engine, *_ = deepspeed.initialize(
-            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config(problem)
+            model=model,
+            optimizer=optimizer,
+            lr_scheduler=scheduler,
+            config=config(problem, managed=managed),
         )
         yield engine, f"deepspeed {deepspeed.__version__}"
 
@@ -123,13 +75,23 @@ def deepspeed_loop(
     *,
     divide_by_k: bool = False,
     epochs: int = 1,
+    mark_last: bool = False,
 ) -> dict:
     """DeepSpeed's documented loop: `engine(x)`, `engine.backward(loss)`, `engine.step()` on every
     micro-batch, the micro-batch MEAN loss. `divide_by_k=True` is the habit from plain PyTorch,
-    `engine.backward(loss / k)`: divided twice."""
+    `engine.backward(loss / k)`. `mark_last=True` calls `set_gradient_accumulation_boundary(True)`
+    before each epoch's last micro-batch, to step the short window, and never sets it back."""
+    _validate.flag("divide_by_k", divide_by_k)
+    _validate.flag("mark_last", mark_last)
+    epochs = _validate.positive_int(
+        "epochs", epochs, maximum=MAX_EPOCHS, why="10 micro-batches each"
+    )
     with _engine(problem, model, optimizer, scheduler) as (engine, which):
         for _ in range(epochs):
-            for mb in problem.micro_batches():
+            batches = problem.micro_batches()
+            for i, mb in enumerate(batches):
+                if mark_last and i == len(batches) - 1:
+                    engine.set_gradient_accumulation_boundary(True)  # in force until set again
                 loss = problem.mean_loss(engine(mb.x), mb.y)
                 if divide_by_k:
                     loss = loss / problem.k  # the engine divides AGAIN
@@ -139,8 +101,8 @@ def deepspeed_loop(
 
 
 def deepspeed_exact_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
-    """Exact, short last window and tokens included: mark each window's last micro-batch as the
-    boundary (`set_gradient_accumulation_boundary`, the answer in DeepSpeed issue #7439), and hand
+    """Exact, short last window and tokens included, in managed mode: before EVERY micro-batch set
+    the boundary (True on each window's last, False otherwise — the flag persists), and hand
     `backward` Σ item losses ÷ window items with `scale_wrt_gas=False` (no second division)."""
     with _engine(problem, model, optimizer, scheduler) as (engine, which):
         batches = problem.micro_batches()
@@ -152,3 +114,47 @@ def deepspeed_exact_loop(problem: Problem, model, optimizer, scheduler, folder: 
                 engine.backward(loss, scale_wrt_gas=False)
                 engine.step()
     return {"engine": which}
+
+
+def deepspeed_unmanaged_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
+    """Exact with caller-owned boundaries (`"managed_gradient_accumulation": false`): `backward`
+    of Σ item losses ÷ window items with `scale_wrt_gas=False` on each micro-batch, and ONE
+    `step()` per window — every step() is a boundary."""
+    with _engine(problem, model, optimizer, scheduler, managed=False) as (engine, which):
+        batches = problem.micro_batches()
+        for window in problem.windows():
+            items = sum(problem.items(batches[i].y) for i in window)
+            for i in window:
+                loss = problem.sum_loss(engine(batches[i].x), batches[i].y) / items
+                engine.backward(loss, scale_wrt_gas=False)
+            engine.step()  # the window's boundary, because the caller says so
+    return {"engine": which}
+
+
+TRIPLE = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+def deepspeed_batch_triple(
+    train_batch_size: int | None = None,
+    train_micro_batch_size_per_gpu: int | None = None,
+    gradient_accumulation_steps: int | None = None,
+) -> dict:
+    """What DeepSpeed's own configuration (`DeepSpeedConfig`, the class `initialize` builds) makes
+    of the batch sizes given, for one data-parallel rank: the three values filled in, and
+    `refused` — DeepSpeed's message, or "" when it accepted them. Lesson 11."""
+    values = (train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps)
+    given = {
+        name: _validate.positive_int(name, value)
+        for name, value in zip(TRIPLE, values)
+        if value is not None
+    }
+    if not deepspeed_installed():
+        raise ValueError("deepspeed is not installed here: its configuration cannot be asked")
+    with one_process_group():
+        from deepspeed.runtime.config import DeepSpeedConfig
+
+        try:
+            made = DeepSpeedConfig(dict(given))
+        except AssertionError as err:  # DeepSpeed states its batch rules as asserts
+            return {**dict.fromkeys(TRIPLE), **given, "refused": str(err)}
+    return {**{name: getattr(made, name) for name in TRIPLE}, "refused": ""}

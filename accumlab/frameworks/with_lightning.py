@@ -1,11 +1,12 @@
 """Lesson 11: the real Lightning `Trainer(accumulate_grad_batches=k)` on the CPU.
 
-What the source says (lightning 2.6, src/lightning/pytorch/loops/optimization/automatic.py and
-loops/training_epoch_loop.py): `ClosureResult.from_training_step_output` divides the loss
+What the source says (the installed version, src/lightning/pytorch/loops/optimization/automatic.py
+and loops/training_epoch_loop.py): `ClosureResult.from_training_step_output` divides the loss
 `training_step` returns by `accumulate_grad_batches`; the optimizer steps when the count of batches
-reaches a multiple of k OR at the epoch's last batch (`_should_accumulate`), so the short last
-window steps — still divided by k (Lightning issue #19987); `zero_grad` runs inside the closure of
-each window's FIRST batch, after its forward and before its backward; a scheduler with
+reaches a multiple of k OR at the epoch's last batch (`_should_accumulate`) — the last unless the
+strategy handles accumulation itself (`handles_gradient_accumulation`: DeepSpeed's does) — so the
+short last window steps, still divided by k (Lightning issue #19987); `zero_grad` runs inside the
+closure of each window's FIRST batch, after its forward and before its backward; a scheduler with
 `interval="step"` steps once per optimizer step. The runs below measure each of these.
 """
 

@@ -1,8 +1,10 @@
 """Lesson 11: the real Transformers `Trainer(gradient_accumulation_steps=k)` on a tiny `nn.Module`.
 
-What the source says (transformers 5.23, src/transformers/trainer.py): the Trainer prefetches each
-window's batches (`get_batch_samples`) and counts the window's labels that are not -100
-(`num_items_in_batch`, the 2024 fix). If the model's `forward` takes `**kwargs` (or a
+What the source says (the installed version, src/transformers/trainer.py): the Trainer prefetches
+each window's batches (`get_batch_samples`) and counts the window's labels that are not -100
+(`num_items_in_batch`, the 2024 fix; over `labels[..., 1:]` for models whose loss is
+`ForCausalLMLoss`; with several processes, gathered over them when `average_tokens_across_devices`,
+the default, and the loss then multiplied by the number of processes). If the model's `forward` takes `**kwargs` (or a
 `compute_loss_func` is given) that count is passed in and the loss is used AS IS — the model must
 divide by it; otherwise the loss is divided by `current_gradient_accumulation_steps`, the number of
 batches the window really holds. Accelerate's own ÷ k is switched off (`num_steps=1`). It clips the
@@ -58,10 +60,13 @@ class KwargsIgnoredModel(MeanLossModel):
 
 
 class LogitsModel(MeanLossModel):
-    """forward(x) → {"logits": ...}: the loss is left to a `compute_loss_func`."""
+    """forward(x) → a transformers `ModelOutput` holding `logits` (read as `outputs.logits` or
+    `outputs["logits"]`, as from a Hugging Face model): the loss is left to a `compute_loss_func`."""
 
     def forward(self, x, labels=None):
-        return {"logits": self.net(x)}
+        from transformers.modeling_outputs import TokenClassifierOutput
+
+        return TokenClassifierOutput(logits=self.net(x))
 
 
 MODELS = {"mean": MeanLossModel, "num_items": NumItemsModel, "kwargs_ignored": KwargsIgnoredModel}

@@ -35,54 +35,156 @@ def _per_micro_batch_tokens(outputs, labels, num_items_in_batch=None):
     return total / (labels != IGNORE).sum()
 
 
+def _float32_attribute_access(outputs, labels, num_items_in_batch=None):
+    """Another right 11.2: `outputs.logits`, computed in float32 (round-off ~1e-7)."""
+    logits = outputs.logits.float()
+    total = F.cross_entropy(
+        logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum"
+    )
+    return total / num_items_in_batch
+
+
+def _mean_over_window_count(outputs, labels, num_items_in_batch=None):
+    """The micro-batch MEAN divided by the window's count: about 10× too small."""
+    logits = outputs["logits"]
+    mean = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+    return mean / num_items_in_batch
+
+
+def _padding_as_class_0(outputs, labels, num_items_in_batch=None):
+    """Padding counted as token 0 (no ignore_index), ÷ the window's real tokens."""
+    logits = outputs["logits"]
+    total = F.cross_entropy(logits.flatten(0, 1), labels.clamp(min=0).flatten(), reduction="sum")
+    return total / num_items_in_batch
+
+
+def _token_sum(model, x, y):
+    return F.cross_entropy(
+        model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="sum"
+    )
+
+
+def _window_tokens(loader, k, as_tensor=False):
+    counts = [(y != IGNORE).sum() for _, y in loader]  # a pass over the labels only
+    tokens = [sum(counts[i : i + k]) for i in range(0, len(counts), k)]
+    return tokens if as_tensor else [int(t) for t in tokens]
+
+
 def _exact_with_tensor_count(accelerator, model, optimizer, scheduler, loader, k):
-    """Another right 11.3: the count kept as a tensor, the window sliced from an iterator."""
+    """Another right 11.3: 0-d tensor counts, k read from the Accelerator, the dataset's labels."""
+    steps = accelerator.gradient_accumulation_steps
+    tokens = _window_tokens(loader, steps, as_tensor=True)
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            accelerator.backward(_token_sum(model, x, y) * steps / tokens[i // steps])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _docs_recipe_without_accumulate(accelerator, model, optimizer, scheduler, loader, k):
+    """The lesson's docs' recipe: exact, but every backward outside accumulate()."""
     batches = iter(loader)
     remaining = len(loader)
     while remaining:
         window = [next(batches) for _ in range(min(k, remaining))]
         remaining -= len(window)
-        tokens = sum((y != IGNORE).sum() for _, y in window)
+        tokens = sum(int((y != IGNORE).sum()) for _, y in window)
         for x, y in window:
-            loss = F.cross_entropy(
-                model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="sum"
-            )
-            accelerator.backward(loss * k / tokens)
+            accelerator.backward(_token_sum(model, x, y) * k / tokens)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad()
+
+
+def _prefetch_inside_accumulate(accelerator, model, optimizer, scheduler, loader, k):
+    """The trap: windows prefetched with next(), then accumulate(): steps after 4, 8, 9, 10."""
+    batches = iter(loader)
+    remaining = len(loader)
+    while remaining:
+        window = [next(batches) for _ in range(min(k, remaining))]
+        remaining -= len(window)
+        tokens = sum(int((y != IGNORE).sum()) for _, y in window)
+        for x, y in window:
+            with accelerator.accumulate(model):
+                accelerator.backward(_token_sum(model, x, y) * k / tokens)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
 
 
 def _plain_backward(accelerator, model, optimizer, scheduler, loader, k):
     """Exact numbers without Accelerate's backward: loss.backward() directly."""
+    tokens = _window_tokens(loader, k)
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            (_token_sum(model, x, y) / tokens[i // k]).backward()
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _zero_then_plain_backward(accelerator, model, optimizer, scheduler, loader, k):
+    """Gaming the call count: accelerator.backward(0 × loss), then loss.backward() itself."""
+    tokens = _window_tokens(loader, k)
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            loss = _token_sum(model, x, y) / tokens[i // k]
+            accelerator.backward(0 * loss, retain_graph=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _one_backward_per_window_padded(accelerator, model, optimizer, scheduler, loader, k):
+    """Gaming the call count: the window's whole loss in its last call, zero losses before."""
     batches = list(loader)
-    for start in range(0, len(batches), k):
+    tokens = _window_tokens(loader, k)
+    for w, start in enumerate(range(0, len(batches), k)):
         window = batches[start : start + k]
-        tokens = sum(int((y != IGNORE).sum()) for _, y in window)
-        for x, y in window:
-            loss = F.cross_entropy(
-                model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="sum"
-            )
-            (loss / tokens).backward()
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
+        losses = [_token_sum(model, x, y) for x, y in window]
+        for j in range(len(window)):
+            with accelerator.accumulate(model):
+                last = j == len(window) - 1
+                if last:
+                    accelerator.backward(sum(losses) * k / tokens[w])
+                else:
+                    accelerator.backward(0 * losses[j], retain_graph=True)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
 
 
 def _forgets_times_k(accelerator, model, optimizer, scheduler, loader, k):
     """÷ window tokens, but accelerator.backward divides by k once more."""
-    batches = list(loader)
-    for start in range(0, len(batches), k):
-        window = batches[start : start + k]
-        tokens = sum(int((y != IGNORE).sum()) for _, y in window)
-        for x, y in window:
-            loss = F.cross_entropy(
-                model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="sum"
-            )
-            accelerator.backward(loss / tokens)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
+    tokens = _window_tokens(loader, k)
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            accelerator.backward(_token_sum(model, x, y) / tokens[i // k])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _scheduler_every_micro_batch(accelerator, model, optimizer, scheduler, loader, k):
+    """Exact gradients, but the torch scheduler inside the prepared one stepped every batch."""
+    tokens = _window_tokens(loader, k)
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            accelerator.backward(_token_sum(model, x, y) * k / tokens[i // k])
+            optimizer.step()
+            scheduler.scheduler.step()  # the unwrapped scheduler: no sync check
+            optimizer.zero_grad()
+
+
+def _scheduler_never_stepped(accelerator, model, optimizer, scheduler, loader, k):
+    tokens = _window_tokens(loader, k)
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            accelerator.backward(_token_sum(model, x, y) * k / tokens[i // k])
+            optimizer.step()
+            optimizer.zero_grad()
 
 
 def _stub_loss(outputs, labels, num_items_in_batch=None):
@@ -100,16 +202,34 @@ RIGHT = {
         ("numpy and 3 digits", (np.int64(2), np.float64(0.667))),
         ("tensors and a fraction", (torch.tensor(2), Fraction(2, 3))),
     ],
-    "11.2": [("log-probabilities gathered by hand", _summed_loss)],
-    "11.3": [("tensor count, iterator windows", _exact_with_tensor_count)],
+    "11.2": [
+        ("log-probabilities gathered by hand", _summed_loss),
+        ("float32, outputs.logits", _float32_attribute_access),
+    ],
+    "11.3": [("tensor counts, k from the Accelerator", _exact_with_tensor_count)],
 }
 WRONG = {
-    "11.1": [("k = 4's factor", (2, 0.5)), ("remainder never stepped", (1, 1.0))],
+    "11.1": [
+        ("k = 4's factor", (2, 0.5)),
+        ("remainder never stepped", (1, 1.0)),
+        ("the error, not the factor", (2, 1 / 3)),
+    ],
     "11.2": [
         ("sum, not divided", _sum_not_divided),
         ("÷ micro-batch tokens", _per_micro_batch_tokens),
+        ("mean ÷ window count", _mean_over_window_count),
+        ("padding as class 0", _padding_as_class_0),
     ],
-    "11.3": [("skips accelerator.backward", _plain_backward), ("forgets × k", _forgets_times_k)],
+    "11.3": [
+        ("skips accelerator.backward", _plain_backward),
+        ("forgets × k", _forgets_times_k),
+        ("docs' recipe, outside accumulate()", _docs_recipe_without_accumulate),
+        ("prefetch inside accumulate()", _prefetch_inside_accumulate),
+        ("0 × loss, then loss.backward()", _zero_then_plain_backward),
+        ("one backward per window, padded", _one_backward_per_window_padded),
+        ("scheduler every micro-batch", _scheduler_every_micro_batch),
+        ("scheduler never stepped", _scheduler_never_stepped),
+    ],
 }
 STUBS = {
     "11.1": [("the lesson's cell", None)],

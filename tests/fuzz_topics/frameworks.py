@@ -80,5 +80,10 @@ CASES = [
     bad("frameworks.trainer_loop", "mode 'sum'", lambda: F.trainer_loop(F.make_problem(), None, None, None, "/tmp", mode="sum"), "mode", "'sum'"),
     bad("frameworks.StandInEngine", "gradient_accumulation_steps=0", lambda: F.StandInEngine(al.mlp(), None, None, 0), "gradient_accumulation_steps", "0"),
     bad("frameworks.StandInEngine", "model 'x'", lambda: F.StandInEngine("x", None, None, 2), "model", "str"),
+    bad("frameworks.StandInEngine", "managed 'no'", lambda: F.StandInEngine(al.mlp(), torch.optim.SGD(al.mlp().parameters(), lr=0.1), torch.optim.lr_scheduler.LambdaLR(torch.optim.SGD(al.mlp().parameters(), lr=0.1), F.lr_factor), 2, managed="no"), "managed", "'no'"),
+    bad("frameworks.deepspeed_batch_triple", "train_batch_size=0", lambda: F.deepspeed_batch_triple(0), "train_batch_size", "0"),
+    bad("frameworks.deepspeed_batch_triple", "gradient_accumulation_steps '4'", lambda: F.deepspeed_batch_triple(16, gradient_accumulation_steps="4"), "gradient_accumulation_steps", "'4'"),
+    bad("frameworks.run_framework", "epochs=0 for DeepSpeed", lambda: F.run_framework("deepspeed", epochs=0), "epochs", "0"),
+    bad("frameworks.run_framework", "epochs=9 for DeepSpeed", lambda: F.run_framework("deepspeed", epochs=9), "epochs", "9"),
 ]
 # fmt: on
