@@ -62,7 +62,8 @@ def _variant(code: str, m: StepMatch, rec: Recording, setup: Setup) -> tuple[str
         return None, {"weight": k / n, "policy": "divide_by_actual"}
     if code == "LAST_WINDOW_CARRIED":
         why = (
-            f" (each micro-batch's loss divided by k = {k}, as here, gives {n}/{k} = {n / k:.3g})"
+            f" (each micro-batch's loss divided by k = {k}, as here, gives {n}/{k} = {n / k:.3g} "
+            "times their mean)"
             if how.get("weights") in ("items_k", "means_k")
             else ""
         )
@@ -73,7 +74,9 @@ def _variant(code: str, m: StepMatch, rec: Recording, setup: Setup) -> tuple[str
         )
         measured = ratio(m.seen, m.whole) if m.whole is not None else math.nan
         fields = {"size": m.carried, "own": n - m.carried, "total": n, "measured": measured}
-        return None, {**fields, "why": why, "end": end}
+        # clipping that bit sets the step's length to max_norm: the ratio says nothing then
+        clipped = setup.max_norm is not None and float(m.seen.norm()) >= 0.999 * setup.max_norm
+        return ("clipped" if clipped else "measured"), {**fields, "why": why, "end": end}
     if code == "CARRIED_WINDOW_ZEROED":
         gone = int(how.get("zero", "epoch 0").split()[1])
         return None, {"gone": gone, "kept": n - gone, "seen": [s.position for s in rec.steps]}

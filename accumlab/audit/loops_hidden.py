@@ -97,7 +97,7 @@ def bfloat16_autocast(model, optimizer, batches, k):
         window = min(k, len(batches) - (i - i % k))
         with torch.autocast("cpu", dtype=torch.bfloat16):
             prediction = model(x)
-        loss = F.mse_loss(prediction.float(), y) / window
+        loss = F.mse_loss(prediction.to(y.dtype), y) / window  # back to the targets' dtype
         loss.backward()
         if (i + 1) % k == 0 or i + 1 == len(batches):
             optimizer.step()

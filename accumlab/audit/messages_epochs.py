@@ -13,6 +13,17 @@ _NEVER = (
     "reaches an optimizer step in its epoch: {how}"
 )
 
+_CARRIED = (
+    "The short last window of each epoch ({size} micro-batch(es)) never reaches an optimizer "
+    "step in its epoch, and nothing zeroes its gradient when the next epoch starts: the next "
+    "epoch's first step (step {step}) adds it to that epoch's first {own} micro-batch(es), so "
+    "it saw {total} micro-batches at once"
+)
+_CARRIED_FIX = (
+    " Step once more when an epoch ends inside a window (dividing that window by its size), or "
+    'zero the gradients when an epoch starts and audit with last_window="drop".'
+)
+
 EPOCH_MESSAGES: dict[str, str | dict[str, str]] = {
     "LAST_WINDOW_DROPPED": {
         "zeroed": (
@@ -34,21 +45,24 @@ EPOCH_MESSAGES: dict[str, str | dict[str, str]] = {
             "told from its gradient (see the other findings).{leftover}" + LAST_WINDOW_FIX
         ),
     },
-    "LAST_WINDOW_CARRIED": (
-        "The short last window of each epoch ({size} micro-batch(es)) never reaches an optimizer "
-        "step in its epoch, and nothing zeroes its gradient when the next epoch starts: the next "
-        "epoch's first step (step {step}) adds it to that epoch's first {own} micro-batch(es), "
-        "so it saw {total} micro-batches at once, ‖seen‖ / ‖their mean‖ = {measured:.3g} where "
-        "a correct step has 1{why}. No sample is lost, but that step is {measured:.3g} times "
-        "the size it should have{end} Step once more when an epoch ends inside a window "
-        "(dividing that window by its size), or zero the gradients when an epoch starts and "
-        'audit with last_window="drop".'
-    ),
+    "LAST_WINDOW_CARRIED": {
+        "measured": (
+            _CARRIED + ", ‖seen‖ / ‖their mean‖ = {measured:.3g} where a correct step has 1{why}. "
+            "No sample is lost, but that step is {measured:.3g} times the size it should have"
+            "{end}" + _CARRIED_FIX
+        ),
+        "clipped": (
+            _CARRIED + "{why}. Clipping to max_norm = {max_norm:g} then shortened that step, so "
+            "its size does not show here (audit with a max_norm that does not bite to measure "
+            "it). No sample is lost, but that step held {total} micro-batches where a window holds k = {k}"
+            "{end}" + _CARRIED_FIX
+        ),
+    },
     "WINDOWS_CROSS_EPOCHS": (
         "Your loop's windows run across epochs: its step counter is not reset when an epoch "
         "ends, so each epoch's short last window ({size} micro-batch(es)) continues into the next "
         "epoch, and the optimizer stepped after micro-batches {seen} counted over the run (every "
-        "k = {k}) instead of {expected}. {weighed}{leftover}" + LAST_WINDOW_FIX
+        "k = {k}) instead of {expected}. {weighed}{leftover}{fix}"
     ),
     "CARRIED_WINDOW_ZEROED": (
         "Your loop's windows run across epochs (its step counter carries over: the optimizer "
@@ -61,12 +75,26 @@ EPOCH_MESSAGES: dict[str, str | dict[str, str]] = {
     ),
 }
 
-# WINDOWS_CROSS_EPOCHS, as measured against windows that run across epochs
+# WINDOWS_CROSS_EPOCHS, as measured against windows that run across epochs: (every step matched,
+# the run ended on a step) -> what to say
 WEIGHED = {
-    True: (
+    (True, True): (
         "Every window held k micro-batches and its gradient matched their mean, so no sample is "
         "lost and none weighs more than another: the windows simply do not restart with the "
         "epoch."
     ),
-    False: "The other findings say what each window's step saw.",
+    (True, False): (
+        "Every window that reached a step held k micro-batches and its gradient matched their mean."
+    ),
+    (False, True): "The other findings say what each window's step saw.",
+    (False, False): "The other findings say what each window's step saw.",
 }
+CHECK_AS_CARRY = (
+    ' Audit with last_window="carry" to check every window as your loop forms them, the run\'s '
+    "last one included."
+)
+RUN_END = (
+    "The run's last window ({size} micro-batch(es)) never reaches an optimizer step: with "
+    "windows across epochs only the very end of the run leaves one short, and it is left "
+    "unused.{leftover} Step once more when the run ends inside a window, dividing it by its size."
+)

@@ -27,8 +27,9 @@ PHRASES: dict[str, str] = {
         " The last epoch's tail is still in .grad when the run ends (norm {norm:.3g}{scaled})."
     ),
     "carried_over": (
-        " From the second epoch on, the first window also held the previous epoch's last "
-        "micro-batch(es), whose gradient was still in .grad (step(s) {steps})."
+        " From the second epoch on, the first window also held the micro-batch(es) forwarded "
+        "after the previous epoch's last step: their gradient was still in .grad when the epoch "
+        "began, and nothing zeroed it before step(s) {steps}."
     ),
     "first_window": "The first window held {size} micro-batch(es) and {weight}.",
     "warned": ", and PyTorch warned: “{warning}”",

@@ -15,7 +15,7 @@ import dataclasses
 from .findings import Finding
 from .gradients import GradientResult
 from .messages import message
-from .messages_epochs import WEIGHED
+from .messages_epochs import CHECK_AS_CARRY, LAST_WINDOW_FIX, RUN_END, WEIGHED
 from .phrases import WEIGHT_WORDS, phrase
 from .recording import Recording
 from .spec import Setup
@@ -88,6 +88,9 @@ def schedule_findings(
     if seen == expected and _windows_match(rec, setup):
         return []
     total = n * _epochs_run(rec)
+    if setup.last_window == "carry" and seen == expected[:-1] and total % k:
+        text = RUN_END.format(size=total % k, leftover=_leftover(rec, total))
+        return [Finding("LAST_WINDOW_DROPPED", text, evidence, ())]
     if k > 1 and seen == list(range(1, total + 1)):
         text = message(
             "STEP_EVERY_MICRO_BATCH",
@@ -136,9 +139,7 @@ def _off_by_one(rec, setup, grads, local, evidence, total) -> list[Finding]:
     shift = body[0] - k
     expected = setup.epoch_positions()
     first = len(rec.steps[0].window)
-    later = [
-        m for m in grads.matches if m.carried and m.chosen and m.chosen.how.get("zero") == "kept"
-    ]
+    later = _carried_over(rec)
     text = message(
         "OFF_BY_ONE_SCHEDULE",
         seen=local,
@@ -148,10 +149,20 @@ def _off_by_one(rec, setup, grads, local, evidence, total) -> list[Finding]:
         expected0=[p - 1 for p in expected],
         k=k,
         first=phrase("first_window", size=first, weight=_weight_words(grads, 0, k)),
-        leftover=(phrase("carried_over", steps=[m.step for m in later]) if later else "")
-        + _leftover(rec, total),
+        leftover=(phrase("carried_over", steps=later) if later else "") + _leftover(rec, total),
     )
     return [Finding("OFF_BY_ONE_SCHEDULE", text, evidence)]
+
+
+def _carried_over(rec: Recording) -> list[int]:
+    """First steps of epochs that began with a gradient in .grad that nothing zeroed before them."""
+    out = []
+    for epoch, (start, norm) in enumerate(zip(rec.epoch_starts, rec.carried_in, strict=True)):
+        first = next((s for s in rec.steps if s.epoch == epoch), None)
+        if epoch and norm > 0 and first is not None:
+            if not any(start <= z < first.position for z in rec.zero_grads):
+                out.append(first.index)
+    return out
 
 
 def _tail_samples(setup: Setup) -> tuple[int, int, int]:
@@ -221,14 +232,16 @@ def _crosses(rec: Recording, setup: Setup, grads: GradientResult, evidence: dict
         c.rel_error <= setup.rtol for c in grads.checks
     )
     total = setup.n * _epochs_run(rec)
+    leftover = _leftover(rec, total)
+    fix = LAST_WINDOW_FIX if whole and not leftover else CHECK_AS_CARRY
     text = message(
         "WINDOWS_CROSS_EPOCHS",
         size=setup.n % setup.k,
         seen=evidence["steps after micro-batches (seen)"],
         expected=evidence["reference"],
         k=setup.k,
-        weighed=WEIGHED[whole],
-        leftover=_leftover(rec, total),
-        policy="carry",
+        weighed=WEIGHED[whole, not leftover],
+        leftover=leftover,
+        fix=fix.format(policy="carry"),
     )
     return [Finding("WINDOWS_CROSS_EPOCHS", text, evidence)]
