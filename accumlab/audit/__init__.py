@@ -11,7 +11,8 @@ bounding it in time and calls (`recording` holds what was seen) → detectors, o
 findings in `explain` and `unexplained`), `scaler_step`, `lr_schedule`, `memory`, `norm_layers` →
 `findings` (codes, severities, the report), worded by `messages`, `messages_epochs` and `phrases`
 (text as data). The loops: `catalogue` (with `loops`, `loops_epochs`, `loops_hidden`, `setups`),
-shown neutrally by `gallery`; drawing: `plot`, `widget`.
+shown neutrally by `gallery`, side by side by `table`; `overflow`: what GradScaler's inf check is
+for; drawing: `plot`, `widget`.
 """
 
 import sys
@@ -29,6 +30,8 @@ __getattr__, __dir__, __all__ = lazy_names(
         "catalogue_loop": "catalogue",
         "GALLERY": "gallery",
         "gallery_loop": "gallery",
+        "compare_loops": "table",
+        "overflow_window": "overflow",
         "CODES": "findings",
         "AuditReport": "findings",
         "Finding": "findings",

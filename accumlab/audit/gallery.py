@@ -1,6 +1,7 @@
 """Lesson 08's "spot the bug" gallery: catalogue loops under neutral labels (Loop A, B, ...),
 shown without the function's name and without comments, so nothing names the bug before the
-learner has predicted it and run the audit; `.name` reveals it afterwards."""
+learner has predicted it and run the audit; `.name` reveals it afterwards. Loops A-H are the
+gallery; I-K, the lesson's loops that treat an epoch's short last window three more ways."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ GALLERY = {
     "F": "clip_every_micro_batch",
     "G": "scaler_step_skipped",
     "H": "loss_divided_twice",
+    "I": "last_window_dropped",
+    "J": "windows_across_epochs",
+    "K": "count_across_epochs",
 }
 
 
@@ -77,6 +81,6 @@ class GalleryLoop:
 
 
 def gallery_loop(label: str) -> GalleryLoop:
-    """Loop `label` ("A" to "H") of lesson 08's gallery, shown without its name."""
+    """Loop `label` ("A" to "K") of lesson 08, shown without its name."""
     one_of("label", label, GALLERY)
     return GalleryLoop(label, CATALOGUE[GALLERY[label]])

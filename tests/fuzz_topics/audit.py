@@ -76,5 +76,10 @@ CASES = [
     bad("audit.gallery_loop", "label 'Z'", lambda: A.gallery_loop("Z"), "label", "'Z'"),
     bad("audit.gallery_loop", "label 'a'", lambda: A.gallery_loop("a"), "label", "'a'", "did you mean 'A'"),
     bad("audit.gallery_loop", "label 1", lambda: A.gallery_loop(1), "label", "1"),
+    bad("audit.compare_loops", "names 'correct_loop'", lambda: A.compare_loops("correct_loop"), "names", "str"),
+    bad("audit.compare_loops", "names ['nope']", lambda: A.compare_loops(["nope"]), "names", "'nope'"),
+    bad("audit.compare_loops", "names []", lambda: A.compare_loops([]), "names", "empty"),
+    bad("audit.overflow_window", "scaler_step 'yes'", lambda: A.overflow_window("yes"), "scaler_step", "'yes'"),
+    handled("audit.overflow_window", "optimizer.step() writes NaN, scaler.step() skips", lambda: (A.overflow_window(False), A.overflow_window(True)), lambda r: r[0].nan and not r[1].moved and r[1].finite),
 ]
 # fmt: on
