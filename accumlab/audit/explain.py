@@ -74,8 +74,11 @@ def _variant(code: str, m: StepMatch, rec: Recording, setup: Setup) -> tuple[str
         )
         measured = ratio(m.seen, m.whole) if m.whole is not None else math.nan
         fields = {"size": m.carried, "own": n - m.carried, "total": n, "measured": measured}
-        # clipping that bit sets the step's length to max_norm: the ratio says nothing then
-        clipped = setup.max_norm is not None and float(m.seen.norm()) >= 0.999 * setup.max_norm
+        # clipping that bit (to max_norm, or on partial or still-scaled sums) set the step's
+        # length: the ratio says nothing about the window then
+        clipped = how.get("clip") in ("micro", "scaled") or (
+            setup.max_norm is not None and float(m.seen.norm()) >= 0.999 * setup.max_norm
+        )
         return ("clipped" if clipped else "measured"), {**fields, "why": why, "end": end}
     if code == "CARRIED_WINDOW_ZEROED":
         gone = int(how.get("zero", "epoch 0").split()[1])

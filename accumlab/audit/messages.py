@@ -202,7 +202,7 @@ MESSAGES: dict[str, str | dict[str, str]] = {
     "SCHEDULER_PER_MICRO_BATCH": (
         "scheduler.step() ran {per_window} times per full window of k = {k} micro-batches, so the "
         "schedule advances {per_window}× too fast ({calls} calls for {steps} optimizer steps over "
-        "this epoch): the learning rate at step {step} was {seen:.4g} instead of {expected:.4g}. "
+        "the run): the learning rate at step {step} was {seen:.4g} instead of {expected:.4g}. "
         "Step the scheduler once, right after each optimizer.step()."
     ),
     "SCHEDULER_BEFORE_STEP": (

@@ -52,8 +52,8 @@ EPOCH_MESSAGES: dict[str, str | dict[str, str]] = {
             "{end}" + _CARRIED_FIX
         ),
         "clipped": (
-            _CARRIED + "{why}. Clipping to max_norm = {max_norm:g} then shortened that step, so "
-            "its size does not show here (audit with a max_norm that does not bite to measure "
+            _CARRIED + "{why}. Clipping (max_norm = {max_norm:g}) then shortened that step, so "
+            "its size does not show here (with clipping that does not bite, the audit measures "
             "it). No sample is lost, but that step held {total} micro-batches where a window holds k = {k}"
             "{end}" + _CARRIED_FIX
         ),

@@ -58,9 +58,7 @@ def overflow_window(scaler_step: bool) -> Overflow:
     return Overflow(
         finite=all(bool(torch.isfinite(p).all()) for p in params),
         nan=any(bool(torch.isnan(p).any()) for p in params),
-        moved=any(
-            not torch.equal(p, q) for p, q in zip(before.parameters(), params, strict=True)
-        ),
+        moved=any(not torch.equal(p, q) for p, q in zip(before.parameters(), params, strict=True)),
         scale_before=start,
         scale_after=float(scaler.get_scale()),
     )
