@@ -15,13 +15,8 @@ from .messages import message
 from .phrases import describe, phrase
 from .recording import Recording
 from .spec import Setup
+from .unexplained import cosine as _cosine
 from .unexplained import unexplained_finding
-
-
-def _cosine(m: StepMatch) -> float:
-    a, b = m.seen, m.reference
-    denom = float(a.norm()) * float(b.norm())
-    return float(a @ b) / denom if denom else math.nan
 
 
 def _suggest(ms: list[StepMatch], setup: Setup) -> float:
