@@ -100,10 +100,10 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         ),
     },
     "LOSS_DIVIDED_TWICE": (
-        "The window's gradient was divided by its size twice (the loss / n, then the gradient / n "
-        "again, as p.grad /= n does): the optimizer saw 1/n of the window's mean gradient, "
-        "‖seen‖ / ‖reference‖ = {ratios} for windows of {sizes} micro-batches. Divide once: the "
-        "loss, or the gradient, not both."
+        "Each window's gradient was divided twice: the loss by the window's size, then the "
+        "gradient again, as p.grad /= n does (or both times by k). ‖seen‖ / ‖reference‖ = "
+        "{ratios} for windows of {sizes} micro-batches, where one division gives 1. Divide once: "
+        "the loss, or the gradient, not both."
     ),
     "LOSS_NOT_DIVIDED": (
         "Each micro-batch's loss reaches backward without being divided by the number of "
