@@ -24,25 +24,26 @@ def test_catalogue_loop_gets_exactly_its_codes(loop):
 def test_correct_loop_is_clean_and_every_step_compared():
     report = al.audit.catalogue_loop("correct_loop").audit()
     assert report.findings == [] and report.ok
-    assert report.seen_steps == report.expected_steps == (4, 8, 10)
+    # two epochs of 10 micro-batches, k = 4: windows of 4, 4 and 2 in each
+    assert report.seen_steps == report.expected_steps == (4, 8, 10, 14, 18, 20)
     assert all(c.rel_error is not None and c.rel_error < 1e-12 for c in report.checks)
     assert "clean" in str(report) and "clean" in report._repr_markdown_()
 
 
 def test_not_divided_measures_k_times_the_gradient():
     finding = al.audit.catalogue_loop("loss_not_divided").audit()["LOSS_NOT_DIVIDED"]
-    # windows of 4, 4 and 2 micro-batches: the undivided sum is that many times the mean
-    assert finding.evidence["‖seen‖ / ‖reference‖"] == pytest.approx([4, 4, 2], rel=1e-9)
+    # windows of 4, 4 and 2 micro-batches each epoch: the undivided sum is that many times the mean
+    assert finding.evidence["‖seen‖ / ‖reference‖"] == pytest.approx([4, 4, 2] * 2, rel=1e-9)
 
 
 def test_last_window_weight_and_schedule_evidence():
     under = al.audit.catalogue_loop("last_window_underweighted").audit()[
         "LAST_WINDOW_UNDERWEIGHTED"
     ]
-    assert under.steps == (2,)
-    assert under.evidence["‖seen‖ / ‖reference‖"] == pytest.approx([0.5])
+    assert under.steps == (2, 5)  # each epoch's short last window
+    assert under.evidence["‖seen‖ / ‖reference‖"] == pytest.approx([0.5, 0.5])
     off = al.audit.catalogue_loop("off_by_one_schedule").audit()
-    assert off.seen_steps == (1, 5, 9)
+    assert off.seen_steps == (1, 5, 9, 11, 15, 19)
     dropped = al.audit.catalogue_loop("last_window_dropped").audit()["LAST_WINDOW_DROPPED"]
     assert dropped.evidence["samples left out per epoch"] == 8
 
@@ -50,7 +51,7 @@ def test_last_window_weight_and_schedule_evidence():
 def test_scheduler_per_micro_batch_lr_is_measured():
     report = al.audit.catalogue_loop("scheduler_every_micro_batch").audit()
     finding = report["SCHEDULER_PER_MICRO_BATCH"]
-    assert finding.evidence["scheduler.step() calls"] == 10
+    assert finding.evidence["scheduler.step() calls"] == 20  # one per micro-batch, two epochs
     # the first optimizer step came after 4 scheduler steps: lr = 0.1 · lr_factor(4)
     assert finding.evidence["lr at each step (seen)"][0] == pytest.approx(0.1 * lr_factor(4))
 
@@ -87,7 +88,7 @@ def test_unexplained_is_never_a_diagnosis():
     report = al.audit.catalogue_loop("stray_factor").audit()
     (finding,) = report.findings
     assert finding.code == "UNEXPLAINED_GRADIENT"
-    assert finding.evidence["‖seen‖ / ‖reference‖"] == pytest.approx([0.7, 0.7, 0.7])
+    assert finding.evidence["‖seen‖ / ‖reference‖"] == pytest.approx([0.7] * 6)
     assert not report.ok
 
 
@@ -216,7 +217,7 @@ def test_correct_token_loop_and_full_loop_are_clean():
     assert al.audit(solutions.token_loop, **al.audit.audit_setup("tokens")).findings == []
     full = al.audit.audit_setup(max_norm=0.5, scheduler=True, scaler=True)
     report = al.audit(solutions.full_loop, **full)
-    assert report.findings == [] and len(report.seen_steps) == 3
+    assert report.findings == [] and len(report.seen_steps) == 6
     # the same loop audited with a bigger threshold (clipping inactive) is still clean
     assert al.audit(solutions.full_loop, **{**full, "max_norm": 1e6}).findings == []
 

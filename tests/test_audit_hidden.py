@@ -38,8 +38,8 @@ def test_never_zeroed_and_undivided_compose():
     report = al.audit(both, **al.audit.audit_setup())
     assert report.codes == {"GRADS_NEVER_ZEROED", "LOSS_NOT_DIVIDED"}, str(report)
     # step 0 has nothing to carry: only the missing division shows there
-    assert report["GRADS_NEVER_ZEROED"].steps == (1, 2)
-    assert report["LOSS_NOT_DIVIDED"].steps == (0, 1, 2)
+    assert report["GRADS_NEVER_ZEROED"].steps == (1, 2, 3, 4, 5)
+    assert report["LOSS_NOT_DIVIDED"].steps == (0, 1, 2, 3, 4, 5)
 
 
 def _clipped(weighting):
@@ -112,7 +112,7 @@ def test_last_window_policies_are_graded_named_and_can_be_stated():
     drop = al.audit.audit_setup(last_window="drop")
     assert al.audit(_loop("last_window_dropped"), **drop).findings == []
     kept = al.audit(_loop("correct_loop"), **drop)
-    assert kept.codes == {"LAST_WINDOW_KEPT"} and kept.expected_steps == (4, 8)
+    assert kept.codes == {"LAST_WINDOW_KEPT"} and kept.expected_steps == (4, 8, 14, 18)
 
 
 def test_scheduler_messages_follow_the_measurement():
@@ -136,12 +136,14 @@ def test_off_by_one_advice_comes_from_the_measured_positions():
     report = al.audit(one_based, **al.audit.audit_setup())
     assert report.codes == {"OFF_BY_ONE_SCHEDULE"}, str(report)
     text = report["OFF_BY_ONE_SCHEDULE"].message
-    assert report.seen_steps == (3, 7, 10) and "[3, 7, 10]" in text
+    assert report.seen_steps == (3, 7, 10, 13, 17, 20) and "[3, 7, 10]" in text
     assert "enumerate(batches, 1)" in text and "i % k == 0" in text
     assert "first window held 3 micro-batch(es)" in text and "3/4 of a full window" in text
     zero_based = al.audit.catalogue_loop("off_by_one_schedule").audit()
     text = zero_based["OFF_BY_ONE_SCHEDULE"].message
-    assert "Micro-batch(es) (counting from 1) [10] were forwarded after the last" in text
+    assert "Micro-batch(es) (counting from 1 over the run) [20] were forwarded after the" in text
+    # the first epoch's leftover micro-batch 10 joins the second epoch's first window
+    assert "the first window also held the micro-batch(es) forwarded after the previous" in text
 
 
 def test_blind_spots_are_seen():
@@ -153,8 +155,9 @@ def test_blind_spots_are_seen():
     assert zeroed.codes == {"ZERO_GRAD_BEFORE_STEP"} and "nan" not in str(zeroed)
     assert "no parameter moved" in zeroed.findings[0].message
     graphs = al.audit.catalogue_loop("total_loss_keeps_graphs").audit()["GRAPHS_KEPT_ALIVE"]
-    # every earlier window's 4 graphs are alive at the next step: 0, then 4, then 8
-    assert graphs.evidence["graphs of earlier windows alive at each step"] == [0, 4, 8]
+    # every earlier window's 4 graphs are alive at the next step: 0, then 4, then 8; the total is
+    # the function's local, so a new epoch (a new call) starts from none again
+    assert graphs.evidence["graphs of earlier windows alive at each step"] == [0, 4, 8] * 2
     logging = al.audit.catalogue_loop("logging_forward_with_grad").audit()
     assert logging.codes == {"FORWARD_WITHOUT_BACKWARD"} and logging.ok
     assert logging.seen_steps == logging.expected_steps  # counted in micro-batches

@@ -7,10 +7,12 @@ gallery and the tests share; `al.audit.plot_audit` draws a report.
 How the folder reads: `auditor` (the entry point, `arguments` checks its input, `spec` says what
 the reference does) → `runner` runs the loop on copies, with `instruments` recording and `guard`
 bounding it in time and calls (`recording` holds what was seen) → detectors, one concern each:
-`errors`, `data_checks`, `schedule`, `gradients` (with `hypotheses` and `scaler_log`) and its
-findings in `explain`, `lr_schedule`, `memory`, `norm_layers` → `findings` (codes, severities,
-the report), worded by `messages` and `phrases` (text as data). The gallery: `catalogue`, `loops`,
-`loops_hidden`, `setups`; drawing: `plot`, `widget`.
+`errors`, `data_checks`, `schedule`, `gradients` (with `hypotheses` and `scaler_log`; its
+findings in `explain` and `unexplained`), `scaler_step`, `lr_schedule`, `memory`, `norm_layers` →
+`findings` (codes, severities, the report), worded by `messages`, `messages_epochs` and `phrases`
+(text as data). The loops: `catalogue` (with `loops`, `loops_epochs`, `loops_hidden`, `setups`),
+shown neutrally by `gallery`, side by side by `table`; `overflow`: what GradScaler's inf check is
+for; drawing: `plot`, `widget`.
 """
 
 import sys
@@ -26,6 +28,10 @@ __getattr__, __dir__, __all__ = lazy_names(
         "CatalogueLoop": "catalogue",
         "audit_setup": "setups",
         "catalogue_loop": "catalogue",
+        "GALLERY": "gallery",
+        "gallery_loop": "gallery",
+        "compare_loops": "table",
+        "overflow_window": "overflow",
         "CODES": "findings",
         "AuditReport": "findings",
         "Finding": "findings",

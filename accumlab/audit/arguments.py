@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
-from .._validate import one_of, positive_float
-from ..engine import LAST_WINDOW_POLICIES
-from .spec import MAX_RTOL
+from .._validate import one_of, positive_float, positive_int
+from .spec import MAX_EPOCHS, MAX_RTOL, POLICIES
 
 MAX_LR = 10.0  # the audit's plain SGD; a larger learning rate is almost certainly a typo
 MAX_TIME_LIMIT = 600.0
@@ -23,7 +22,7 @@ def bounded(name: str, value, high: float, why: str) -> float:
 
 
 def check_options(
-    *, lr, rtol, max_norm, time_limit, last_window, micro_batches: int
+    *, lr, rtol, max_norm, time_limit, last_window, epochs, micro_batches: int
 ) -> dict[str, object]:
     """Validated options; raises ValueError naming the first bad one."""
     out = {
@@ -35,12 +34,19 @@ def check_options(
         if max_norm is None
         else bounded("max_norm", max_norm, math.inf, "a clipping threshold"),
         "time_limit": bounded("time_limit", time_limit, MAX_TIME_LIMIT, "seconds"),
-        "last_window": one_of("last_window", last_window, LAST_WINDOW_POLICIES),
+        "last_window": one_of("last_window", last_window, POLICIES),
+        "epochs": positive_int(
+            "epochs",
+            epochs,
+            maximum=MAX_EPOCHS,
+            why="two show what happens to a short last window; each epoch re-runs every check",
+        ),
     }
-    if micro_batches > MAX_MICRO_BATCHES:
+    if micro_batches * out["epochs"] > MAX_MICRO_BATCHES:
         raise ValueError(
-            f"data splits into {micro_batches} micro-batches; the audit recomputes each one's "
-            f"gradient at every step, so keep the epoch to at most {MAX_MICRO_BATCHES} (use fewer "
-            "samples or a bigger micro_batch_size)"
+            f"data splits into {micro_batches} micro-batches, {micro_batches * out['epochs']} over "
+            f"{out['epochs']} epoch(s); the audit recomputes each one's gradient at every step, so "
+            f"keep the run to at most {MAX_MICRO_BATCHES} (use fewer samples, a bigger "
+            "micro_batch_size or fewer epochs)"
         )
     return out

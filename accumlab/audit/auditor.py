@@ -23,7 +23,8 @@ from .lr_schedule import scheduler_findings
 from .memory import memory_findings
 from .norm_layers import batchnorm_findings
 from .runner import record
-from .schedule import schedule_findings
+from .scaler_step import scaler_step_findings
+from .schedule import compared_setup, schedule_findings
 from .spec import Setup, default_rtol, lr_factor
 
 
@@ -42,24 +43,29 @@ def audit(
     last_window: str = "divide_by_actual",
     rtol: float | None = None,
     time_limit: float = 10.0,
+    epochs: int = 2,
 ) -> AuditReport:
-    """Audit a learner's epoch of gradient accumulation. Introduced in lesson 08.
+    """Audit a learner's gradient accumulation over `epochs` epochs. Introduced in lesson 08.
 
     `train_fn(model, optimizer, batches, k, **extras)` trains one epoch: `batches` is a list of
     `(x, y)` micro-batches of `data` (copies: the loop may do what it likes with them), `k` the
     accumulation steps. `extras` holds what the audit is asked to check and nothing else:
     `max_norm` (clip once per window), `scheduler` (a LambdaLR to step once per optimizer step),
-    `scaler` (a `torch.amp.GradScaler`). The function runs once on a copy of `model` with plain
-    SGD; the caller's model and data are untouched. It is stopped after `time_limit` seconds or
-    when it calls the model or the optimizer far more often than the data allows.
+    `scaler` (a `torch.amp.GradScaler`). The function is called once per epoch, on one copy of
+    `model` with plain SGD (the same optimizer, scheduler and scaler every epoch); the caller's
+    model and data are untouched. A loop that keeps state between epochs is a class: the audit
+    makes one instance (`train_fn()`) and calls it once per epoch. The run is stopped after
+    `time_limit` seconds or when it calls the model or the optimizer far more often than the data
+    allows.
 
-    The reference: micro-batches in order, an optimizer step after every k of them and after the
-    last one, each window's gradient equal to the mean over all its items (what one big batch
-    gives), clipped once. `last_window` states the policy for a short last window, as in
-    `al.Recipe`: "divide_by_actual" (the default), "divide_by_k" (what Accelerate and Lightning
-    do) or "drop". Every step's gradient is compared with the reference at the loop's own
-    parameters; `rtol` is the relative L2 difference still called a match (default: by the
-    model's dtype, 1e-9 for float64).
+    The reference: micro-batches in order, an optimizer step after every k of them and after each
+    epoch's last one, each window's gradient equal to the mean over all its items (what one big
+    batch gives), clipped once. `last_window` states the policy for an epoch's short last window,
+    as in `al.Recipe`: "divide_by_actual" (the default), "divide_by_k" (what Accelerate and
+    Lightning do) or "drop"; or "carry": the window continues into the next epoch. Two epochs (the
+    default) show what a loop does with a short last window's gradient. Every step's gradient is
+    compared with the reference at the loop's own parameters; `rtol` is the relative L2
+    difference still called a match (default: by the model's dtype, 1e-9 for float64).
     """
     if not callable(train_fn):
         raise ValueError(f"train_fn must be a function, got {type(train_fn).__name__}")
@@ -77,6 +83,7 @@ def audit(
         max_norm=max_norm,
         time_limit=time_limit,
         last_window=last_window,
+        epochs=epochs,
         micro_batches=len(batches),
     )
     params = [p for p in model.parameters() if p.requires_grad]
@@ -93,6 +100,7 @@ def audit(
         bool(scaler),
         options["rtol"] or default_rtol(model),
         options["last_window"],
+        options["epochs"],
     )
     started = time.perf_counter()
     with one_thread():
@@ -117,6 +125,7 @@ def _audit(train_fn: Callable, setup: Setup, device: str, time_limit: float) -> 
         else None,
         max_norm=setup.max_norm,
         time_limit=time_limit,
+        epochs=setup.epochs,
     )
     dtypes = [p.dtype for p in setup.model.parameters() if p.is_floating_point()]
     report = AuditReport(
@@ -130,18 +139,21 @@ def _audit(train_fn: Callable, setup: Setup, device: str, time_limit: float) -> 
         rtol=setup.rtol,
         dtype=str(dtypes[0]).removeprefix("torch.") if dtypes else "float32",
         last_window=setup.last_window,
+        epochs=setup.epochs,
     )
     broken = error_findings(rec, setup)
     if broken:
         report.findings = broken + modified_findings(rec)
         return report
-    grads = gradient_matches(rec, setup)
+    compared = compared_setup(rec, setup)  # the loop's windows may run across epochs
+    grads = gradient_matches(rec, compared)
     report.checks = grads.checks
     report.findings = (
         finite_findings(rec, setup)
         + modified_findings(rec)
-        + schedule_findings(rec, setup, grads)
-        + gradient_findings(grads, rec, setup)
+        + schedule_findings(rec, setup, grads, compared)
+        + gradient_findings(grads, rec, compared)
+        + scaler_step_findings(rec, setup, grads)
         + scheduler_findings(rec, setup)
         + memory_findings(rec)
         + batchnorm_findings(rec, setup, grads.first)

@@ -18,14 +18,15 @@ from .loops import (
     clip_before_unscale,
     clip_every_micro_batch,
     correct_loop,
-    last_window_dropped,
     last_window_underweighted,
+    loss_divided_twice,
     loss_not_divided,
     mean_of_means,
     mystery_loop,
     off_by_one_schedule,
     raises,
     replaces_a_layer,
+    scaler_step_skipped,
     scaler_update_every_micro_batch,
     scheduler_every_micro_batch,
     step_every_micro_batch,
@@ -34,8 +35,16 @@ from .loops import (
     unscale_every_micro_batch,
     zero_grad_inside_window,
 )
+from .loops_epochs import (
+    CountAcrossEpochs,
+    WindowsAcrossEpochs,
+    last_window_carried,
+    last_window_dropped,
+)
 from .loops_hidden import (
+    bfloat16_autocast,
     logging_forward_with_grad,
+    normaliser_counts_padding,
     normalises_in_place,
     scheduler_before_optimizer,
     total_loss_keeps_graphs,
@@ -94,10 +103,29 @@ _ENTRIES = [
     ),
     CatalogueLoop("off_by_one_schedule", off_by_one_schedule, frozenset({"OFF_BY_ONE_SCHEDULE"})),
     CatalogueLoop(
+        "last_window_carried",
+        last_window_carried,
+        frozenset({"LAST_WINDOW_CARRIED"}),
+        question="10 micro-batches, k = 4, two epochs. What happens to each epoch's last two?",
+    ),
+    CatalogueLoop(
         "last_window_dropped",
         last_window_dropped,
         frozenset({"LAST_WINDOW_DROPPED"}),
         kind="policy",
+    ),
+    CatalogueLoop(
+        "windows_across_epochs",
+        WindowsAcrossEpochs,
+        frozenset({"WINDOWS_CROSS_EPOCHS"}),
+        kind="policy",
+        question="The counter lives on the object, across epochs. Is anything lost?",
+    ),
+    CatalogueLoop(
+        "count_across_epochs",
+        CountAcrossEpochs,
+        frozenset({"CARRIED_WINDOW_ZEROED"}),
+        question="A counter across epochs, and zero_grad() when an epoch starts. What is lost?",
     ),
     CatalogueLoop(
         "last_window_underweighted",
@@ -131,6 +159,13 @@ _ENTRIES = [
         options={**_CLIP, "scaler": True},
     ),
     CatalogueLoop(
+        "scaler_step_skipped",
+        scaler_step_skipped,
+        frozenset({"SCALER_STEP_SKIPPED"}),
+        options={**_CLIP, "scaler": True},
+        question="unscale_, clip, step, update: every call is there. Is every check?",
+    ),
+    CatalogueLoop(
         "scaler_update_every_micro_batch",
         scaler_update_every_micro_batch,
         frozenset({"SCALER_MISUSE"}),
@@ -144,7 +179,31 @@ _ENTRIES = [
         kind="correct",
         question="The loop is the correct one; the model has BatchNorm. What will the audit say?",
     ),
+    CatalogueLoop("loss_divided_twice", loss_divided_twice, frozenset({"LOSS_DIVIDED_TWICE"})),
     CatalogueLoop("stray_factor", stray_factor, frozenset({"UNEXPLAINED_GRADIENT"})),
+    CatalogueLoop(
+        "normaliser_counts_padding",
+        normaliser_counts_padding,
+        frozenset({"UNEXPLAINED_GRADIENT"}),
+        "tokens",
+        question="Each loss divided by the window's token count. Which tokens?",
+    ),
+    CatalogueLoop(
+        "bfloat16_autocast",
+        bfloat16_autocast,
+        frozenset({"UNEXPLAINED_GRADIENT"}),
+        "float32",
+        question="The correct loop, its forward in bfloat16 autocast. Does it match?",
+    ),
+    CatalogueLoop(
+        "bfloat16_autocast_with_rtol",
+        bfloat16_autocast,
+        frozenset(),
+        "float32",
+        options={"rtol": 2e-2},
+        kind="correct",
+        question="The same loop, audited with rtol = 0.02. What does the audit say now?",
+    ),
     # bugs that hide: composed, silent, one line off, memory, data
     CatalogueLoop(
         "zero_grad_and_undivided",
@@ -209,6 +268,7 @@ _ENTRIES = [
     ),
 ]
 CATALOGUE: dict[str, CatalogueLoop] = {entry.name: entry for entry in _ENTRIES}
+EXERCISE_LOOPS = ("mystery_loop",)  # exercise 08.1 asks for its audit's code: not shown before
 
 
 def catalogue_loop(name: str) -> CatalogueLoop:

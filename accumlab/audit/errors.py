@@ -47,10 +47,11 @@ def error_findings(rec: Recording, setup: Setup) -> list[Finding]:
                 )
             ]
         where = f" at {rec.error_line}" if rec.error_line else ""
+        when = f" in epoch {rec.error_epoch + 1} of {setup.epochs}" if rec.error_epoch else ""
         return [
             Finding(
                 "STEP_RAISED",
-                message("STEP_RAISED", error=text, where=where),
+                message("STEP_RAISED", error=text, where=where, when=when),
                 {
                     "error": f"{type(err).__name__}: {err}",
                     "forward passes before the error": len(rec.forwards),
@@ -99,7 +100,7 @@ def _stopped(err: AuditStopped, rec: Recording, setup: Setup) -> Finding:
         limit=err.detail,
         forwards=len(rec.forwards),
         steps=len(rec.steps),
-        micro_batches=len(setup.batches),
+        micro_batches=_micro_batches(setup),
         what=CALL_NAMES.get(err.reason, err.reason),
         where=where,
     )
@@ -110,6 +111,11 @@ def _stopped(err: AuditStopped, rec: Recording, setup: Setup) -> Finding:
         "zero_grad calls": len(rec.zero_grads),
     }
     return Finding("RUNAWAY_LOOP", text, evidence)
+
+
+def _micro_batches(setup: Setup) -> str:
+    """'10', or '2 epochs of 10': what the budget was counted for."""
+    return f"{setup.epochs} epochs of {setup.n}" if setup.epochs > 1 else str(setup.n)
 
 
 def _shape_changes(before: nn.Module, after: nn.Module) -> list[str]:

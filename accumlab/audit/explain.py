@@ -7,20 +7,16 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
 
 from .findings import CODES, Finding
 from .gradients import SCALE_ONLY, GradientResult, StepMatch
+from .hypotheses import ratio
 from .messages import message
 from .phrases import describe, phrase
 from .recording import Recording
 from .spec import Setup
-
-
-def _cosine(m: StepMatch) -> float:
-    a, b = m.seen, m.reference
-    denom = float(a.norm()) * float(b.norm())
-    return float(a @ b) / denom if denom else math.nan
+from .unexplained import cosine as _cosine
+from .unexplained import unexplained_finding
 
 
 def _suggest(ms: list[StepMatch], setup: Setup) -> float:
@@ -59,6 +55,29 @@ def _variant(code: str, m: StepMatch, rec: Recording, setup: Setup) -> tuple[str
         return None, {"weight": n / k, "policy": "divide_by_k"}
     if code == "LAST_WINDOW_AVERAGED":
         return None, {"weight": k / n, "policy": "divide_by_actual"}
+    if code == "LAST_WINDOW_CARRIED":
+        why = (
+            f" (each micro-batch's loss divided by k = {k}, as here, gives {n}/{k} = {n / k:.3g} "
+            "times their mean)"
+            if how.get("weights") in ("items_k", "means_k")
+            else ""
+        )
+        end = (
+            "; the last epoch's tail is still in .grad when the run ends."
+            if rec.leftover_grad_norm > 0
+            else "."
+        )
+        measured = ratio(m.seen, m.whole) if m.whole is not None else math.nan
+        fields = {"size": m.carried, "own": n - m.carried, "total": n, "measured": measured}
+        # clipping that bit (to max_norm, or on partial or still-scaled sums) set the step's
+        # length: the ratio says nothing about the window then
+        clipped = how.get("clip") in ("micro", "scaled") or (
+            setup.max_norm is not None and float(m.seen.norm()) >= 0.999 * setup.max_norm
+        )
+        return ("clipped" if clipped else "measured"), {**fields, "why": why, "end": end}
+    if code == "CARRIED_WINDOW_ZEROED":
+        gone = int(how.get("zero", "epoch 0").split()[1])
+        return None, {"gone": gone, "kept": n - gone, "seen": [s.position for s in rec.steps]}
     return None, {}
 
 
@@ -66,6 +85,8 @@ def _explained(code: str, ms: list[StepMatch], rec: Recording, setup: Setup) -> 
     m = ms[0]
     steps = tuple(x.step for x in ms)
     variant, extra = _variant(code, m, rec, setup)
+    if code == "LOSS_DIVIDED_TWICE":
+        extra = {"ratios": [round(x.ratio, 4) for x in ms], "sizes": [len(x.window) for x in ms]}
     fields = {
         "step": m.step,
         "steps": list(steps),
@@ -95,8 +116,12 @@ def _explained(code: str, ms: list[StepMatch], rec: Recording, setup: Setup) -> 
     else:
         evidence["‖seen‖ / ‖reference‖"] = [x.ratio for x in ms]
         evidence["cosine"] = [_cosine(x) for x in ms]
-    if code == "LOSS_NOT_DIVIDED":
+    if code in ("LOSS_NOT_DIVIDED", "LOSS_DIVIDED_TWICE"):
         evidence["window sizes"] = [len(x.window) for x in ms]
+    if code == "LAST_WINDOW_CARRIED":
+        evidence["micro-batches in the step's window"] = [len(x.window) for x in ms]
+        evidence["of them from the previous epoch"] = [x.carried for x in ms]
+        evidence["‖seen‖ / ‖their mean‖"] = [ratio(x.seen, x.whole) for x in ms]
     if code == "MEAN_OF_MEANS":
         evidence["items per micro-batch"] = m.counts
         evidence["relative L2 difference"] = m.diff.rel_l2
@@ -139,35 +164,6 @@ def _not_verified(ms: list[StepMatch], setup: Setup) -> Finding:
     )
 
 
-def _has_dropout(model: nn.Module) -> bool:
-    return any(
-        isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 and m.training
-        for m in model.modules()
-    )
-
-
-def _unexplained(ms: list[StepMatch], result: GradientResult, rec: Recording, setup) -> Finding:
-    first = ms[0]
-    compared = sum(c.rel_error is not None for c in result.checks)
-    why = phrase("dropout") if _has_dropout(setup.model) else ""
-    why += phrase("modified") if rec.modified else ""
-    text = message(
-        "UNEXPLAINED_GRADIENT",
-        count=len(ms),
-        compared=compared,
-        step=first.step,
-        diff=first.diff,
-        why=why,
-    )
-    evidence = {
-        "steps": [m.step for m in ms],
-        "‖seen‖ / ‖reference‖": [m.ratio for m in ms],
-        "relative L2 difference": [m.diff.rel_l2 for m in ms],
-        "cosine": [_cosine(m) for m in ms],
-    }
-    return Finding("UNEXPLAINED_GRADIENT", text, evidence, tuple(m.step for m in ms))
-
-
 def gradient_findings(result: GradientResult, rec: Recording, setup: Setup) -> list[Finding]:
     by_code: dict[str, list[StepMatch]] = {}
     for m in result.matches:
@@ -179,5 +175,5 @@ def gradient_findings(result: GradientResult, rec: Recording, setup: Setup) -> l
         findings.append(_not_verified(unverified, setup))
     unexplained = [m for m in result.matches if m.aligned and m.chosen is None]
     if unexplained:
-        findings.append(_unexplained(unexplained, result, rec, setup))
+        findings.append(unexplained_finding(unexplained, result, rec, setup))
     return findings

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 #   error       the function could not be audited: it raised, ran away, did nothing, made NaN
 CODES: dict[str, tuple[str, str]] = {
     "LOSS_NOT_DIVIDED": ("bug", "loss not divided by the window's size"),
+    "LOSS_DIVIDED_TWICE": ("bug", "loss divided by the window's size twice"),
     "ZERO_GRAD_IN_WINDOW": ("bug", "gradients zeroed inside the window"),
     "GRADS_NEVER_ZEROED": ("bug", "gradients never zeroed between optimizer steps"),
     "ZERO_GRAD_BEFORE_STEP": ("bug", "gradients zeroed between the last backward and the step"),
@@ -23,6 +24,9 @@ CODES: dict[str, tuple[str, str]] = {
     "LAST_WINDOW_UNDERWEIGHTED": ("policy", "short last window divided by k"),
     "LAST_WINDOW_AVERAGED": ("policy", "short last window averaged, divide_by_k stated"),
     "LAST_WINDOW_KEPT": ("policy", "short last window stepped, drop stated"),
+    "LAST_WINDOW_CARRIED": ("bug", "short last window added to the next epoch's first step"),
+    "WINDOWS_CROSS_EPOCHS": ("policy", "windows continue across epochs"),
+    "CARRIED_WINDOW_ZEROED": ("bug", "a window across epochs erased in part when an epoch starts"),
     "MEAN_OF_MEANS": ("bug", "mean of per-micro-batch means"),
     "CLIP_PER_MICRO_BATCH": ("bug", "gradients clipped inside the window"),
     "NOT_CLIPPED": ("bug", "gradients not clipped"),
@@ -31,6 +35,7 @@ CODES: dict[str, tuple[str, str]] = {
     "SCHEDULER_STEPS_WRONG": ("bug", "scheduler stepped a wrong number of times"),
     "UNSCALE_MISUSE": ("bug", "GradScaler.unscale_ misused"),
     "SCALER_MISUSE": ("bug", "GradScaler called in the wrong order"),
+    "SCALER_STEP_SKIPPED": ("bug", "optimizer.step() without scaler.step: no inf/NaN check"),
     "GRAPHS_KEPT_ALIVE": ("bug", "autograd graphs kept alive across windows"),
     "BATCH_MODIFIED": ("bug", "micro-batches modified in place"),
     "BATCHNORM_STATS": ("caveat", "BatchNorm sees micro-batch statistics"),
@@ -127,6 +132,7 @@ class AuditReport:
     dtype: str = "float64"
     last_window: str = "divide_by_actual"  # the policy the reference applies to a short window
     seconds: float = 0.0
+    epochs: int = 1  # epochs the loop was asked to train (micro_batches is per epoch)
 
     @property
     def ok(self) -> bool:
@@ -143,15 +149,18 @@ class AuditReport:
         raise KeyError(f"no finding {code!r}; found: {sorted(self.codes) or 'none'}")
 
     def _header(self) -> str:
+        epochs = f"{self.epochs} epochs of " if self.epochs > 1 else ""
         return (
-            f"Audit of {self.name}: {self.micro_batches} micro-batches, k = {self.accumulation_steps} "
-            f"→ {len(self.expected_steps)} optimizer steps expected, {len(self.seen_steps)} seen."
+            f"Audit of {self.name}: {epochs}{self.micro_batches} micro-batches, "
+            f"k = {self.accumulation_steps} → {len(self.expected_steps)} optimizer steps expected, "
+            f"{len(self.seen_steps)} seen."
         )
 
     def scope(self) -> str:
         """What this audit checked, at which tolerance, and what it cannot see."""
         return (
-            f"Scope: one process, one epoch, {self.dtype} (match tolerance rtol = {self.rtol:g}), "
+            f"Scope: one process, {self.epochs} epoch{'s' if self.epochs > 1 else ''}, "
+            f"{self.dtype} (match tolerance rtol = {self.rtol:g}), "
             f"last_window = {self.last_window!r}. Checked: when the optimizer steps; each step's "
             "gradient (zeroing, loss scaling, window policy, clipping, GradScaler calls); the "
             f"scheduler; graphs kept alive. Out of reach: {OUT_OF_SCOPE}."

@@ -6,9 +6,10 @@ under-weighted window. So a prediction is a product of four independent choices,
 reference's or a known bug's:
 
 - zeroing: every micro-batch kept / an earlier window's gradient carried along / only the last
-  micro-batches kept / everything zeroed before the step;
+  micro-batches kept (for a window that began in an earlier epoch: the part before the epoch's
+  start zeroed) / everything zeroed before the step;
 - weights: what each micro-batch's mean gradient M_b is multiplied by (its share of the window's
-  items, 1/n, 1/k, 1, or its item count);
+  items, 1/n, 1/k, 1, its item count, or a division by n or k done twice);
 - the GradScaler: the scale each micro-batch was multiplied by and the unscale_ calls that divided
   .grad, replayed from the recorded calls;
 - clipping: once per window, never, after every backward, or before unscale_.
@@ -71,9 +72,9 @@ def window_grads(probe: nn.Module, step: StepRecord, setup: Setup, names: list[s
         for n, p in probe.named_parameters():
             p.copy_(step.params[n])
     means = [
-        vec(full_batch_grads(probe, setup.batches[b], loss=setup.loss), names) for b in step.window
+        vec(full_batch_grads(probe, setup.batch(b), loss=setup.loss), names) for b in step.window
     ]
-    counts = [setup.loss.count(setup.batches[b].y) for b in step.window]
+    counts = [setup.loss.count(setup.batch(b).y) for b in step.window]
     return Window(torch.stack(means), counts)
 
 
@@ -83,11 +84,14 @@ class Context:
 
     k: int
     max_norm: float | None
-    aligned: bool  # the reference has this very window, so its policy applies
+    aligned: bool  # the reference has this window (or its part in this epoch): its policy applies
     stated: str  # the caller's last_window policy
     previous: torch.Tensor | None  # what the previous step saw: still in .grad if never zeroed
     scale: float | None  # the GradScaler's scale at this step
     replay: tuple | None = None  # (per-micro-batch multipliers, carry multiplier, codes)
+    carried: int = 0  # the window's first micro-batches that were forwarded in an earlier epoch
+    own: int = 0  # where the reference's window starts in it: `carried` when the reference closed
+    # the earlier epoch's part at that epoch's end (or dropped it), 0 when the window is its own
 
 
 @dataclass(frozen=True)
@@ -107,9 +111,15 @@ POLICY_CODES = {  # (policy the loop applied to a short window, policy stated) â
 }
 
 
+def _parts(counts: list[int], own: int) -> list[float]:
+    """Each part of a window that crosses an epoch's start weighted as a window of its own."""
+    before, after = sum(counts[:own]), sum(counts[own:])
+    return [c / before for c in counts[:own]] + [c / after for c in counts[own:]]
+
+
 def _weights(w: Window, ctx: Context) -> Iterator[tuple[str, list[float], frozenset[str]]]:
     n, k, counts = len(w.counts), ctx.k, w.counts
-    short = n < k
+    short = n - ctx.own < k  # the window the reference has is short
     options = [
         ("items", w.items, set(), "divide_by_actual"),
         ("means", [1 / n] * n, {"MEAN_OF_MEANS"}, "divide_by_actual"),
@@ -117,20 +127,33 @@ def _weights(w: Window, ctx: Context) -> Iterator[tuple[str, list[float], frozen
     ]
     if any(c != 1 for c in counts):  # reduction="sum" with no division at all
         options.append(("summed", [float(c) for c in counts], {"LOSS_NOT_DIVIDED"}, None))
-    if short:
+    if n != k:  # loss / k on a window of another size (before "twice": the policy is likelier)
         options.append(("items_k", [x * n / k for x in w.items], set(), "divide_by_k"))
         options.append(("means_k", [1 / k] * n, {"MEAN_OF_MEANS"}, "divide_by_k"))
+    if n > 1:  # loss / n, and the gradient / n again (p.grad /= n): 1/n of the mean
+        options.append(("twice", [x / n for x in w.items], {"LOSS_DIVIDED_TWICE"}, None))
+    if short:  # loss / k, and the gradient / k again
+        twice_k = [x * n / k / k for x in w.items]
+        options.append(("twice_k", twice_k, {"LOSS_DIVIDED_TWICE"}, "divide_by_k"))
+    if ctx.own:
+        options.append(("parts", _parts(counts, ctx.own), set(), "divide_by_actual"))
     for name, weights, codes, policy in options:
         code = POLICY_CODES.get((policy, ctx.stated)) if ctx.aligned and short else None
         yield name, weights, frozenset(codes | ({code} if code else set()))
 
 
 def _zeroing(n: int, ctx: Context) -> Iterator[tuple[str, int, bool, frozenset[str]]]:
-    yield "kept", 0, False, frozenset()
+    # the earlier epoch's part still in .grad, though the reference closed or dropped it
+    kept = frozenset({"LAST_WINDOW_CARRIED"} if ctx.own else ())
+    yield "kept", 0, False, kept
     if ctx.previous is not None:
-        yield "carried", 0, True, frozenset({"GRADS_NEVER_ZEROED"})
+        yield "carried", 0, True, frozenset({"GRADS_NEVER_ZEROED"}) | kept
     for start in range(1, n):
-        yield f"from {start}", start, False, frozenset({"ZERO_GRAD_IN_WINDOW"})
+        if start == ctx.carried:  # zeroed when the epoch began: the earlier epoch's part erased
+            codes = frozenset() if ctx.own == start else frozenset({"CARRIED_WINDOW_ZEROED"})
+            yield f"epoch {start}", start, False, codes
+        else:
+            yield f"from {start}", start, False, frozenset({"ZERO_GRAD_IN_WINDOW"})
 
 
 def _clipping(ctx: Context) -> list[tuple[str, frozenset[str]]]:
@@ -161,12 +184,18 @@ def _clipped(how: str, carry, terms: torch.Tensor, ctx: Context) -> torch.Tensor
     return running
 
 
+def reference_part(w: Window, ctx: Context) -> Window:
+    """The part of the window the reference has: all of it, or what this epoch forwarded."""
+    return Window(w.means[ctx.own :], w.counts[ctx.own :])
+
+
 def expected(w: Window, ctx: Context) -> torch.Tensor:
     """What the reference loop's optimizer sees: the window's mean (divided by k for a short last
     window when that policy was stated), clipped once."""
-    g = w.reference
-    if ctx.aligned and ctx.stated == "divide_by_k" and len(w.counts) < ctx.k:
-        g = g * len(w.counts) / ctx.k
+    part = reference_part(w, ctx)
+    g, m = part.reference, len(part.counts)
+    if ctx.aligned and ctx.stated == "divide_by_k" and m < ctx.k:
+        g = g * m / ctx.k
     return clip(g, ctx.max_norm)
 
 

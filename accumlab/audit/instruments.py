@@ -61,10 +61,14 @@ def _norm_updates(model: nn.Module) -> int:
 class Instruments:
     """Installs every hook and wrapper on the copies and records into `rec` (a Recording)."""
 
-    def __init__(self, rec, model, optimizer, batches: list[Data], pairs: list, budget: Budget):
+    def __init__(self, rec, model, optimizer, batches: list[Data], budget: Budget):
         self.rec, self.model, self.optimizer = rec, model, optimizer
         self.batches, self.budget = batches, budget
-        self.by_id = {id(x): i for i, (x, _) in enumerate(pairs)}
+        self.epoch = 0
+        self.by_id: dict[
+            int, int
+        ] = {}  # id of an input tensor handed out -> micro-batch (run-wide)
+        self.held: list = []  # every epoch's copies stay alive, so no id is reused
         self.pending: list = []  # micro-batches first forwarded since the last step
         self.seen: set[int] = set()
         self.tags: list[weakref.ref] = []
@@ -90,6 +94,17 @@ class Instruments:
         if scaler is not None:
             for method in SCALER_METHODS:
                 self._wrap_scaler(scaler, method)
+
+    def begin_epoch(self, epoch: int, pairs: list) -> None:
+        """Epoch `epoch` is about to get `pairs`: its micro-batch i is number epoch * n + i."""
+        n = len(self.batches)
+        self.epoch = epoch
+        self.held.append(pairs)
+        self.by_id.update({id(x): epoch * n + i for i, (x, _) in enumerate(pairs)})
+        self.rec.epoch_starts.append(self.rec.position)
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        self.rec.carried_in.append(float(sum(float(g.double().norm()) ** 2 for g in grads) ** 0.5))
+        self.rec.events.append(("epoch", self.rec.position))
 
     def remove(self) -> None:
         for handle in self.handles:
@@ -135,7 +150,7 @@ class Instruments:
             return self.by_id[id(x)]
         for i, mb in enumerate(self.batches):  # moved or cast by the loop: compare values
             if mb.x.shape == x.shape and torch.equal(mb.x.to(x.dtype), x.detach().cpu()):
-                return i
+                return self.epoch * len(self.batches) + i  # the epoch running now
         return None
 
     def _on_forward(self, _module, args, kwargs):
@@ -190,6 +205,7 @@ class Instruments:
                 norm_updates=_norm_updates(self.model),
                 old_graphs=sum(t is not None and t.step < index for t in alive),
                 saved_bytes=self.live_saved.bytes,
+                epoch=self.epoch,
             )
         )
         self.rec.events.append(("step", self.rec.position))

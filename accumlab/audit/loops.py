@@ -75,15 +75,6 @@ def off_by_one_schedule(model, optimizer, batches, k):
         optimizer.zero_grad()
 
 
-def last_window_dropped(model, optimizer, batches, k):
-    for i, (x, y) in enumerate(batches):
-        loss = F.mse_loss(model(x), y) / k
-        loss.backward()
-        if (i + 1) % k == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-
-
 def last_window_underweighted(model, optimizer, batches, k):
     for i, (x, y) in enumerate(batches):
         loss = F.mse_loss(model(x), y) / k
@@ -159,6 +150,31 @@ def scaler_update_every_micro_batch(model, optimizer, batches, k, *, scaler):
         scaler.update()
         if (i + 1) % k == 0 or i + 1 == len(batches):
             scaler.step(optimizer)
+            optimizer.zero_grad()
+
+
+def scaler_step_skipped(model, optimizer, batches, k, *, scaler, max_norm):
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        loss = F.mse_loss(model(x), y) / window
+        scaler.scale(loss).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def loss_divided_twice(model, optimizer, batches, k):
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        loss = F.mse_loss(model(x), y) / window
+        loss.backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            for p in model.parameters():
+                p.grad /= window
+            optimizer.step()
             optimizer.zero_grad()
 
 

@@ -1,5 +1,7 @@
 """Loops whose bugs hide: two bugs at once, a silent GradScaler order, a zero_grad one line too
-early, graphs kept alive, a logging forward, in-place changes to the data (lesson 08)."""
+early, graphs kept alive, a logging forward, in-place changes to the data; and two whose
+difference the audit cannot name but describes: bfloat16 rounding, a normaliser that counts
+padding (lesson 08)."""
 
 from __future__ import annotations
 
@@ -88,3 +90,29 @@ def undivided_under_clipping(model, optimizer, batches, k, *, max_norm):
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
             optimizer.step()
             optimizer.zero_grad()
+
+
+def bfloat16_autocast(model, optimizer, batches, k):
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            prediction = model(x)
+        loss = F.mse_loss(prediction.to(y.dtype), y) / window  # back to the targets' dtype
+        loss.backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def normaliser_counts_padding(model, optimizer, batches, k):
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        tokens = sum(y.numel() for _, y in window)
+        for x, y in window:
+            logits = model(x)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum"
+            )
+            (loss / tokens).backward()
+        optimizer.step()
+        optimizer.zero_grad()

@@ -2,15 +2,14 @@
 (lesson 08). Detection lives in the detector modules; changing a sentence never touches them.
 
 A template is a `str.format` string; a code with several situations maps variant names to
-templates, and `message(code, variant, **fields)` picks one. Pieces several findings share live in
-`phrases.py`.
+templates, and `message(code, variant, **fields)` picks one. The findings about epochs live in
+`messages_epochs.py`; pieces several findings share, in `phrases.py`.
 """
 
 from __future__ import annotations
 
-_LAST_WINDOW_FIX = (
-    ' If that is your intent, say so: al.audit(..., last_window="{policy}") audits it clean.'
-)
+from .messages_epochs import EPOCH_MESSAGES
+from .messages_epochs import LAST_WINDOW_FIX as _LAST_WINDOW_FIX
 
 MESSAGES: dict[str, str | dict[str, str]] = {
     # ------------------------------------------------------------------ could not be audited
@@ -33,7 +32,9 @@ MESSAGES: dict[str, str | dict[str, str]] = {
             "audit stopped it{where}. Does the loop end?"
         ),
     },
-    "STEP_RAISED": "Your function raised {error}{where}. Nothing after that could be audited.",
+    "STEP_RAISED": (
+        "Your function raised {error}{where}{when}. Nothing after that could be audited."
+    ),
     "MODEL_CHANGED": (
         "After your function ran, the model's parameters no longer have the same names and shapes "
         "({changes}). A training loop updates values, it does not replace layers: the audit "
@@ -72,13 +73,6 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         "(seen {seen}, reference {expected}); the micro-batches first forwarded between steps "
         "were {windows}.{leftover}"
     ),
-    "LAST_WINDOW_DROPPED": (
-        "The short last window ({size} micro-batch(es), {samples} samples) never reaches an "
-        "optimizer step: {how}. Each epoch trains on {used} of its {total} samples, and the left-out "
-        "ones are the same every epoch unless the data is shuffled.{leftover}"
-        + _LAST_WINDOW_FIX
-        + " Otherwise step once more when the epoch ends inside a window."
-    ),
     "LAST_WINDOW_KEPT": (
         'You stated last_window="drop", but your loop also stepped on the short last window '
         "({size} micro-batch(es)); {weight}. Either drop it (step only after full windows and zero "
@@ -105,6 +99,12 @@ MESSAGES: dict[str, str | dict[str, str]] = {
             "is. Audit a float64 copy of the model to tell them apart."
         ),
     },
+    "LOSS_DIVIDED_TWICE": (
+        "Each window's gradient was divided twice: the loss by the window's size, then the "
+        "gradient again, as p.grad /= n does (or both times by k). ‖seen‖ / ‖reference‖ = "
+        "{ratios} for windows of {sizes} micro-batches, where one division gives 1. Divide once: "
+        "the loss, or the gradient, not both."
+    ),
     "LOSS_NOT_DIVIDED": (
         "Each micro-batch's loss reaches backward without being divided by the number of "
         "micro-batches in its window, so each micro-batch's gradient enters at full weight: a "
@@ -191,11 +191,18 @@ MESSAGES: dict[str, str | dict[str, str]] = {
             "window, right after scaler.step(optimizer)."
         ),
     },
+    "SCALER_STEP_SKIPPED": (
+        "optimizer.step() ran without scaler.step(optimizer) at step(s) {steps}{unscaled}: nothing "
+        "checked the gradients for inf or NaN before the update. One micro-batch whose scaled "
+        "gradient overflows then writes inf or NaN into every weight it reaches, where "
+        "scaler.step would have skipped that update and scaler.update() lowered the scale. Call "
+        "scaler.step(optimizer) in place of optimizer.step()."
+    ),
     # ------------------------------------------------------------------ the learning-rate schedule
     "SCHEDULER_PER_MICRO_BATCH": (
         "scheduler.step() ran {per_window} times per full window of k = {k} micro-batches, so the "
         "schedule advances {per_window}× too fast ({calls} calls for {steps} optimizer steps over "
-        "this epoch): the learning rate at step {step} was {seen:.4g} instead of {expected:.4g}. "
+        "the run): the learning rate at step {step} was {seen:.4g} instead of {expected:.4g}. "
         "Step the scheduler once, right after each optimizer.step()."
     ),
     "SCHEDULER_BEFORE_STEP": (
@@ -238,6 +245,9 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         "the remedies (GroupNorm/LayerNorm, frozen BN)."
     ),
 }
+
+
+MESSAGES.update(EPOCH_MESSAGES)
 
 
 def message(code: str, variant: str | None = None, /, **fields) -> str:

@@ -31,7 +31,7 @@ def batchnorm_findings(rec: Recording, setup: Setup, first: dict) -> list[Findin
     with torch.no_grad():
         for n, p in probe.named_parameters():
             p.copy_(step.params[n])
-    window = [setup.batches[b] for b in step.window]
+    window = [setup.batch(b) for b in step.window]
     joined = Data(torch.cat([d.x for d in window]), torch.cat([d.y for d in window]))
     big = vec(full_batch_grads(probe, joined, loss=setup.loss), names)
     diff = grad_diff(w.reference, big)

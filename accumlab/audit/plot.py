@@ -23,8 +23,8 @@ _EVENTS = (
 
 
 def plot_audit(report: AuditReport) -> Figure:
-    """Top: a timeline over micro-batches — the reference's optimizer steps against the loop's
-    steps, zero_grad and scheduler calls. Bottom: each step's relative gradient error (log scale).
+    """Top: a timeline over the run's micro-batches, epoch after epoch — the reference's optimizer
+    steps against the loop's steps, zero_grad and scheduler calls. Bottom: each step's relative gradient error (log scale).
     `update_audit` moves the same figure to another report (lesson 08's explorer)."""
     from matplotlib.figure import Figure  # imported on first plot: `import accumlab` stays light
 
@@ -36,11 +36,12 @@ def plot_audit(report: AuditReport) -> Figure:
     top.set_gid("top")
     bottom.set_gid("bottom")
     top.vlines([], -0.7, 1.5, color="0.9", linewidth=0.8, zorder=0, gid="grid")
+    top.vlines([], -0.7, 1.5, color="0.4", linewidth=1.2, linestyle=":", gid="epochs")
     for gid, _, marker, size, colour, label in _EVENTS:
         top.scatter([], [], marker=marker, s=size, color=colour, label=label, gid=gid)
     top.set_yticks([0, 1], ["your loop", "reference"])
     top.set_ylim(-0.7, 1.5)
-    top.set_xlabel("micro-batches forwarded so far")
+    top.set_xlabel("micro-batches forwarded so far (dotted: an epoch begins)")
     top.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), markerscale=0.5)
     top.set_title("", fontsize=10, y=1.0, gid="title")
     bottom.axhline(
@@ -65,8 +66,10 @@ def update_audit(fig: Figure, report: AuditReport) -> None:
 
     a = named_artists(fig)
     top, bottom = a["top"], a["bottom"]
-    n = report.micro_batches
+    n = report.micro_batches * report.epochs  # over the run
     a["grid"].set_segments([[(b, -0.7), (b, 1.5)] for b in range(1, n + 1)])
+    starts = range(report.micro_batches, n, report.micro_batches)
+    a["epochs"].set_segments([[(b + 0.5, -0.7), (b + 0.5, 1.5)] for b in starts])
     for gid, y, *_ in _EVENTS:
         xs = getattr(report, gid)
         a[gid].set_offsets([(x, y) for x in xs] or _EMPTY)

@@ -16,7 +16,7 @@ class StepRecord:
 
     index: int
     window: tuple  # micro-batches first forwarded since the previous step (None: unknown input)
-    position: int  # distinct micro-batches forwarded so far
+    position: int  # distinct micro-batches forwarded so far, counted over the run
     grads: dict[str, torch.Tensor]
     params: dict[str, torch.Tensor]  # before the update: the parameters the window was run at
     lr: float
@@ -24,6 +24,7 @@ class StepRecord:
     norm_updates: int  # BatchNorm running-statistic updates so far, 0 without BN
     old_graphs: int = 0  # autograd graphs of earlier windows' forwards still alive at this step
     saved_bytes: int = 0  # saved-for-backward bytes still alive at this step (parameters excluded)
+    epoch: int = 0  # the epoch (call of the loop) in which this step happened
 
 
 @dataclass
@@ -39,8 +40,11 @@ class Recording:
     first_nonfinite_output: tuple[int, object] | None = None  # (forward, micro-batch)
     first_nonfinite_backward: tuple[int, object] | None = None  # gradient into a forward's output
     modified: list[int] = field(default_factory=list)  # micro-batches the loop changed in place
-    leftover_grad_norm: float = 0.0  # norm of .grad when the function returned
+    leftover_grad_norm: float = 0.0  # norm of .grad when the function returned (the last epoch)
+    epoch_starts: list[int] = field(default_factory=list)  # position when each epoch began
+    carried_in: list[float] = field(default_factory=list)  # norm of .grad when each epoch began
     error: BaseException | None = None
+    error_epoch: int = 0  # the epoch whose call raised or was stopped
     error_where: str = ""  # "scaler.unscale_" when the exception came out of an instrumented call
     error_line: str = ""  # the learner's line that raised, when it can be found
     warnings: list[str] = field(default_factory=list)
@@ -53,8 +57,9 @@ class Recording:
 
 
 def limits_for(micro_batches: int) -> dict[str, int]:
-    """How many calls of each kind a one-epoch loop may make before the audit stops it: generous
-    (a loop forwarding every micro-batch twice, or stepping after each one, stays far inside)."""
+    """How many calls of each kind a loop may make over `micro_batches` (every epoch's) before the
+    audit stops it: generous (a loop forwarding every micro-batch twice, or stepping after each
+    one, stays far inside)."""
     n = micro_batches
     return {
         "forwards": 4 * n + 16,

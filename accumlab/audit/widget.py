@@ -10,17 +10,22 @@ from ..explorer import Explorer
 def audit_explorer(names: list[str] | None = None) -> Explorer:
     """A dropdown of catalogue loops → the loop's audit report (`.data`) and its timeline plot.
 
-    Only catalogue names are offered, so no invalid choice is reachable. Lesson 08.
+    `names`: a list of catalogue names (default: every loop but exercise 08.1's, whose audit is
+    the exercise's answer). Only those are offered, so no invalid choice is reachable. Lesson 08.
     """
     import ipywidgets as W
 
-    from .catalogue import CATALOGUE
+    from .._validate import one_of, sequence
+    from .catalogue import CATALOGUE, EXERCISE_LOOPS
     from .plot import plot_audit, update_audit
 
-    names = list(names) if names is not None else list(CATALOGUE)
-    unknown = [n for n in names if n not in CATALOGUE]
-    if unknown or not names:
-        raise ValueError(f"names must be catalogue loops ({', '.join(CATALOGUE)}), got {names!r}")
+    if names is None:
+        names = [n for n in CATALOGUE if n not in EXERCISE_LOOPS]
+    names = sequence("names", names)  # a str would split into its characters
+    for name in names:
+        one_of("names", name, CATALOGUE)
+    if len(set(names)) < len(names):
+        raise ValueError(f"names must not repeat a loop, got {names!r}")
     choice = W.Dropdown(options=names, value=names[0], description="loop")
 
     @functools.cache  # a catalogue loop's audit never changes: run each once

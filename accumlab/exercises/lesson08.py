@@ -1,40 +1,92 @@
-"""Lesson 08 exercises: name a bug from its symptoms, then write loops the audit passes."""
+"""Lesson 08 exercises: name a bug from a loop's code, then write loops the audit passes.
+
+08.1 takes a finding code as text (any case, or a one-item collection of it). 08.2 and 08.3 take a
+training loop and judge it by running it under `al.audit`, which observes how it computed: which
+micro-batches each forward used, when the optimizer stepped, what gradient each step saw, every
+GradScaler and scheduler call. A loop that calls accumlab's own reference instead of accumulating
+is refused.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from ..audit import CATALOGUE, CODES, audit, audit_setup
+from ..audit.findings import _fmt
 from . import exercise
+from ._observe import Hint, Refuse
 
-MYSTERY = "mystery_loop"  # shown in exercise 08.1, left out of the lesson's gallery
+MYSTERY = "mystery_loop"  # shown in exercise 08.1; its audit is shown nowhere in the lesson
+# accumlab's own references: an answer must accumulate, not copy their gradient or trajectory
+REFERENCES = ("al.full_batch_grads", "al.accumulated_grads", "al.run", "al.precision.amp_train")
+
+WHY_NOT = {  # what the mystery loop's code shows, against a code a reader might guess
+    "LOSS_NOT_DIVIDED": "every loss is divided by its window's size: look elsewhere",
+    "ZERO_GRAD_IN_WINDOW": "count the zero_grad() calls in the loop: where are they?",
+    "ZERO_GRAD_BEFORE_STEP": "count the zero_grad() calls in the loop: where are they?",
+    "LAST_WINDOW_DROPPED": "the step condition includes i + 1 == len(batches): the short window "
+    "steps",
+    "LAST_WINDOW_UNDERWEIGHTED": "the short window is divided by what it holds, not by k",
+    "STEP_EVERY_MICRO_BATCH": "the step condition is the reference's: every k and at the end",
+}
 
 
-def _clean(answer, setup: str, **options) -> str | None:
-    if not callable(answer):
-        return "give a function train_epoch(model, optimizer, batches, k, ...)"
-    report = audit(answer, **audit_setup(setup, **options))
-    if not report.findings:
-        return None
-    # name what is wrong, not how to fix it: the titles say the symptom only
-    return "the audit still reports " + "; ".join(f"{f.code} ({f.title})" for f in report.findings)
+def _code(answer) -> str:
+    """The answer as a code: a str in any case, or a collection holding exactly one."""
+    if isinstance(answer, (list, tuple, Set)) and len(answer) == 1:
+        (answer,) = answer
+    if not isinstance(answer, str):
+        raise Hint("answer with one of the codes in al.audit.CODES, as a string")
+    code = answer.strip().upper().replace(" ", "_").replace("-", "_")
+    if code not in CODES:
+        raise Hint(f"{answer!r} is not one of the codes in al.audit.CODES")
+    return code
 
 
 @exercise("08.1", 1, "Name the bug of the mystery loop")
 def _name_the_bug(answer):
-    if not isinstance(answer, str) or answer not in CODES:
-        return "answer with one of the codes in al.audit.CODES, as a string"
-    if answer in CATALOGUE[MYSTERY].expected:
+    code = _code(answer)
+    if code in CATALOGUE[MYSTERY].expected:
         return None
-    return (
-        "follow .grad from the end of the first window into the second: "
-        "what is still in it when the second window's first backward runs?"
+    return WHY_NOT.get(code, "") or (
+        "follow .grad from the end of the first window into the second: what is still in it "
+        "when the second window's first backward runs?"
     )
+
+
+def _observed(answer, setup: str, **options) -> str | None:
+    """Run the answer under the audit; None when the report is clean, else what was observed."""
+    if not callable(answer):
+        raise Hint("answer with a function train_epoch(model, optimizer, batches, k, ...)")
+    kwargs = audit_setup(setup, **options)
+    with Refuse(*REFERENCES):
+        report = audit(answer, **kwargs)
+    if not report.findings:
+        return None
+    first = report.findings[0]
+    measured = "; ".join(f"{k} {_fmt(v)}" for k, v in list(first.evidence.items())[:2])
+    others = [f.code for f in report.findings[1:]]
+    also = f"; also {', '.join(others)}" if others else ""
+    return (
+        f"the audit ran your loop for {report.epochs} epochs of {report.micro_batches} "
+        f"micro-batches (k = {report.accumulation_steps}) and reports {first.code} "
+        f"({first.title}; measured: {measured}){also}. al.audit(your_loop, "
+        f"**al.audit.audit_setup({setup!r}{_options(options)})) shows the whole report"
+    )
+
+
+def _options(options: dict) -> str:
+    return "".join(f", {k}={v!r}" for k, v in options.items())
 
 
 @exercise("08.2", 2, "A token loop that weighs every token equally")
 def _token_loop(answer):
-    return _clean(answer, "tokens")
+    return _observed(answer, "tokens")
+
+
+CAPSTONE = {"max_norm": 0.5, "scheduler": True, "scaler": True}
 
 
 @exercise("08.3", 3, "Capstone: accumulation + GradScaler + clipping + scheduler")
 def _full_loop(answer):
-    return _clean(answer, "regression", max_norm=0.5, scheduler=True, scaler=True)
+    return _observed(answer, "regression", **CAPSTONE)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import accumlab as al
 
-from . import frameworks, plain
+from . import epochs, frameworks, plain
 
 
 @dataclass(frozen=True)
@@ -37,19 +37,21 @@ _SCHED = {"scheduler": True}
 CORPUS = [
     CorpusLoop(
         plain.pytorch_amp_docs,
-        frozenset({"LAST_WINDOW_DROPPED"}),
-        "steps only when (i + 1) % k == 0: micro-batches 9 and 10 never reach a step",
+        frozenset({"LAST_WINDOW_CARRIED"}),
+        "steps only when (i + 1) % k == 0 and never zeroes before an epoch's first backward: "
+        "micro-batches 9 and 10 join the next epoch's first step (6 micro-batches at 1/4 each)",
         options={"scaler": True},
     ),
     CorpusLoop(
         plain.forum_accumulation,
         frozenset({"LAST_WINDOW_DROPPED"}),
-        "the same condition; the forum question itself asks about the lost last batch",
+        "the same condition, but model.zero_grad() before each epoch's loop: the tail is dropped",
     ),
     CorpusLoop(
         plain.tutorial_undivided,
         frozenset({"LOSS_NOT_DIVIDED", "LAST_WINDOW_DROPPED"}),
-        "the loss is never divided by k, and the short last window never steps",
+        "the loss is never divided by k; the short last window never steps, and the "
+        "optimizer.zero_grad() before the loop drops it",
     ),
     CorpusLoop(
         plain.nanogpt,
@@ -73,14 +75,16 @@ CORPUS = [
     ),
     CorpusLoop(
         plain.transformers_trainer_v3,
-        frozenset({"LAST_WINDOW_DROPPED"}),
-        "steps at the end only when the whole epoch is shorter than k: here the last 2 drop",
+        frozenset({"LAST_WINDOW_CARRIED"}),
+        "steps at the end only when the whole epoch is shorter than k, and the function never "
+        "zeroes before its first backward: the last 2 join the next epoch's first step",
         options={**_CLIP, **_SCHED},
     ),
     CorpusLoop(
         plain.run_squad_clip_every_backward,
-        frozenset({"CLIP_PER_MICRO_BATCH", "LAST_WINDOW_DROPPED"}),
-        "clip_grad_norm_ after every backward clips partial sums; the last window drops",
+        frozenset({"CLIP_PER_MICRO_BATCH", "LAST_WINDOW_CARRIED"}),
+        "clip_grad_norm_ after every backward clips partial sums; the last window never steps "
+        "and, never zeroed, joins the next epoch's first step",
         options={**_CLIP, **_SCHED},
     ),
     CorpusLoop(
@@ -115,8 +119,9 @@ CORPUS = [
     ),
     CorpusLoop(
         frameworks.accelerate_manual,
-        frozenset({"LAST_WINDOW_DROPPED"}),
-        "Accelerator() without accumulation: the hand-written (index + 1) % k drops the tail",
+        frozenset({"LAST_WINDOW_CARRIED"}),
+        "Accelerator() without accumulation: the hand-written (index + 1) % k never steps on the "
+        "tail, and nothing zeroes it (prepare does not): it joins the next epoch's first step",
         options=_SCHED,
     ),
     CorpusLoop(
@@ -145,6 +150,37 @@ CORPUS = [
     CorpusLoop(
         frameworks.lightning_manual,
         frozenset({"LAST_WINDOW_DROPPED"}),
-        "the documented manual loop steps only when (batch_idx + 1) % N == 0",
+        "the documented manual loop steps only when (batch_idx + 1) % N == 0. Audited over one "
+        "epoch: a second Trainer.fit (one per call) sets the gradients to None first, while one "
+        "two-epoch fit carries the tail into epoch 2's first step (tests/test_audit_epochs.py "
+        "measures both), so two calls would not show what one fit does",
+        options={"epochs": 1},
+    ),
+    CorpusLoop(
+        epochs.FastaiGradientAccumulation,
+        frozenset({"WINDOWS_CROSS_EPOCHS"}),
+        "count is reset in before_fit only and nothing zeroes at an epoch's start: each epoch's "
+        "last 2 micro-batches and the next epoch's first 2 make one whole window",
+    ),
+    CorpusLoop(
+        epochs.MMEngineOptimWrapper,
+        frozenset({"WINDOWS_CROSS_EPOCHS"}),
+        "_inner_count runs across epochs, each loss / k, a step every k: whole windows across "
+        "the epoch boundary",
+    ),
+    CorpusLoop(
+        epochs.espnet2_train_one_epoch,
+        frozenset({"LAST_WINDOW_CARRIED"}),
+        "iiter restarts each epoch and nothing zeroes first: the next epoch's first step adds "
+        "the 2 left over, 6 micro-batches at 1/4 each (clipping at 100 never bites)",
+        options={"max_norm": 100.0},
+    ),
+    CorpusLoop(
+        epochs.YOLOv5Train,
+        frozenset({"CARRIED_WINDOW_ZEROED", "LOSS_NOT_DIVIDED"}),
+        "ni and last_opt_step run across epochs, but optimizer.zero_grad() opens every epoch: "
+        "the window that began at epoch 1's end loses its first 2 micro-batches; the loss is "
+        "scaled by the batch size and never divided by accumulate",
+        options={"scaler": True},
     ),
 ]

@@ -5,16 +5,16 @@ micro-batches (batch_size=None: each item already is a micro-batch). Accelerate 
 state between Accelerator objects, so each loop resets it first.
 """
 
+import lightning as L  # imported here, not inside a loop: the audit's time limit is the loop's
 import torch.nn.functional as F
+from accelerate import Accelerator
+from accelerate.state import AcceleratorState, GradientState
 from torch.utils.data import DataLoader
 
 loss_function = F.mse_loss
 
 
 def _accelerator(**kwargs):
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState, GradientState
-
     AcceleratorState._reset_state(True)
     GradientState._reset_state()
     return Accelerator(cpu=True, **kwargs)
@@ -98,8 +98,6 @@ def accelerate_issue_641(model, optimizer, batches, k, *, scheduler, max_norm):
 
 
 def _lightning_fit(module, batches, **trainer_kwargs):
-    import lightning as L
-
     trainer = L.Trainer(
         max_epochs=1,
         accelerator="cpu",
@@ -117,8 +115,6 @@ def _lightning_fit(module, batches, **trainer_kwargs):
 # https://lightning.ai/docs/pytorch/stable/common/trainer.html#accumulate-grad-batches
 # (Trainer(accumulate_grad_batches=k) with automatic optimization)
 def lightning_accumulate_grad_batches(model, optimizer, batches, k):
-    import lightning as L
-
     class Module(L.LightningModule):
         def __init__(self):
             super().__init__()
@@ -137,8 +133,6 @@ def lightning_accumulate_grad_batches(model, optimizer, batches, k):
 # https://lightning.ai/docs/pytorch/stable/model/manual_optimization.html ("Gradient
 # accumulation": loss / N, a step when (batch_idx + 1) % N == 0)
 def lightning_manual(model, optimizer, batches, k):
-    import lightning as L
-
     N = k
 
     class Module(L.LightningModule):

@@ -1,5 +1,213 @@
 """Lesson 08: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
-RIGHT: dict = {}
-WRONG: dict = {}
-STUBS: dict = {}
+from itertools import islice
+
+import torch
+import torch.nn.functional as F
+
+import accumlab as al
+
+PAD = -100
+
+
+# --- 08.2: other right token loops -----------------------------------------------------------------
+def _weighted_means(model, optimizer, batches, k):
+    """Each micro-batch's MEAN loss times its share of the window's real tokens: the same weights
+    as a summed loss over the window's count, computed another way."""
+    for i, (x, y) in enumerate(batches):
+        start = i - i % k
+        window = batches[start : start + k]
+        tokens = sum(int((t != PAD).sum()) for _, t in window)
+        mine = int((y != PAD).sum())
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=PAD)
+        (loss * mine / tokens).backward()
+        if i + 1 == start + len(window):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+
+def _per_token_losses(model, optimizer, batches, k):
+    """reduction='none', the padding masked by hand, the window's count taken up front."""
+    it = iter(batches)
+    while window := list(islice(it, k)):
+        mask = [(y != PAD) for _, y in window]
+        tokens = sum(int(m.sum()) for m in mask)
+        for (x, y), m in zip(window, mask, strict=True):
+            per_token = F.cross_entropy(
+                model(x).flatten(0, 1), y.flatten().clamp(min=0), reduction="none"
+            )
+            (per_token[m.flatten()].sum() / tokens).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+# --- 08.2: wrong token loops ----------------------------------------------------------------------
+def _starting_code(model, optimizer, batches, k):
+    """The cell's starting code as handed out: the mean of micro-batch means."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        for x, y in window:
+            logits = model(x)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
+            (loss / len(window)).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _copies_the_reference(model, optimizer, batches, k):
+    """Skips accumulation: accumlab's full-batch gradient of each window copied into .grad."""
+    loss = al.get_loss("cross_entropy")
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        joined = al.Data(torch.cat([x for x, _ in window]), torch.cat([y for _, y in window]))
+        grads = al.full_batch_grads(model, joined, loss=loss)
+        for name, p in model.named_parameters():
+            p.grad = grads[name].clone()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _one_forward_per_window(model, optimizer, batches, k):
+    """Skips accumulation: the window's micro-batches concatenated into one forward."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        x = torch.cat([x for x, _ in window])
+        y = torch.cat([y for _, y in window])
+        F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=PAD).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+# --- 08.3: other right full loops -----------------------------------------------------------------
+def _window_first(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """Window by window, the loss summed over samples and divided by the window's sample count."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        samples = sum(y.numel() for _, y in window)
+        for x, y in window:
+            loss = F.mse_loss(model(x), y, reduction="sum") / samples
+            scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+
+
+class _Trainer:
+    """A class: one instance per audit, called once per epoch; the window count reset each epoch."""
+
+    def __call__(self, model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+        self.done = 0
+        for i, (x, y) in enumerate(batches, 1):
+            size = min(k, len(batches) - self.done)
+            scaler.scale(F.mse_loss(model(x), y) / size).backward()
+            if i % k == 0 or i == len(batches):
+                self.done = i
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                optimizer.zero_grad()
+
+
+# --- 08.3: wrong full loops -----------------------------------------------------------------------
+def _starting_point(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """The capstone's buggy starting point (section 7)."""
+    for i, (x, y) in enumerate(batches):
+        loss = F.mse_loss(model(x), y) / k
+        scaler.scale(loss).backward()
+        scheduler.step()
+        if (i + 1) % k == 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def _without_the_scaler(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """Skips the technique: right accumulation, clipping and schedule, the GradScaler unused."""
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        (F.mse_loss(model(x), y) / window).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _optimizer_step(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """Every call of the documented order but scaler.step: no inf/NaN check."""
+    al.audit.catalogue_loop("scaler_step_skipped").fn(
+        model, optimizer, batches, k, scaler=scaler, max_norm=max_norm
+    )
+    for _ in range((len(batches) + k - 1) // k):
+        scheduler.step()
+
+
+def _copies_the_trajectory(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """accumlab's own AMP loop trains, its weights copied in: nothing accumulated here."""
+    data = al.Data(torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches]))
+    trace = al.precision.amp_train(
+        model, data, micro_batch_size=len(batches[0][0]), accumulation_steps=k, max_norm=max_norm
+    )
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(trace.params[-1][name])
+
+
+# --- stubs, as the notebook hands them out ----------------------------------------------------------
+def _stub_token_loop(model, optimizer, batches, k): ...
+
+
+def _stub_train_epoch(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """Your loop: one epoch, the documented GradScaler order, clipping, a scheduler."""
+    ...
+
+
+RIGHT: dict = {
+    "08.1": [
+        ("lowercase", "grads_never_zeroed"),
+        ("with spaces", "  GRADS_NEVER_ZEROED "),
+        ("a one-item set", {"GRADS_NEVER_ZEROED"}),
+        ("a one-item list", ["GRADS_NEVER_ZEROED"]),
+    ],
+    "08.2": [
+        ("mean loss times the token share", _weighted_means),
+        ("per-token losses masked by hand", _per_token_losses),
+    ],
+    "08.3": [
+        ("window first, summed over samples", _window_first),
+        ("a class called once per epoch", _Trainer),
+    ],
+}
+WRONG: dict = {
+    "08.1": [
+        ("zero_grad inside the window", "ZERO_GRAD_IN_WINDOW"),
+        ("the tail", "LAST_WINDOW_DROPPED"),
+        ("not a code", "never zeroed"),
+    ],
+    "08.2": [
+        ("the cell's starting code (mean of means)", _starting_code),
+        (
+            "a normaliser that counts padding",
+            al.audit.catalogue_loop("normaliser_counts_padding").fn,
+        ),
+        ("accumlab's full-batch gradient copied in", _copies_the_reference),
+        ("one forward per window", _one_forward_per_window),
+    ],
+    "08.3": [
+        ("the capstone's starting point", _starting_point),
+        ("the GradScaler never used", _without_the_scaler),
+        ("optimizer.step() for scaler.step", _optimizer_step),
+        ("accumlab's AMP loop, weights copied in", _copies_the_trajectory),
+    ],
+}
+STUBS: dict = {
+    "08.1": [("the cell's answer = None", None)],
+    "08.2": [("a function with ... for a body", _stub_token_loop)],
+    "08.3": [("the exercise cell's stub", _stub_train_epoch)],
+}

@@ -22,6 +22,14 @@ def _correct(model, optimizer, batches, k, **kwargs):
     return A.catalogue_loop("correct_loop").fn(model, optimizer, batches, k, **kwargs)
 
 
+class _NeedsArgument:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, model, optimizer, batches, k):
+        return None
+
+
 def _audit(train_fn, **kw):
     return A.audit(train_fn, **{**A.audit_setup(), **kw})
 
@@ -54,7 +62,24 @@ CASES = [
     bad("audit.catalogue_loop", "5", lambda: A.catalogue_loop(5), "name", "5"),
     bad("audit.plot_audit", "report 'x'", lambda: A.plot_audit("x"), "report", "str"),
     bad("audit.update_audit", "report 'x'", lambda: A.update_audit(Figure(), "x"), "report", "str"),
-    bad("audit.audit_explorer", "names 'correct_loop'", lambda: A.audit_explorer("correct_loop"), "names", "str"),
+    bad("audit.audit", "epochs=0", lambda: _audit(_correct, epochs=0), "epochs", "0"),
+    bad("audit.audit", "epochs='2'", lambda: _audit(_correct, epochs="2"), "epochs", "'2'"),
+    bad("audit.audit", "epochs=2.5", lambda: _audit(_correct, epochs=2.5), "epochs", "2.5"),
+    bad("audit.audit", "epochs=100", lambda: _audit(_correct, epochs=100), "epochs", "100", "at most"),
+    bad("audit.audit", "last_window 'Carry'", lambda: _audit(_correct, last_window="Carry"), "last_window", "'carry'"),
+    handled("audit.audit", "a class whose __init__ needs an argument", lambda: _audit(_NeedsArgument), lambda r: [f.code for f in r.findings] == ["STEP_RAISED"] and "TypeError" in r.findings[0].message),
+    bad("audit.audit_explorer", "names 'correct_loop'", lambda: A.audit_explorer("correct_loop"), "names", "str", "list or tuple"),
     bad("audit.audit_explorer", "names ['nope']", lambda: A.audit_explorer(["nope"]), "names", "'nope'"),
+    bad("audit.audit_explorer", "names []", lambda: A.audit_explorer([]), "names", "empty"),
+    bad("audit.audit_explorer", "names [5]", lambda: A.audit_explorer([5]), "names", "5"),
+    bad("audit.audit_explorer", "a name twice", lambda: A.audit_explorer(["correct_loop", "correct_loop"]), "names", "repeat"),
+    bad("audit.gallery_loop", "label 'Z'", lambda: A.gallery_loop("Z"), "label", "'Z'"),
+    bad("audit.gallery_loop", "label 'a'", lambda: A.gallery_loop("a"), "label", "'a'", "did you mean 'A'"),
+    bad("audit.gallery_loop", "label 1", lambda: A.gallery_loop(1), "label", "1"),
+    bad("audit.compare_loops", "names 'correct_loop'", lambda: A.compare_loops("correct_loop"), "names", "str"),
+    bad("audit.compare_loops", "names ['nope']", lambda: A.compare_loops(["nope"]), "names", "'nope'"),
+    bad("audit.compare_loops", "names []", lambda: A.compare_loops([]), "names", "empty"),
+    bad("audit.overflow_window", "scaler_step 'yes'", lambda: A.overflow_window("yes"), "scaler_step", "'yes'"),
+    handled("audit.overflow_window", "optimizer.step() writes NaN, scaler.step() skips", lambda: (A.overflow_window(False), A.overflow_window(True)), lambda r: r[0].nan and not r[1].moved and r[1].finite),
 ]
 # fmt: on

@@ -1,0 +1,51 @@
+"""Detector: optimizer steps a GradScaler loop took with optimizer.step() instead of
+scaler.step(optimizer) (lesson 08).
+
+The update can still have the right size (unscale_ divided the gradients first), so the gradient
+check sees nothing; what is lost is GradScaler.step's inf/NaN check, which skips the update when
+a scaled gradient overflowed. The scaler log shows it: no scaler.step call before that step.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .findings import Finding
+from .gradients import GradientResult
+from .messages import message
+from .recording import Recording
+from .scaler_log import segments
+from .spec import Setup
+
+HOW = {
+    "unscaled": " (unscale_ ran first, so the update had the right size)",
+    "unused": " (the GradScaler was never called: the losses were not scaled either)",
+    "mixed": "",
+}
+
+
+def scaler_step_findings(rec: Recording, setup: Setup, grads: GradientResult) -> list[Finding]:
+    if not setup.scaler or not rec.steps:
+        return []
+    calls = segments(rec)[: len(rec.steps)]
+    # a step whose gradient was still scaled is SCALER_MISUSE's ("not_unscaled"): said there
+    misused = {m.step for m in grads.matches if "SCALER_MISUSE" in m.codes}
+    bypassed = [
+        i
+        for i, segment in enumerate(calls)
+        if i not in misused and not any(method == "step" for method, _ in segment)
+    ]
+    if not bypassed:
+        return []
+    if all(any(method == "unscale_" for method, _ in calls[i]) for i in bypassed):
+        how = "unscaled"
+    elif not rec.scaler_calls:
+        how = "unused"
+    else:
+        how = "mixed"
+    text = message("SCALER_STEP_SKIPPED", steps=bypassed, unscaled=HOW[how])
+    evidence = {
+        "optimizer steps without scaler.step": bypassed,
+        "GradScaler calls": dict(Counter(method for method, _, _ in rec.scaler_calls)),
+    }
+    return [Finding("SCALER_STEP_SKIPPED", text, evidence, tuple(bypassed))]

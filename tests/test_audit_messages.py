@@ -1,0 +1,100 @@
+"""What the audit says when explanations coincide at one step, and when nothing explains a
+difference: a double division is not attributed to a last-window policy; an unexplained
+difference in the reference's direction is a normaliser, a small one in nearly its direction is
+rounding that a looser rtol accepts."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import accumlab as al
+
+
+def test_a_double_division_is_one_bug_at_every_step_even_where_a_policy_fits_too():
+    setup = al.audit.audit_setup()
+    k = setup["accumulation_steps"]
+    report = al.audit.catalogue_loop("loss_divided_twice").audit()
+    # at the short window of 2 (k = 4), 1/n² = 1/4 is also what divide_by_k gives (n / k = 2/4):
+    # the steps with full windows established the double division, so it is taken there too
+    assert report.codes == {"LOSS_DIVIDED_TWICE"}, str(report)
+    finding = report["LOSS_DIVIDED_TWICE"]
+    sizes = finding.evidence["window sizes"]
+    assert sizes == [4, 4, 2] * 2 and 2 * 2 == k  # the coincidence n² = k is real here
+    assert finding.evidence["‖seen‖ / ‖reference‖"] == pytest.approx([1 / n for n in sizes])
+    assert "LAST_WINDOW_UNDERWEIGHTED" not in str(report)
+
+
+def test_divide_by_k_alone_is_still_the_documented_policy():
+    report = al.audit.catalogue_loop("last_window_underweighted").audit()
+    assert report.codes == {"LAST_WINDOW_UNDERWEIGHTED"} and report.ok, str(report)
+
+
+def test_a_constant_factor_is_named_as_one():
+    text = al.audit.catalogue_loop("stray_factor").audit()["UNEXPLAINED_GRADIENT"].message
+    assert "Same direction, wrong scale" in text and "the same factor 0.7 at every step" in text
+
+
+def test_a_normaliser_that_counts_padding_is_recognised_from_the_data():
+    setup = al.audit.audit_setup("tokens")
+    report = al.audit.catalogue_loop("normaliser_counts_padding").audit()
+    assert report.codes == {"UNEXPLAINED_GRADIENT"}, str(report)
+    finding = report["UNEXPLAINED_GRADIENT"]
+    # each window's real tokens / all its positions, counted here from the data
+    batches = setup["data"].micro_batches(setup["micro_batch_size"])
+    k = setup["accumulation_steps"]
+    windows = [batches[i : i + k] for i in range(0, len(batches), k)] * 2  # two epochs
+    fractions = [
+        sum(int((b.y != -100).sum()) for b in w) / sum(b.y.numel() for b in w) for w in windows
+    ]
+    assert finding.evidence["‖seen‖ / ‖reference‖"] == pytest.approx(fractions, rel=1e-9)
+    assert all(c > 1 - 1e-12 for c in finding.evidence["cosine"])
+    assert "counts the padding positions too" in finding.message
+    assert [round(f, 2) for f in fractions[:3]] == [0.61, 0.6, 0.46]
+
+
+def test_bfloat16_rounding_gets_an_rtol_hint_that_works_and_still_sees_a_bug():
+    report = al.audit.catalogue_loop("bfloat16_autocast").audit()
+    assert report.codes == {"UNEXPLAINED_GRADIENT"}, str(report)
+    finding = report["UNEXPLAINED_GRADIENT"]
+    worst = max(finding.evidence["relative L2 difference"])
+    assert 1e-3 < worst < 1e-2  # above float32's and float16's tolerances, below bfloat16's
+    assert min(finding.evidence["cosine"]) > 0.9999
+    text = finding.message
+    suggested = float(text.split("such as rtol=")[1].split(";")[0])
+    assert suggested >= 2 * worst and "rounding" in text
+    setup = al.audit.audit_setup("float32", rtol=suggested)
+    assert al.audit(al.audit.catalogue_loop("bfloat16_autocast").fn, **setup).findings == []
+
+    def undivided_in_bfloat16(model, optimizer, batches, k):
+        for i, (x, y) in enumerate(batches):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                prediction = model(x)
+            F.mse_loss(prediction.float(), y).backward()
+            if (i + 1) % k == 0 or i + 1 == len(batches):
+                optimizer.step()
+                optimizer.zero_grad()
+
+    assert al.audit(undivided_in_bfloat16, **setup).codes == {"LOSS_NOT_DIVIDED"}
+
+
+def test_autocast_changes_nothing_on_the_float64_setup():
+    # the float64 setup: autocast casts float32 operations only, so the loop is exact there
+    report = al.audit(al.audit.catalogue_loop("bfloat16_autocast").fn, **al.audit.audit_setup())
+    assert report.findings == [] and max(c.rel_error for c in report.checks) < 1e-12
+
+
+def test_an_unexplained_difference_of_no_particular_shape_gets_no_hint():
+    def stray_noise(model, optimizer, batches, k):
+        generator = torch.Generator().manual_seed(0)
+        for i, (x, y) in enumerate(batches):
+            window = min(k, len(batches) - (i - i % k))
+            (F.mse_loss(model(x), y) / window).backward()
+            if (i + 1) % k == 0 or i + 1 == len(batches):
+                for p in model.parameters():
+                    p.grad += 0.05 * torch.randn(p.shape, generator=generator, dtype=p.dtype)
+                optimizer.step()
+                optimizer.zero_grad()
+
+    report = al.audit(stray_noise, **al.audit.audit_setup())
+    text = report["UNEXPLAINED_GRADIENT"].message
+    assert "Same direction" not in text and "rounding" not in text
