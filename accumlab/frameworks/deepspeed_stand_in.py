@@ -26,7 +26,9 @@ class StandInEngine:
 
     def __init__(self, model, optimizer, scheduler, gradient_accumulation_steps: int):
         _validate.instance("model", model, torch.nn.Module, "a torch.nn.Module")
-        _validate.positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
+        gradient_accumulation_steps = _validate.positive_int(
+            "gradient_accumulation_steps", gradient_accumulation_steps
+        )
         _validate.optimizer("optimizer", optimizer)
         if not callable(getattr(scheduler, "step", None)):
             raise ValueError(

@@ -81,7 +81,7 @@ def make_problem(
     """The lesson's problem `data` ("regression" or "tokens") with k accumulation steps, in float64
     (or float32, for DeepSpeed). Lesson 11."""
     one_of("data", data, DATASETS)
-    positive_int("k", k)
+    k = positive_int("k", k)
     if k > MAX_K:
         raise ValueError(
             f"k must be at most {MAX_K} (the problems have {MAX_K} micro-batches), got {k}"

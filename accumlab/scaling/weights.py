@@ -100,8 +100,8 @@ def sample_weights(
     items_per_sample: int = 1,
 ) -> Weights:
     """Per-sample effective weights for `n` equal samples (lesson 03's short-last-window plot)."""
-    positive_int("n", n, maximum=MAX_STEPS, why="one step of work per sample")
-    positive_int("items_per_sample", items_per_sample)
+    n = positive_int("n", n, maximum=MAX_STEPS, why="one step of work per sample")
+    items_per_sample = positive_int("items_per_sample", items_per_sample)
     recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window)
     return effective_weights([items_per_sample] * n, recipe)
 
@@ -248,18 +248,18 @@ def logged_losses(trace: Trace) -> dict[str, list[float]]:
 def effective_batch_size(micro_batch_size: int, accumulation_steps: int, ranks: int = 1) -> int:
     """Samples per optimizer step: micro-batch × accumulation steps × data-parallel ranks.
     Lessons 10 and 13."""
-    positive_int("micro_batch_size", micro_batch_size)
-    positive_int("accumulation_steps", accumulation_steps)
-    positive_int("ranks", ranks)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
+    accumulation_steps = positive_int("accumulation_steps", accumulation_steps)
+    ranks = positive_int("ranks", ranks)
     return micro_batch_size * accumulation_steps * ranks
 
 
 def linear_scaled_lr(base_lr: float, base_batch: int, batch: int) -> float:
     """The linear scaling rule of thumb (Goyal et al. 2017): lr grows with the batch size.
     It is a first-order argument for SGD; lesson 13 measures where it stops holding."""
-    positive_float("base_lr", base_lr)
-    positive_int("base_batch", base_batch)
-    positive_int("batch", batch)
+    base_lr = positive_float("base_lr", base_lr)
+    base_batch = positive_int("base_batch", base_batch)
+    batch = positive_int("batch", batch)
     return base_lr * batch / base_batch
 
 
