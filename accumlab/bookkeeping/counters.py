@@ -53,7 +53,12 @@ class Schedule:
         return dict(sorted(Counter(self.sizes).items()))
 
     def epoch_of(self, micro_step: int) -> int:
-        return micro_step // self.batches_per_epoch
+        """The epoch (from 0) micro-step `micro_step` (from 0) belongs to."""
+        if not _is_int(micro_step) or not 0 <= micro_step < self.micro_steps:
+            raise ValueError(
+                f"micro_step must be an integer in [0, {self.micro_steps}), got {micro_step!r}"
+            )
+        return int(micro_step) // self.batches_per_epoch
 
     def straddling(self) -> list[int]:
         """Optimizer steps whose window holds micro-batches of two epochs."""

@@ -75,7 +75,8 @@ class Setup:
         )
 
     def warmup_steps(self, total_steps: int) -> int:
-        return math.ceil(self.warmup_ratio * total_steps)
+        """Warm-up steps of a run of `total_steps` optimizer steps: ⌈warmup_ratio × total⌉."""
+        return math.ceil(self.warmup_ratio * positive_int("total_steps", total_steps))
 
     def data(self) -> Data:
         return regression_data(n=self.samples, features=FEATURES, seed=self.seed)

@@ -51,7 +51,13 @@ class StandInEngine:
         self._boundary = _validate.flag("is_boundary", is_boundary)
 
     def backward(self, loss: torch.Tensor, scale_wrt_gas: bool = True) -> torch.Tensor:
-        scaled = loss / self.gas if scale_wrt_gas else loss  # the engine's own ÷ k
+        _validate.tensor("loss", loss, dim=0, floating=True)
+        if loss.grad_fn is None:
+            raise ValueError(
+                "loss has no graph to backward through (computed under no_grad, or detached): "
+                "compute it from the model's output"
+            )
+        scaled = loss / self.gas if _validate.flag("scale_wrt_gas", scale_wrt_gas) else loss
         scaled.backward()
         return scaled.detach()
 

@@ -117,6 +117,11 @@ def batch_size_sweep(
         )
         steps.append(s)
         best_lr.append(lr)
+    if not any(math.isfinite(s) for s in steps):  # nothing to plot or fit: say why, once
+        raise ValueError(
+            f"max_samples={max_samples} is too few: no batch size in {batch_sizes} brought the "
+            f"excess loss from {start_excess:g} to {target_excess:g} at any learning rate"
+        )
     return {
         "batch_sizes": batch_sizes,
         "steps": steps,

@@ -56,6 +56,11 @@ class Problem:
 
     def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """n samples (x, y − x·w*): with w* = 0 the parameters ARE the error e."""
+        n = positive_int("n", n)
+        _validate.instance("generator", generator, torch.Generator, "a torch.Generator")
+        _validate.fits_in_memory(
+            f"n={n} samples of {self.features} features", 8 * n * (self.features + 1)
+        )
         x = torch.randn(n, self.features, generator=generator, dtype=torch.float64)
         return x, self.noise * torch.randn(n, generator=generator, dtype=torch.float64)
 

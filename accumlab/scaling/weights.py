@@ -7,6 +7,7 @@ says which recipes reproduce the big batch. Introduced in lesson 03.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +43,7 @@ class Weights:
 
     def matches_reference(self, rtol: float = 1e-12) -> bool:
         """True when every sample weighs exactly what the full-batch mean of its window gives."""
+        rtol = positive_float("rtol", rtol, allow_zero=True)
         return bool(torch.allclose(self.per_item, self.reference, rtol=rtol, atol=0.0))
 
 
@@ -260,7 +262,12 @@ def linear_scaled_lr(base_lr: float, base_batch: int, batch: int) -> float:
     base_lr = positive_float("base_lr", base_lr)
     base_batch = positive_int("base_batch", base_batch)
     batch = positive_int("batch", batch)
-    return base_lr * batch / base_batch
+    lr = base_lr * batch / base_batch
+    if not math.isfinite(lr):  # a learning rate of inf trains nothing: say it before a run does
+        raise ValueError(
+            f"base_lr={base_lr!r} × batch={batch} / base_batch={base_batch} overflows to {lr}"
+        )
+    return lr
 
 
 @one_thread()

@@ -179,5 +179,9 @@ CASES = [
     bad("bookkeeping.resume", "a NaN running sum of the window", lambda: B.resume(_edited(lambda c: c["window"].__setitem__("loss_sum", NAN))), "checkpoint['window']", "nan"),
     bad("bookkeeping.save_checkpoint", "step -1", lambda: B.save_checkpoint(_edited(lambda c: c.__setitem__("step", -1)), "/tmp/accumlab-fuzz-step.pt"), "checkpoint['step']", "-1"),
     handled("bookkeeping.train", "a Setup of numpy numbers", lambda: B.train(_small(seed=np.int64(1), accumulation_steps=np.int64(2), lr=np.float32(0.01)), stop_at=3), lambda r: type(r.setup.seed) is int and len(r.consumed) == 3),
+    bad("bookkeeping.Schedule.epoch_of", "micro_step=-1", lambda: B.step_schedule(10, 4).epoch_of(-1), "micro_step", "-1"),
+    bad("bookkeeping.Schedule.epoch_of", "micro_step past the run", lambda: B.step_schedule(10, 4).epoch_of(99), "micro_step", "99"),
+    bad("bookkeeping.Setup.warmup_steps", "total_steps=nan", lambda: B.Setup().warmup_steps(NAN), "total_steps", "nan"),
+    bad("bookkeeping.Setup.warmup_steps", "total_steps=-1", lambda: B.Setup().warmup_steps(-1), "total_steps", "-1"),
 ]
 # fmt: on

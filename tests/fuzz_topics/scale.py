@@ -168,5 +168,13 @@ CASES = [
     handled("scale.in_flight", "micro-batch indices as numpy integers", lambda: S.in_flight([("F", np.int64(0)), ("F", np.int64(1)), ("B", np.int64(0)), ("B", np.int64(1))]), lambda n: n == 2),
     bad("scale.in_flight", "a micro-batch index [0]", lambda: S.in_flight([("F", torch.tensor([0]))]), "order[0]"),
     handled("scale.replay", "micro-batch indices as 0-d tensors", lambda: S.replay([[("F", torch.tensor(0)), ("B", torch.tensor(0))]]), lambda r: r["makespan"] == 3.0 and r["spans"][0][0][1] == 0),
+    bad("scale.batch_size_sweep", "max_samples too few for any batch size", lambda: S.batch_size_sweep(batch_sizes=(1, 2, 4), seeds=2, max_samples=8), "max_samples=8", "too few"),
+    bad("scale.NoiseScaleEMA.update", "small_sq nan", lambda: S.NoiseScaleEMA().update(NAN, 1.0, 4, 8), "small_sq", "nan"),
+    bad("scale.NoiseScaleEMA.update", "b_big below b_small", lambda: S.NoiseScaleEMA().update(1.0, 1.0, 8, 4), "b_big", "4"),
+    bad("scale.Problem.point", "seed=-1", lambda: S.Problem().point(0.1, -1), "seed", "-1"),
+    bad("scale.Problem.point", "excess=nan", lambda: S.Problem().point(NAN), "excess", "nan"),
+    bad("scale.Problem.sample", "n=0", lambda: S.Problem().sample(0, torch.Generator()), "n", "0"),
+    bad("scale.Problem.sample", "n=10**12", lambda: S.Problem().sample(10**12, torch.Generator()), "n=1000000000000"),
+    bad("scale.Problem.sample", "generator 'x'", lambda: S.Problem().sample(4, "x"), "generator", "str"),
 ]
 # fmt: on

@@ -226,5 +226,7 @@ CASES = [
     handled("scaling.effective_batch_size", "0-d tensors give a Python int", lambda: S.effective_batch_size(torch.tensor(2), torch.tensor(3)), lambda n: type(n) is int and n == 6),
     bad("scaling.effective_batch_size", "micro_batch_size [2]", lambda: S.effective_batch_size(torch.tensor([2]), 3), "micro_batch_size"),
     bad("scaling.effective_batch_size", "a bool tensor", lambda: S.effective_batch_size(torch.tensor(True), 3), "micro_batch_size", "True"),
+    bad("scaling.linear_scaled_lr", "an lr that overflows", lambda: S.linear_scaled_lr(1e308, 1, 10), "base_lr", "overflows"),
+    bad("scaling.Weights.matches_reference", "rtol=nan", lambda: S.sample_weights(8, 2, 2).matches_reference(NAN), "rtol", "nan"),
 ]
 # fmt: on
