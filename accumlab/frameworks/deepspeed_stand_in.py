@@ -52,7 +52,7 @@ class StandInEngine:
 
     def backward(self, loss: torch.Tensor, scale_wrt_gas: bool = True) -> torch.Tensor:
         _validate.tensor("loss", loss, dim=0, floating=True)
-        if loss.grad_fn is None:
+        if not loss.requires_grad:  # (a leaf that requires grad is a valid start too)
             raise ValueError(
                 "loss has no graph to backward through (computed under no_grad, or detached): "
                 "compute it from the model's output"
