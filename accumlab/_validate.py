@@ -18,11 +18,19 @@ from ._machine import human_bytes, memory_limit
 # --- numbers -------------------------------------------------------------------------------------
 
 
+def _is_bool(value) -> bool:
+    """True/False, also as numpy's bool_ or a bool 0-d tensor: as a size or a rate, a mistake."""
+    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
 def _is_int(value) -> bool:
-    if isinstance(value, bool):  # True as a batch size is always a mistake
+    """The one integer rule: an int, a numpy integer, an integer 0-d array or tensor. Not a bool,
+    not a float, and not a one-element array or tensor of shape (1,): `operator.index` takes those
+    too, and `[3]` where 3 was meant is a mistake to say, not a count to read."""
+    if _is_bool(value) or getattr(value, "shape", ()) != ():
         return False
     try:
-        operator.index(value)  # int, numpy integers; not floats, not strings
+        operator.index(value)  # int, numpy integers, integer 0-d tensors; not floats or strings
     except TypeError:
         return False
     return True
@@ -83,7 +91,7 @@ def _real(value) -> float | None:
     """float(value) for a real number (also a 0-d tensor or numpy scalar); None otherwise."""
     import numbers
 
-    if isinstance(value, bool) or not (
+    if _is_bool(value) or not (
         isinstance(value, numbers.Real) or getattr(value, "shape", None) == ()
     ):
         return None
@@ -249,6 +257,7 @@ from ._validate_torch import (  # noqa: E402, F401 - re-exported for the callers
     FLOAT_DTYPES,
     data,
     device,
+    finite_tensors,
     first_non_finite,
     float_dtype,
     model,

@@ -174,8 +174,12 @@ def optimizer(name: str, value):
 
 
 def finite_tensors(name: str, value, *, _path: str = ""):
-    """Every floating tensor inside a (nested) mapping or sequence is finite — a checkpoint's
-    state dicts, an optimizer's state: a NaN there resumes silently into NaN weights."""
+    """Every floating tensor and every number inside a (nested) mapping or sequence is finite —
+    a checkpoint's state dicts, an optimizer's state (its `lr` is a Python float), a scheduler's
+    `base_lrs`: a NaN there resumes silently into NaN weights."""
+    import math
+    import numbers
+
     import torch
 
     where = f"{name}{_path}"
@@ -186,6 +190,10 @@ def finite_tensors(name: str, value, *, _path: str = ""):
                 f"{where} holds {bad[1]} at index {bad[0]}: every number computed from it would "
                 "be NaN or infinite"
             )
+    elif isinstance(value, numbers.Real) and not math.isfinite(value):
+        raise ValueError(
+            f"{where} is {value!r}: every number computed from it would be NaN or infinite"
+        )
     elif isinstance(value, dict):
         for key, item in value.items():
             finite_tensors(name, item, _path=f"{_path}[{key!r}]")

@@ -8,6 +8,8 @@ running after it is a hang: the worker is killed and a fresh one serves the next
              (or, for a command line, exit status 2 with those words in the usage message)
     handled  the call returned, and the case's `ok(result)` says that result is the right one
     silent   the call returned although it should have refused (or `ok` said the result is wrong)
+    refused  a `handled` case raised instead of returning its right answer (a valid input refused,
+             or a numpy integer that reached torch as one)
     leak     any other exception, or one raised inside torch/matplotlib/Python's own libraries
              instead of accumlab (a deep traceback), or MemoryError
     vague    a ValueError/TypeError in accumlab's words that does not name what is wrong
@@ -117,6 +119,8 @@ def verdict(case: Case) -> dict:
             raise
         where = _raised_in(err)
         text = f"{type(err).__name__}: {err}"[:400]
+        if case.ok is not None:  # a `handled` case has a right answer: any exception misses it
+            return {"verdict": "refused", "detail": f"{text}  (raised in {where})"}
         if not isinstance(err, (ValueError, TypeError)):
             return {"verdict": "leak", "detail": f"{text}  (raised in {where})"}
         if not os.path.realpath(where).startswith(_accumlab_dir()):

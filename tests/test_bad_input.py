@@ -1,9 +1,11 @@
 """Every bad input gets a ValueError that names the parameter and the value."""
 
+import numpy as np
 import pytest
 import torch
 
 import accumlab as al
+from accumlab import _validate
 
 
 @pytest.mark.parametrize(
@@ -97,3 +99,75 @@ def test_first_window_is_one_optimizer_step_of_samples():
         data.first_window(4, 3)
     with pytest.raises(ValueError, match="accumulation_steps.*0"):
         data.first_window(4, 0)
+
+
+# --- the one number rule (accumlab/_validate.py): what counts as an integer, a number, a seed ----
+
+_INTEGERS = [
+    3,
+    np.int64(3),
+    np.uint8(3),
+    np.array(3),
+    torch.tensor(3),
+    torch.tensor(3, dtype=torch.int8),
+]
+_NOT_INTEGERS = [True, np.bool_(True), torch.tensor(True), 3.0, np.float64(3.0), torch.tensor(3.0),
+                 torch.tensor([3]), np.array([3]), [3], "3", None]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", _INTEGERS, ids=repr)
+def test_integers_of_every_type_come_back_as_python_ints(value):
+    for check in (
+        lambda v: _validate.positive_int("n", v),
+        lambda v: _validate.seed("seed", v),
+        lambda v: al.scaling.effective_batch_size(v, 1),
+    ):
+        got = check(value)
+        assert type(got) is int and got == 3
+
+
+@pytest.mark.parametrize("value", _NOT_INTEGERS, ids=repr)
+def test_everything_else_is_refused_as_an_integer_naming_it(value):
+    with pytest.raises(ValueError, match=r"n must be an integer >= 1, got "):
+        _validate.positive_int("n", value)
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*32\)"):
+        _validate.seed("seed", value)
+
+
+@pytest.mark.parametrize(
+    "value", [0.5, np.float32(0.5), np.float64(0.5), torch.tensor(0.5)], ids=repr
+)
+def test_real_numbers_of_every_type_come_back_as_python_floats(value):
+    for check in (_validate.positive_float, _validate.finite_float, _validate.fraction):
+        got = check("x", value)
+        assert type(got) is float and got == 0.5
+
+
+@pytest.mark.parametrize("value", [True, torch.tensor(True), torch.tensor([0.5]), "0.5"], ids=repr)
+def test_bools_and_arrays_are_not_real_numbers(value):
+    for check in (_validate.positive_float, _validate.finite_float, _validate.fraction):
+        with pytest.raises(ValueError, match="x must be"):
+            check("x", value)
+
+
+def test_frozen_setups_store_python_numbers():
+    """Setup and Problem keep what they validated: a numpy seed stored as is would reach
+    torch.manual_seed, which refuses it."""
+    setup = al.bookkeeping.Setup(
+        seed=np.int64(2), accumulation_steps=torch.tensor(2), lr=np.float32(0.5)
+    )
+    assert (type(setup.seed), type(setup.accumulation_steps), type(setup.lr)) == (int, int, float)
+    assert setup == al.bookkeeping.Setup(seed=2, accumulation_steps=2, lr=0.5)
+    problem = al.scale.Problem(np.int64(4), torch.tensor(0.5))
+    assert (type(problem.features), type(problem.noise)) == (int, float)
+
+
+def test_finite_tensors_reads_numbers_inside_state_dicts():
+    state = {
+        "param_groups": [{"lr": 0.1, "betas": (0.9, 0.999)}],
+        "state": {0: {"step": torch.tensor(1.0)}},
+    }
+    assert _validate.finite_tensors("optimizer", state) is state
+    state["param_groups"][0]["lr"] = float("nan")
+    with pytest.raises(ValueError, match=r"optimizer\['param_groups'\]\[0\]\['lr'\] is nan"):
+        _validate.finite_tensors("optimizer", state)

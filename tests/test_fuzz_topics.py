@@ -87,6 +87,7 @@ def _takes_arguments(value) -> bool:
 
 def test_every_public_callable_of_a_topic_has_a_case():
     covered = {".".join(c.target.split(".")[:2]) for c in CASES}
+    targets = {c.target for c in CASES}
     missing = [f"{topic} (no table)" for topic in al.TOPICS if topic not in TABLES]
     for topic in al.TOPICS:
         module = importlib.import_module(f"accumlab.{topic}")
@@ -103,7 +104,25 @@ def test_every_public_callable_of_a_topic_has_a_case():
             # nothing to get wrong in a call without arguments
             if _takes_arguments(value) and f"{topic}.{name}" not in covered:
                 missing.append(f"{topic}.{name}")
+            if inspect.isclass(value):  # what a learner calls on one: its methods with arguments
+                missing += [m for m in _methods(topic, name, value) if m not in targets]
     assert not missing, f"public callables without a bad-input case: {missing}"
+
+
+def _methods(topic: str, name: str, cls: type) -> list[str]:
+    """`topic.Class.method` for each public method of `cls` taking an argument besides self;
+    not `forward` (a module is called, and its class's cases call it)."""
+    found = []
+    for method, value in vars(cls).items():
+        if method.startswith("_") or method == "forward" or not callable(value):
+            continue
+        try:
+            takes = len(inspect.signature(value).parameters) > 1
+        except (TypeError, ValueError):
+            takes = True
+        if takes:
+            found.append(f"{topic}.{name}.{method}")
+    return found
 
 
 def test_the_tables_name_only_public_callables():

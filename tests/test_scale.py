@@ -5,6 +5,7 @@ the explorer — and a clear ValueError for every bad argument."""
 import copy
 import math
 
+import numpy as np
 import pytest
 import torch
 from matplotlib.figure import Figure
@@ -267,6 +268,21 @@ def test_zero_grad_set_to_none_and_compilation():
         al.scale.zero_grad_recompiles(set_to_none=())
     with pytest.raises(ValueError, match="accumulation_steps.*0"):
         al.scale.zero_grad_recompiles(accumulation_steps=0)
+
+
+def test_compiled_runs_read_numbers_of_any_integer_type():
+    """Seeds and counts as numpy integers or 0-d tensors reach torch as Python ints (a numpy seed
+    passed on as is makes torch.Generator.manual_seed raise), with the same result."""
+    assert al.scale.zero_grad_recompiles(seed=np.int64(0), windows=torch.tensor(4)) == (
+        al.scale.zero_grad_recompiles()
+    )
+    assert al.scale.step_recompiles(seed=torch.tensor(0), windows=np.int64(4)) == (
+        al.scale.step_recompiles()
+    )
+    numpy_seed = al.scale.compiled_accumulation(seed=np.int64(0), windows=np.int64(2))
+    assert numpy_seed["compiles"] == al.scale.compiled_accumulation()["compiles"]
+    with pytest.raises(ValueError, match="seed.*-1"):
+        al.scale.compiled_accumulation(seed=-1)
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ import torch
 
 from .. import _validate
 from .._validate import one_of
-from .._validate_torch import finite_tensors
+from .checkpoint_checks import check_checkpoint, check_loadable, load
 from .counters import position_from_step
 from .loop import Loop, Run, Setup, train
 from .loop import stop_at_in as _stop_at
@@ -45,37 +45,12 @@ _POSITION_RULE = {
     "data position = step": "step",
     "data position = step × k": "step_times_k",
 }
-CHECKPOINT_KEYS = (
-    "setup",
-    "micro_step",
-    "step",
-    "model",
-    "optimizer",
-    "scheduler",
-    "torch_rng",
-    "sampler_epoch_start",
-    "grads",
-    "window",
-)
-
-
-def _check_checkpoint(checkpoint) -> None:
-    if not isinstance(checkpoint, dict):
-        raise ValueError(f"checkpoint must be a dict, got {type(checkpoint).__name__}")
-    missing = [k for k in CHECKPOINT_KEYS if k not in checkpoint]
-    if missing:
-        raise ValueError(
-            f"checkpoint is missing {', '.join(missing)}; got keys {sorted(checkpoint)}"
-        )
-    # a NaN weight, moment or partial gradient would resume into a run of NaNs without a word
-    for key in ("model", "optimizer", "grads"):
-        finite_tensors(f"checkpoint[{key!r}]", checkpoint[key])
 
 
 def save_checkpoint(checkpoint: dict, path) -> Path:
     """Write a checkpoint (the dict `train(..., stop_at=...)` returns in `run.checkpoint`) to
     `path` with torch.save. Lesson 10."""
-    _check_checkpoint(checkpoint)
+    check_checkpoint(checkpoint)
     path = _validate.file_path("path", path)
     torch.save(checkpoint, path)
     return path
@@ -86,7 +61,7 @@ def load_checkpoint(path) -> dict:
     `weights_only=True` suffices). Lesson 10."""
     path = _validate.file_path("path", path, exists=True)
     checkpoint = torch.load(path, weights_only=True)
-    _check_checkpoint(checkpoint)
+    check_checkpoint(checkpoint)
     return checkpoint
 
 
@@ -97,14 +72,13 @@ def resume(
     OMISSIONS). `setup` overrides the checkpoint's own (a different k, for example).
     `copy_first=False` loads the caller's dict itself, as plain `load_state_dict` code does: the
     resumed optimizer then updates the checkpoint's tensors in place (lesson 10 measures it)."""
-    _check_checkpoint(checkpoint)
+    saved = check_checkpoint(checkpoint)
     one_of("omit", omit, OMISSIONS)
     _validate.flag("copy_first", copy_first)
     # load_state_dict keeps the tensors it is given and the optimizer then updates them in place
     # (see `load_aliasing`): work on a copy so the caller's checkpoint stays what it was
     if copy_first:
         checkpoint = copy.deepcopy(checkpoint)
-    saved = Setup(**checkpoint["setup"])
     if setup is None:
         setup = saved
         if omit == "a different k":
@@ -112,11 +86,12 @@ def resume(
     elif not isinstance(setup, Setup):
         raise ValueError(f"setup must be an al.bookkeeping.Setup, got {type(setup).__name__}")
     loop = Loop(setup)
-    loop.model.load_state_dict(checkpoint["model"])
+    check_loadable(checkpoint, loop)
+    load("model", loop.model, checkpoint["model"])
     if omit != "optimizer state":
-        loop.optimizer.load_state_dict(checkpoint["optimizer"])
+        load("optimizer", loop.optimizer, checkpoint["optimizer"])
     if omit != "scheduler state":
-        loop.scheduler.load_state_dict(checkpoint["scheduler"])
+        load("scheduler", loop.scheduler, checkpoint["scheduler"])
     loop.step = checkpoint["step"]  # the step counter itself is never lost (it names the file)
     # data position, counted in samples so that a different micro-batch size still lands right
     samples = checkpoint["micro_step"] * saved.micro_batch_size
@@ -207,8 +182,8 @@ def read_counts(parts: list[Run], samples: int, epochs: int) -> tuple[int, int]:
     parts = _validate.sequence("parts", parts)
     for i, part in enumerate(parts):
         _validate.instance(f"parts[{i}]", part, Run, "a Run al.bookkeeping.train(...) returns")
-    _validate.positive_int("samples", samples)
-    _validate.positive_int("epochs", epochs)
+    samples = _validate.positive_int("samples", samples)
+    epochs = _validate.positive_int("epochs", epochs)
     read = max((int(c.max()) for p in parts for c in p.consumed if c.numel()), default=-1)
     if read >= samples:
         raise ValueError(f"samples={samples}, but the runs read sample {read}")

@@ -53,7 +53,12 @@ class Schedule:
         return dict(sorted(Counter(self.sizes).items()))
 
     def epoch_of(self, micro_step: int) -> int:
-        return micro_step // self.batches_per_epoch
+        """The epoch (from 0) micro-step `micro_step` (from 0) belongs to."""
+        if not _is_int(micro_step) or not 0 <= micro_step < self.micro_steps:
+            raise ValueError(
+                f"micro_step must be an integer in [0, {self.micro_steps}), got {micro_step!r}"
+            )
+        return int(micro_step) // self.batches_per_epoch
 
     def straddling(self) -> list[int]:
         """Optimizer steps whose window holds micro-batches of two epochs."""
@@ -86,7 +91,7 @@ class Schedule:
     def position_after(self, steps_done: int) -> int:
         """Micro-steps consumed once `steps_done` optimizer steps have been taken (where a resumed
         run must start reading data)."""
-        if isinstance(steps_done, bool) or not _is_int(steps_done):
+        if not _is_int(steps_done):  # the shared integer rule (numpy, 0-d tensors; no bool)
             raise ValueError(f"steps_done must be an integer, got {steps_done!r}")
         steps_done = int(steps_done)
         if not 0 <= steps_done <= self.steps:
@@ -104,7 +109,7 @@ def step_schedule(
     micro-batches with `accumulation_steps` = k. Lesson 10."""
     b = positive_int("batches_per_epoch", batches_per_epoch)
     k = positive_int("accumulation_steps", accumulation_steps)
-    positive_int("epochs", epochs)
+    epochs = positive_int("epochs", epochs)
     one_of("counter", counter, COUNTERS)
     check_micro_steps(b, epochs)
     windows, current = [], []
@@ -150,7 +155,7 @@ def position_from_step(
                   or k dividing the epoch)
     step:         whole epochs, then (step mod steps per epoch) micro-batches — forgets the × k
     """
-    if isinstance(step, bool) or not _is_int(step) or step < 0:
+    if not _is_int(step) or step < 0:
         raise ValueError(f"step must be a non-negative integer, got {step!r}")
     step = int(step)
     b = positive_int("batches_per_epoch", batches_per_epoch)
@@ -173,7 +178,9 @@ def warmup_lrs(total_steps: int, warmup_steps: int, steps_taken: int) -> list[fl
     import torch
 
     factor = linear_warmup(total_steps, warmup_steps)
-    positive_int("steps_taken", steps_taken, maximum=MAX_STEPS, why="one scheduler step each")
+    steps_taken = positive_int(
+        "steps_taken", steps_taken, maximum=MAX_STEPS, why="one scheduler step each"
+    )
     weight = torch.zeros(1, requires_grad=True)
     opt = torch.optim.SGD([weight], lr=1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
@@ -189,7 +196,7 @@ def linear_warmup(total_steps: int, warmup_steps: int):
     """`step -> factor` for LambdaLR: (step + 1) / warmup up to the peak, then linear to 0 at
     total_steps (0 afterwards). Lesson 10."""
     total = positive_int("total_steps", total_steps)
-    if isinstance(warmup_steps, bool) or not _is_int(warmup_steps):
+    if not _is_int(warmup_steps):
         raise ValueError(f"warmup_steps must be an integer, got {warmup_steps!r}")
     warmup_steps = int(warmup_steps)
     if not 0 <= warmup_steps < total:

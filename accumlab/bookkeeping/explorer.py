@@ -33,14 +33,14 @@ def explorer_setup(k: int, epochs: int, counter: str, batches_per_epoch: int = B
     """The explorer's run: lesson 10's model and data (`batches_per_epoch` micro-batches of 4
     samples per epoch), `loss / k` in every window (a plain loop's scaling, so the logged loss
     shows the epoch boundaries)."""
-    positive_int("k", k)
+    k = positive_int("k", k)
     if k > MAX_K:
         raise ValueError(f"k must be at most {MAX_K}, got {k}")
-    positive_int("epochs", epochs)
+    epochs = positive_int("epochs", epochs)
     if epochs > MAX_EPOCHS:
         raise ValueError(f"epochs must be at most {MAX_EPOCHS}, got {epochs}")
     one_of("counter", counter, COUNTERS)
-    positive_int("batches_per_epoch", batches_per_epoch, minimum=MIN_BATCHES)
+    batches_per_epoch = positive_int("batches_per_epoch", batches_per_epoch, minimum=MIN_BATCHES)
     if batches_per_epoch > MAX_BATCHES:
         raise ValueError(
             f"batches_per_epoch must be at most {MAX_BATCHES}, got {batches_per_epoch}"

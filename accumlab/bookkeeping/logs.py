@@ -56,9 +56,9 @@ def logging_runs(
     """The same training — `steps` SGD steps of `window_samples` samples each — at every k in
     `ks`, with micro-batches of window_samples / k: float64, so the runs agree to round-off and
     only the bookkeeping differs. Lesson 10."""
-    positive_int("window_samples", window_samples)
-    positive_int("steps", steps)
-    positive_float("lr", lr)
+    window_samples = positive_int("window_samples", window_samples)
+    steps = positive_int("steps", steps)
+    lr = positive_float("lr", lr)
     ks = positive_ints("ks", ks)
     if steps * max(ks) > MAX_STEPS:
         raise ValueError(
@@ -77,8 +77,8 @@ def logging_runs(
 
 def micro_step_axis(n_steps: int, k: int) -> list[int]:
     """x values of per-step logs drawn against micro-steps: step s ends at micro-step (s + 1)·k."""
-    positive_int("k", k)
-    positive_int("n_steps", n_steps, minimum=0, maximum=MAX_STEPS, why="one x value each")
+    k = positive_int("k", k)
+    n_steps = positive_int("n_steps", n_steps, minimum=0, maximum=MAX_STEPS, why="one x value each")
     return [(s + 1) * k for s in range(n_steps)]
 
 

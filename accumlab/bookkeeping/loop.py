@@ -43,17 +43,21 @@ class Setup:
     seed: int = 0
 
     def __post_init__(self):
-        positive_int("accumulation_steps", self.accumulation_steps)
-        positive_int("micro_batch_size", self.micro_batch_size)
-        positive_int("batches_per_epoch", self.batches_per_epoch)
-        positive_int("epochs", self.epochs)
+        checked = {
+            "accumulation_steps": positive_int("accumulation_steps", self.accumulation_steps),
+            "micro_batch_size": positive_int("micro_batch_size", self.micro_batch_size),
+            "batches_per_epoch": positive_int("batches_per_epoch", self.batches_per_epoch),
+            "epochs": positive_int("epochs", self.epochs),
+            "lr": positive_float("lr", self.lr),
+            "warmup_ratio": _validate.fraction("warmup_ratio", self.warmup_ratio),
+            "dropout": _validate.fraction("dropout", self.dropout),
+            "seed": _validate.seed("seed", self.seed),
+        }
+        for name, value in checked.items():  # stored as Python numbers: a numpy or 0-d tensor
+            object.__setattr__(self, name, value)  # seed would reach torch.manual_seed as is
         one_of("counter", self.counter, COUNTERS)
         one_of("last_window", self.last_window, SCALINGS)
         one_of("optimizer", self.optimizer, OPTIMIZERS)
-        positive_float("lr", self.lr)
-        _validate.fraction("warmup_ratio", self.warmup_ratio)
-        _validate.fraction("dropout", self.dropout)
-        _validate.seed("seed", self.seed)
         check_micro_steps(self.batches_per_epoch, self.epochs)
         _validate.fits_in_memory(  # the data set: samples × (FEATURES inputs + 1 target) float64
             f"micro_batch_size × batches_per_epoch = {self.micro_batch_size} × "
@@ -71,7 +75,8 @@ class Setup:
         )
 
     def warmup_steps(self, total_steps: int) -> int:
-        return math.ceil(self.warmup_ratio * total_steps)
+        """Warm-up steps of a run of `total_steps` optimizer steps: ⌈warmup_ratio × total⌉."""
+        return math.ceil(self.warmup_ratio * positive_int("total_steps", total_steps))
 
     def data(self) -> Data:
         return regression_data(n=self.samples, features=FEATURES, seed=self.seed)
@@ -253,7 +258,7 @@ def _seeded_rng(seed: int) -> torch.Tensor:
 def stop_at_in(stop_at, total: int) -> int:
     """An interruption: after `stop_at` micro-batches, 1 to total − 1 (numpy integers and 0-d
     tensors accepted, like every count)."""
-    if isinstance(stop_at, bool) or not _validate._is_int(stop_at) or not 0 < stop_at < total:
+    if not _validate._is_int(stop_at) or not 0 < stop_at < total:
         raise ValueError(
             f"stop_at must be a number of micro-batches in [1, {total - 1}], got {stop_at!r}"
         )

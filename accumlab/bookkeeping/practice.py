@@ -115,8 +115,8 @@ def stock_loader_resume(
     one_of("restore", restore, RNG_RESTORES)
     b = positive_int("batches_per_epoch", batches_per_epoch, maximum=MAX_STEPS)
     e = positive_int("epochs", epochs, maximum=MAX_STEPS // b, why="each batch is a real step")
-    positive_int("stop_at", stop_at, maximum=b * e - 1)
-    _validate.seed("seed", seed)
+    stop_at = positive_int("stop_at", stop_at, maximum=b * e - 1)
+    seed = _validate.seed("seed", seed)
     from ..compare import grad_diff
     from ..data import regression_data
     from ..models import mlp
@@ -155,13 +155,13 @@ def dropout_masks_split_alike(
     features) drawn one after the other from the same CPU generator state? True when the generator
     draws element by element in row-major order: then halving the micro-batch while doubling k
     keeps every sample's dropout mask. A property of the generator, not of accumulation. Lesson 10."""
-    positive_int("parts", parts)
-    positive_int("rows", rows, maximum=MAX_STEPS)
-    positive_int("features", features, maximum=MAX_STEPS)
+    parts = positive_int("parts", parts)
+    rows = positive_int("rows", rows, maximum=MAX_STEPS)
+    features = positive_int("features", features, maximum=MAX_STEPS)
     if rows % parts:
         raise ValueError(f"parts must divide rows={rows}, got {parts}")
     p = _validate.fraction("p", p)
-    _validate.seed("seed", seed)
+    seed = _validate.seed("seed", seed)
     ones = torch.ones(rows, features, dtype=torch.float64)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

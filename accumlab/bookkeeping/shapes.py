@@ -59,7 +59,7 @@ def runs(name: str, value) -> dict:
 
 
 def lr_curves(name: str, value, peak_lr) -> dict:
-    positive_float("peak_lr", peak_lr)
+    peak_lr = positive_float("peak_lr", peak_lr)
     result(name, value, {str: nonempty([float])}, "a dict from labels to lr factors")
     for label, lrs in value.items():
         finite_floats(f"{name}[{label!r}]", lrs, minimum=0.0)

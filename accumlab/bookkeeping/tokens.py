@@ -33,7 +33,7 @@ def tokens_per_step(
         lengths = lengths.tolist()
     lengths = sequence("lengths", lengths)
     for i, n in enumerate(lengths):
-        if isinstance(n, bool) or not _is_int(n) or n < 0:
+        if not _is_int(n) or n < 0:  # the shared integer rule: numpy and 0-d tensors, no bool
             raise ValueError(f"lengths[{i}] must be a non-negative integer, got {n!r}")
     lengths = [int(n) for n in lengths]
     mb = positive_int("micro_batch_size", micro_batch_size)

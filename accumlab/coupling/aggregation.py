@@ -34,7 +34,7 @@ def rl_batch(
 ) -> tuple[Data, torch.Tensor]:
     """n completions of random lengths (`al.token_data`) and one advantage per completion (±1 in
     random order, half each). Lesson 09."""
-    positive_int("n", n, minimum=2)
+    n = positive_int("n", n, minimum=2)
     data = token_data(n, min_len=min_len, max_len=max_len, vocab=vocab, seed=seed)
     signs = torch.tensor([1.0, -1.0], dtype=torch.float64).repeat((n + 1) // 2)[:n]
     return data, signs[torch.randperm(n, generator=_generator(seed))]
@@ -107,8 +107,8 @@ def aggregated_grads(
     one_of("aggregation", aggregation, AGGREGATIONS)
     require_model(model)
     _tokens("data", data)
-    positive_int("ranks", ranks)
-    positive_int("micro_batch_size", micro_batch_size)
+    ranks = positive_int("ranks", ranks)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     n = len(data)
     if n % (ranks * micro_batch_size):
         raise ValueError(
@@ -164,7 +164,9 @@ def partition_gaps(
     each of `partitions` random splits of the same samples over ranks and micro-batches. All ≈ 0
     for an aggregation that does not care how samples are split. Lesson 09."""
     # each split recomputes the gradient on every rank: the lesson's 6 make the point
-    positive_int("partitions", partitions, maximum=1000, why="one gradient per rank per split")
+    partitions = positive_int(
+        "partitions", partitions, maximum=1000, why="one gradient per rank per split"
+    )
     big = aggregated_grads(
         model, data, advantages, aggregation=aggregation, micro_batch_size=len(data)
     )

@@ -27,9 +27,9 @@ def pair_data(
 ) -> Data:
     """n positive pairs: x holds the anchors, y a noisy view of each anchor (its positive). Every
     other sample's view is a negative. Lesson 09."""
-    positive_int("n", n, minimum=2)
-    positive_int("features", features)
-    positive_float("noise", noise, allow_zero=True)
+    n = positive_int("n", n, minimum=2)
+    features = positive_int("features", features)
+    noise = positive_float("noise", noise, allow_zero=True)
     _validate.float_dtype("dtype", dtype)
     _validate.fits_in_memory(
         f"pair_data(n={n}, features={features})", 2 * n * features * dtype.itemsize
@@ -53,7 +53,7 @@ def encoder(
     then a Linear head to `dim`). `norm="batch"` puts a BatchNorm in each hidden layer.
     `learnable_temperature` adds open_clip's `logit_scale`, a parameter holding log(1/temperature)
     that `contrastive_loss` uses instead of the fixed TEMPERATURE. Lesson 09."""
-    positive_int("dim", dim)  # (mlp would call it "outputs")
+    dim = positive_int("dim", dim)  # (mlp would call it "outputs")
     _validate.flag("learnable_temperature", learnable_temperature)
     model = mlp(features, hidden, dim, depth=2, norm=norm, dropout=dropout, seed=seed)
     if learnable_temperature:
@@ -72,7 +72,7 @@ def info_nce(
     """InfoNCE with in-batch negatives: row i of q must pick row i of k among all rows of k.
     Cosine similarities ÷ temperature (or × exp(logit_scale), open_clip's learnable form),
     cross-entropy against the diagonal, mean over rows."""
-    positive_float("temperature", temperature)
+    temperature = positive_float("temperature", temperature)
     tensors = isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)
     if not tensors or q.dim() != 2 or q.shape != k.shape:
         raise ValueError(
@@ -110,8 +110,8 @@ def contrastive_loss(model: nn.Module, batch: Data, temperature: float = TEMPERA
 def chance_loss(n: int, dim: int = 8) -> float:
     """InfoNCE when every embedding is the same: all n candidates tie, so the loss is log n.
     The value a batch of n reports for an encoder that tells nothing apart. Lesson 09."""
-    positive_int("n", n)
-    positive_int("dim", dim)
+    n = positive_int("n", n)
+    dim = positive_int("dim", dim)
     _validate.fits_in_memory(f"chance_loss(n={n}) (an n × n similarity matrix)", 8 * n * (n + dim))
     same = torch.ones(n, dim, dtype=torch.float64)
     return float(info_nce(same, same))

@@ -79,9 +79,9 @@ def clipped_grads(
     default; drawn from a generator seeded with `seed`) is added and the sum divided by len(data),
     as DP-SGD does for the logical batch. Runs on a copy of `model`. Lesson 09."""
     one_of("mode", mode, CLIP_MODES)
-    positive_float("clip_norm", clip_norm)
-    positive_float("noise_multiplier", noise_multiplier, allow_zero=True)
-    require_seed(seed)
+    clip_norm = positive_float("clip_norm", clip_norm)
+    noise_multiplier = positive_float("noise_multiplier", noise_multiplier, allow_zero=True)
+    seed = require_seed(seed)
     micro = require_data(data).micro_batches(micro_batch_size)
     require_model(model)
     names = [n for n, _ in model.named_parameters()]
@@ -116,7 +116,7 @@ def clipped_grads(
 
 def clip_fraction(model: nn.Module, data: Data, clip_norm: float) -> float:
     """Share of samples whose gradient norm exceeds `clip_norm` (those the clipping changes)."""
-    positive_float("clip_norm", clip_norm)
+    clip_norm = positive_float("clip_norm", clip_norm)
     return float((_norms(per_sample_grads(model, data)) > clip_norm).double().mean())
 
 

@@ -10,7 +10,15 @@ from torch import nn
 
 from .. import _validate
 from .._threads import one_thread
-from .._validate import MAX_STEPS, finite_float, flag, one_of, positive_float, positive_int
+from .._validate import (
+    MAX_STEPS,
+    finite_float,
+    flag,
+    fraction,
+    one_of,
+    positive_float,
+    positive_int,
+)
 from ..compare import flatten
 from ..data import Data
 from ..engine import params_of
@@ -42,13 +50,12 @@ def ema_run(
     """
     require_model(model)
     require_data(data)
-    positive_int("accumulation_steps", accumulation_steps)
+    accumulation_steps = positive_int("accumulation_steps", accumulation_steps)
     one_of("placement", placement, EMA_PLACEMENTS)
-    if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and 0 <= beta < 1):
-        raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
-    positive_float("lr", lr)
+    beta = fraction("beta", beta)
+    lr = positive_float("lr", lr)
     if ema_start is not None:
-        positive_float("ema_start", ema_start, allow_zero=True)
+        ema_start = positive_float("ema_start", ema_start, allow_zero=True)
     micro = data.micro_batches(micro_batch_size)
     windows = [micro[i : i + accumulation_steps] for i in range(0, len(micro), accumulation_steps)]
     if len(windows[-1]) < accumulation_steps or len(micro[-1]) < micro_batch_size:
@@ -205,11 +212,12 @@ def accelerate_ema_updates(
     flag after each iteration, "optimizer_steps": steps the optimizer really took, "ema_updates":
     the EMA's n_averaged, "ema_gap": ‖EMA − reference EMA‖ / ‖reference EMA‖ at the end}.
     Lesson 09."""
-    positive_int("accumulation_steps", accumulation_steps)
-    positive_int("micro_steps", micro_steps, maximum=MAX_STEPS, why="each runs a real step")
+    accumulation_steps = positive_int("accumulation_steps", accumulation_steps)
+    micro_steps = positive_int(
+        "micro_steps", micro_steps, maximum=MAX_STEPS, why="each runs a real step"
+    )
     flag("gated", gated)
-    if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and 0 <= beta < 1):
-        raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
+    beta = fraction("beta", beta)
     from accelerate import Accelerator  # here: importing Accelerate takes seconds
 
     from ..data import regression_data

@@ -42,8 +42,8 @@ def _split(reps: list[torch.Tensor], chunks: list[Data]):
 def _start(model: nn.Module, data: Data, micro_batch_size: int, temperature, seed):
     require_model(model)
     require_data(data)
-    positive_float("temperature", temperature)
-    require_seed(seed)
+    temperature = positive_float("temperature", temperature)
+    seed = require_seed(seed)
     chunks = data.micro_batches(micro_batch_size)  # validates micro_batch_size
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)

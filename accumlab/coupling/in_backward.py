@@ -42,7 +42,7 @@ def fused_optimizer_window(
     one_of("gate", gate, HOOK_GATES)
     require_model(model)
     require_data(data)
-    positive_float("lr", lr)  # checked here: torch would say "Invalid learning rate"
+    lr = positive_float("lr", lr)  # checked here: torch would say "Invalid learning rate"
     micro = data.micro_batches(micro_batch_size)
     model = copy.deepcopy(model)
     optimizers = {p: make_optimizer(optimizer, [p], lr) for p in model.parameters()}
@@ -88,7 +88,7 @@ def accumulate_then_step(
 ) -> dict[str, torch.Tensor]:
     """The reference: the same window accumulated by `al.run` (mean per micro-batch ÷ k) and ONE
     optimizer step. Returns the weights after it. Lesson 09."""
-    positive_float("lr", lr)
+    lr = positive_float("lr", lr)
     k = len(require_data(data).micro_batches(micro_batch_size))
     trace = run(Recipe(micro_batch_size, k), model, data, optimizer=optimizer, lr=lr)
     return trace.params[0]

@@ -33,7 +33,9 @@ def router_data(
     """Tokens from `experts` topics. `grouped`: sorted by topic, so consecutive tokens (one
     micro-batch) mostly share a topic, as the tokens of one document do; otherwise in random
     order. y is the topic, for reference only. Lesson 09."""
-    positive_int("experts", experts, minimum=2)  # checked here: classification_data says "classes"
+    experts = positive_int(
+        "experts", experts, minimum=2
+    )  # checked here: classification_data says "classes"
     flag("grouped", grouped)
     data = classification_data(n, features, experts, seed=seed)
     if not grouped:
@@ -44,7 +46,7 @@ def router_data(
 
 def router_model(features: int = 8, experts: int = 4, *, seed: int = 0) -> nn.Sequential:
     """A small router network: features → one logit per expert. Lesson 09."""
-    positive_int("experts", experts, minimum=2)
+    experts = positive_int("experts", experts, minimum=2)
     return mlp(features, 16, experts, depth=1, seed=seed)
 
 
@@ -101,6 +103,8 @@ def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: st
     one_of("mode", mode, AUX_MODES)
     require_model(model)
     require_data(data)
+    # checked in every mode: "full" ignores it, but a float or a 0 is still a typo to say
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     micro = data.micro_batches(len(data) if mode == "full" else micro_batch_size)
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)

@@ -30,7 +30,9 @@ class StandInEngine:
         self, model, optimizer, scheduler, gradient_accumulation_steps: int, managed: bool = True
     ):
         _validate.instance("model", model, torch.nn.Module, "a torch.nn.Module")
-        _validate.positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
+        gradient_accumulation_steps = _validate.positive_int(
+            "gradient_accumulation_steps", gradient_accumulation_steps
+        )
         _validate.optimizer("optimizer", optimizer)
         if not callable(getattr(scheduler, "step", None)):
             raise ValueError(
@@ -61,7 +63,13 @@ class StandInEngine:
         self._boundary = _validate.flag("is_boundary", is_boundary)
 
     def backward(self, loss: torch.Tensor, scale_wrt_gas: bool = True) -> torch.Tensor:
-        scaled = loss / self.gas if scale_wrt_gas else loss  # the engine's own ÷ k
+        _validate.tensor("loss", loss, dim=0, floating=True)
+        if not loss.requires_grad:  # (a leaf that requires grad is a valid start too)
+            raise ValueError(
+                "loss has no graph to backward through (computed under no_grad, or detached): "
+                "compute it from the model's output"
+            )
+        scaled = loss / self.gas if _validate.flag("scale_wrt_gas", scale_wrt_gas) else loss
         scaled.backward()
         return scaled.detach()
 

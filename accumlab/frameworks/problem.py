@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .._validate import one_of, positive_float, positive_int
+from .._validate import instance, one_of, positive_float, positive_int, sequence
 from ..data import Data, regression_data, token_data
 from ..losses import Loss, get_loss
 from ..models import TinyLM, mlp
@@ -57,7 +57,13 @@ class Problem:
         return [tuple(range(i, min(i + k, n))) for i in range(0, n, k)]
 
     def window_data(self, window: tuple[int, ...]) -> Data:
+        """The samples of the micro-batches `window` names (indices into `micro_batches()`)."""
         batches = self.micro_batches()
+        window = [
+            positive_int(f"window[{i}]", j, minimum=0, maximum=len(batches) - 1,
+                         why=f"an index into the {len(batches)} micro-batches")
+            for i, j in enumerate(sequence("window", window))
+        ]  # fmt: skip
         return Data(
             torch.cat([batches[i].x for i in window]), torch.cat([batches[i].y for i in window])
         )
@@ -72,7 +78,7 @@ class Problem:
 
     def items(self, y: torch.Tensor) -> int:
         """Items a loss averages over: target values (regression) or real tokens."""
-        return self.loss.count(y)
+        return self.loss.count(instance("y", y, torch.Tensor, "a tensor (a micro-batch's y)"))
 
 
 def make_problem(
@@ -81,7 +87,7 @@ def make_problem(
     """The lesson's problem `data` ("regression" or "tokens") with k accumulation steps, in float64
     (or float32, for DeepSpeed). Lesson 11."""
     one_of("data", data, DATASETS)
-    positive_int("k", k)
+    k = positive_int("k", k)
     if k > MAX_K:
         raise ValueError(
             f"k must be at most {MAX_K} (the problems have {MAX_K} micro-batches), got {k}"

@@ -155,7 +155,7 @@ ALL = {**FRAMEWORKS, **VARIANTS}
 def lr_factor(step: int) -> float:
     """The schedule every run uses: strictly decreasing, so a scheduler stepped too often or too
     rarely shows in the learning rate of the first step it affects (as in lesson 08)."""
-    _validate.positive_int("step", step, minimum=0)
+    step = _validate.positive_int("step", step, minimum=0)
     return 1.0 / (1.0 + step)
 
 

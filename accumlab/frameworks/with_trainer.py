@@ -90,7 +90,7 @@ def trainer_loop(
     )
     one_of("mode", mode, MODELS)
     if max_grad_norm is not None:
-        _validate.positive_float("max_grad_norm", max_grad_norm, allow_zero=True)
+        max_grad_norm = _validate.positive_float("max_grad_norm", max_grad_norm, allow_zero=True)
     if compute_loss_func is not None:
         _validate.function("compute_loss_func", compute_loss_func)
     from transformers import Trainer, TrainerCallback, TrainingArguments

@@ -52,7 +52,7 @@ class Checkpointed(nn.Module):
         super().__init__()
         if not isinstance(model, nn.Sequential):
             raise ValueError(f"model must be an nn.Sequential, got {type(model).__name__}")
-        positive_int("segments", segments, minimum=2)
+        segments = positive_int("segments", segments, minimum=2)
         self.pieces = nn.ModuleList(_split(list(model.children()), segments))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -62,7 +62,7 @@ class Choice:
 def candidate_sizes(global_batch: int) -> list[int]:
     """Divisors of the global batch, largest first: every micro-batch then has the same size, so
     `loss / k` weighs every sample equally (lesson 03)."""
-    positive_int("global_batch", global_batch)
+    global_batch = positive_int("global_batch", global_batch)
     return [m for m in range(global_batch, 0, -1) if global_batch % m == 0]
 
 
@@ -218,7 +218,7 @@ def choose_micro_batch(
     the floor is a ValueError saying by how much. Lesson 05."""
     _validate.model("model", model)
     _validate.data("data", data)
-    positive_int("budget_bytes", budget_bytes)
+    budget_bytes = positive_int("budget_bytes", budget_bytes)
     one_of("method", method, ("auto", "estimate", "probe"))
     global_batch = len(data) if global_batch is None else positive_int("global_batch", global_batch)
     if global_batch > len(data):

@@ -24,12 +24,12 @@ def explore_memory(
 ) -> dict:
     """Footprint and seconds per optimizer step for micro-batches of `micro_batch_size` × k, and the
     same global batch in one go (k = 1). Checkpointing cuts the model into 2 segments."""
-    positive_int("micro_batch_size", micro_batch_size)
-    positive_int("accumulation_steps", accumulation_steps)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
+    accumulation_steps = positive_int("accumulation_steps", accumulation_steps)
     one_of("optimizer", optimizer, OPTIMIZERS)
     flag("checkpointing", checkpointing)
-    positive_int("width", width)
-    positive_int("depth", depth)
+    width = positive_int("width", width)
+    depth = positive_int("depth", depth)
     global_batch = micro_batch_size * accumulation_steps
     limit = dev.total_memory("cpu") // 2
     if setup_bytes(width, depth, global_batch) > limit:  # name what the learner set

@@ -56,7 +56,7 @@ def peak_saved_bytes(
     one_of("loop", loop, LOOPS)
     _validate.model("model", model)
     _validate.data("data", data)
-    positive_int("micro_batch_size", micro_batch_size)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     loss_fn = get_loss(loss)
     model = copy.deepcopy(model)
     data = data.to(device_of(model))

@@ -156,7 +156,7 @@ def footprint(
     the measured peak unless `measure=False`. Lesson 05."""
     _validate.model("model", model)
     _validate.data("data", data)
-    positive_int("micro_batch_size", micro_batch_size)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     _validate.flag("measure", measure)
     batch = data.micro_batches(micro_batch_size)[0]
     fp = Footprint(

@@ -114,7 +114,7 @@ def checkpoint_comparison(
 
     _validate.model("model", model)
     _validate.data("data", data)
-    positive_int("segments", segments, minimum=2)
+    segments = positive_int("segments", segments, minimum=2)
     positive_int(
         "micro_batch_size", micro_batch_size, maximum=len(data), why="the number of samples in data"
     )

@@ -146,14 +146,14 @@ def amp_train(
     if scheduler is not None:
         _validate.function("scheduler", scheduler)
     one_of("scheduler_on_skip", scheduler_on_skip, SKIP_CONVENTIONS)
-    positive_int("micro_batch_size", micro_batch_size)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     k = positive_int("accumulation_steps", accumulation_steps)
-    positive_int("growth_interval", growth_interval)
-    positive_float("init_scale", init_scale)
+    growth_interval = positive_int("growth_interval", growth_interval)
+    init_scale = positive_float("init_scale", init_scale)
     if not math.isfinite(init_scale):  # inf × loss is inf: every step skipped, and inf / 2 = inf
         raise ValueError(f"init_scale must be a finite number > 0, got {init_scale!r}")
     if max_norm is not None:
-        positive_float("max_norm", max_norm)
+        max_norm = positive_float("max_norm", max_norm)
     if len(data) % (micro_batch_size * k):
         raise ValueError(
             f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "

@@ -58,11 +58,11 @@ def amp_demo(
     orders = _validate.sequence("orders", orders)
     for i, order in enumerate(orders):
         one_of(f"orders[{i}]", order, AMP_ORDERS)
-    positive_int("n", n)
+    n = positive_int("n", n)
     if n > 4096:  # a demonstration on a tiny MLP: more samples only make the lesson wait
         raise ValueError(f"n must be at most 4096, got {n}")
-    positive_int("micro_batch_size", micro_batch_size)
-    positive_int("accumulation_steps", accumulation_steps)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
+    accumulation_steps = positive_int("accumulation_steps", accumulation_steps)
     window = micro_batch_size * accumulation_steps
     if n % window:
         raise ValueError(
@@ -138,7 +138,7 @@ def skip_conventions(
     from .schedules import warmup_cosine
 
     k = positive_int("accumulation_steps", accumulation_steps)
-    positive_int("windows", windows)
+    windows = positive_int("windows", windows)
     if windows * k > 2**12:
         raise ValueError(f"windows × accumulation_steps must be at most {2**12}, got {windows * k}")
     skipped_windows = _validate.sequence("skipped_windows", skipped_windows, allow_empty=True)
@@ -180,8 +180,10 @@ def accelerate_on_skip(skip_step: int = 1, steps: int = 4) -> dict:
     from accelerate.optimizer import AcceleratedOptimizer
     from accelerate.scheduler import AcceleratedScheduler
 
-    positive_int("steps", steps, maximum=64, why="one line of the lesson's table per step")
-    positive_int("skip_step", skip_step, minimum=0, maximum=steps - 1, why="a step of the run")
+    steps = positive_int("steps", steps, maximum=64, why="one line of the lesson's table per step")
+    skip_step = positive_int(
+        "skip_step", skip_step, minimum=0, maximum=steps - 1, why="a step of the run"
+    )
     Accelerator(cpu=True)  # the state Accelerate's wrappers read
     w = torch.nn.Parameter(torch.ones(3))
     base = torch.optim.SGD([w], lr=1.0)
@@ -215,7 +217,7 @@ def fused_with_scaler(*, n: int = 32, seed: int = 0) -> dict:
     from ..data import regression_data
     from ..models import mlp
 
-    positive_int("n", n, maximum=4096, why="a tiny demonstration")
+    n = positive_int("n", n, maximum=4096, why="a tiny demonstration")
     if n % 16:
         raise ValueError(f"n must be a multiple of 16 (4 micro-batches of 4 per window), got {n}")
     data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)

@@ -32,7 +32,7 @@ def clip_weights(norms: list[float], max_norm: float) -> list[float]:
     """The weight each micro-batch's gradient ends up with when `clip_grad_norm_` runs after every
     backward and saw `norms` (the running norms, one per micro-step): the product of the clip
     coefficients from its own micro-step to the window's last."""
-    positive_float("max_norm", max_norm)
+    max_norm = positive_float("max_norm", max_norm)
     norms = _validate.finite_floats("norms", norms, minimum=0.0)
     coefs = [min(1.0, max_norm / (n + EPS)) for n in norms]
     return [math.prod(coefs[i:]) for i in range(len(coefs))]
@@ -56,8 +56,8 @@ def clipped_updates(
     "reweighted_gap": largest |update − (−lr Σ weight_i · g_i)| (0 up to rounding: the weights
     explain the update)}.
     """
-    positive_int("micro_batch_size", micro_batch_size)
-    positive_float("max_norm", max_norm)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
+    max_norm = positive_float("max_norm", max_norm)
     for i, p in enumerate(_validate.sequence("placements", placements)):
         one_of(f"placements[{i}]", p, CLIP_PLACEMENTS)
     if len(data) % micro_batch_size:
@@ -117,7 +117,7 @@ def clipping_sweep(
 
     Returns {"ratios", "cosine", "rel_l2", "full_norm", "k"}: ratio ≥ 1 clips nothing in the full
     batch; the running sums may still be clipped when a partial window's norm exceeds max_norm."""
-    positive_int("micro_batch_size", micro_batch_size)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     ratios = _validate.finite_floats("ratios", ratios, minimum=0.0)
     if not ratios or min(ratios) <= 0:
         raise ValueError(f"ratios must be numbers > 0, got {ratios!r}")

@@ -37,7 +37,7 @@ def micro_batch_grads(
     from ..data import regression_data
     from ..models import mlp
 
-    positive_int("k", k)
+    k = positive_int("k", k)
     if k > MAX_K:
         raise ValueError(f"k must be at most {MAX_K} (one gradient row each), got {k}")
     data = regression_data(n=k, features=features, seed=seed)

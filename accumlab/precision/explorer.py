@@ -37,11 +37,11 @@ def explorer_data(
     from ..models import mlp
     from .schedules import warmup_cosine
 
-    positive_int("k", k)
+    k = positive_int("k", k)
     if k > MAX_K:
         raise ValueError(f"k must be at most {MAX_K}, got {k}")
     one_of("precision", precision, ACCUMULATIONS)
-    positive_float("max_norm", max_norm)
+    max_norm = positive_float("max_norm", max_norm)
     one_of("clip_at", clip_at, CLIP_CHOICES)
     one_of("scheduler_step", scheduler_step, SCHEDULER_STEPS)
     window = MICRO_BATCH * k

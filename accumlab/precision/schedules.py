@@ -20,8 +20,8 @@ def warmup_cosine(warmup_steps: int, total_steps: int, *, min_ratio: float = 0.0
     Both lengths count scheduler calls, which is optimizer steps only when the loop steps the
     scheduler once per optimizer step.
     """
-    positive_int("warmup_steps", warmup_steps)
-    positive_int("total_steps", total_steps)
+    warmup_steps = positive_int("warmup_steps", warmup_steps)
+    total_steps = positive_int("total_steps", total_steps)
     if total_steps <= warmup_steps:
         raise ValueError(f"total_steps must exceed warmup_steps={warmup_steps}, got {total_steps}")
     if not 0.0 <= _validate.finite_float("min_ratio", min_ratio) <= 1.0:
@@ -57,7 +57,7 @@ def schedule_curves(
     from ..models import ScalarModel
 
     k = positive_int("accumulation_steps", accumulation_steps)
-    positive_int("optimizer_steps", optimizer_steps)
+    optimizer_steps = positive_int("optimizer_steps", optimizer_steps)
     if optimizer_steps * k > 2**16:  # one sample per micro-batch of a scalar model: a demonstration
         raise ValueError(
             f"optimizer_steps × accumulation_steps must be at most {2**16}, got {optimizer_steps * k}"
@@ -121,12 +121,12 @@ def real_schedules(
     import transformers
 
     k = positive_int("accumulation_steps", accumulation_steps)
-    positive_int("optimizer_steps", optimizer_steps, minimum=2)
+    optimizer_steps = positive_int("optimizer_steps", optimizer_steps, minimum=2)
     if optimizer_steps * k > 2**16:  # one scheduler call per micro-batch: a demonstration
         raise ValueError(
             f"optimizer_steps × accumulation_steps must be at most {2**16}, got {optimizer_steps * k}"
         )
-    positive_int("warmup_steps", warmup_steps, minimum=0)
+    warmup_steps = positive_int("warmup_steps", warmup_steps, minimum=0)
     if warmup_steps >= optimizer_steps:
         raise ValueError(
             f"warmup_steps must be below optimizer_steps={optimizer_steps}, got {warmup_steps}"

@@ -49,7 +49,9 @@ def available_accumulators() -> tuple[str, ...]:
 def bf16_rounding(limit: int = 1 << 14) -> dict:
     """Where bfloat16 stops seeing `+ 1`: the first integer n with bf16(n) + 1 == n, and examples."""
     # float32 holds every integer exactly up to 2**24: beyond it the arange itself would round
-    positive_int("limit", limit, minimum=2, maximum=2**24, why="float32 counts exactly to 2**24")
+    limit = positive_int(
+        "limit", limit, minimum=2, maximum=2**24, why="float32 counts exactly to 2**24"
+    )
     n = torch.arange(1, limit + 1, dtype=torch.float32).to(torch.bfloat16)
     lost = (n + 1) == n  # computed in bfloat16: the sum is rounded back to 8 significant bits
     first = int(n[lost][0]) if bool(lost.any()) else None
@@ -193,7 +195,7 @@ def accumulator_errors(
     accumulators = available_accumulators() if accumulators is None else accumulators
     for i, a in enumerate(_validate.sequence("accumulators", accumulators)):
         one_of(f"accumulators[{i}]", a, ACCUMULATORS)
-    positive_int("micro_batch_size", micro_batch_size)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     _validate.fits_in_memory(
         f"max(ks) × micro_batch_size = {max(ks)} × {micro_batch_size} samples",
         max(ks) * micro_batch_size * (positive_int("features", features) + 1) * 8,

@@ -89,14 +89,15 @@ def batch_size_sweep(
     problem = Problem() if problem is None else check_problem(problem)
     batch_sizes = _check_list("batch_sizes", batch_sizes, positive_int)
     lrs = _check_list("learning_rates", learning_rates, positive_float)
-    positive_float("start_excess", start_excess)
-    positive_float("target_excess", target_excess)
+    start_excess = positive_float("start_excess", start_excess)
+    target_excess = positive_float("target_excess", target_excess)
     if target_excess >= start_excess:
         raise ValueError(
             f"target_excess must be below start_excess={start_excess}, got {target_excess}"
         )
-    positive_int("seeds", seeds)
-    positive_int("max_samples", max_samples)
+    seeds = positive_int("seeds", seeds)
+    max_samples = positive_int("max_samples", max_samples)
+    seed = _validate.seed("seed", seed)
     # every batch size runs len(learning_rates) × seeds runs at once, for up to max_samples / B steps
     _validate.fits_in_memory(
         f"batch_sizes up to {max(batch_sizes)} × {len(lrs)} learning_rates × seeds={seeds} runs "
@@ -116,6 +117,11 @@ def batch_size_sweep(
         )
         steps.append(s)
         best_lr.append(lr)
+    if not any(math.isfinite(s) for s in steps):  # nothing to plot or fit: say why, once
+        raise ValueError(
+            f"max_samples={max_samples} is too few: no batch size in {batch_sizes} brought the "
+            f"excess loss from {start_excess:g} to {target_excess:g} at any learning rate"
+        )
     return {
         "batch_sizes": batch_sizes,
         "steps": steps,
@@ -157,8 +163,8 @@ def fit(batch_sizes, steps) -> dict:
 
 def tradeoff_curve(s_min: float, e_min: float, batch_sizes) -> dict:
     """The model's steps S_min (1 + B_crit/B) and samples E_min (1 + B/B_crit) at `batch_sizes`."""
-    positive_float("s_min", s_min)
-    positive_float("e_min", e_min)
+    s_min = positive_float("s_min", s_min)
+    e_min = positive_float("e_min", e_min)
     batch_sizes = _validate.positive_ints("batch_sizes", batch_sizes)
     b_crit = e_min / s_min
     if not (math.isfinite(b_crit) and b_crit > 0):  # e.g. e_min=1e-300 over s_min=1e300 → 0.0

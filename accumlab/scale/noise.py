@@ -32,21 +32,23 @@ class Problem:
     noise: float = 1.0
 
     def __post_init__(self):
-        positive_int("features", self.features)
-        positive_float("noise", self.noise)
+        # stored as Python numbers, whatever number type they came as (frozen: set through object)
+        object.__setattr__(self, "features", positive_int("features", self.features))
+        object.__setattr__(self, "noise", positive_float("noise", self.noise))
         _validate.fits_in_memory(
             f"Problem(features={self.features})'s parameters", 8 * self.features
         )
 
     def b_simple(self, excess: float) -> float:
         """The exact B_simple at any point whose excess loss is `excess`."""
-        positive_float("excess", excess)
+        excess = positive_float("excess", excess)
         d = self.features
         return d + 1 + d * self.noise**2 / (2 * excess)
 
     def point(self, excess: float, seed: int = 0) -> torch.Tensor:
         """A parameter error e = w − w* with ½|e|² = `excess`, in a random direction."""
-        positive_float("excess", excess)
+        excess = positive_float("excess", excess)
+        seed = _validate.seed("seed", seed)
         e = torch.randn(
             self.features, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
         )
@@ -54,6 +56,11 @@ class Problem:
 
     def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """n samples (x, y − x·w*): with w* = 0 the parameters ARE the error e."""
+        n = positive_int("n", n)
+        _validate.instance("generator", generator, torch.Generator, "a torch.Generator")
+        _validate.fits_in_memory(
+            f"n={n} samples of {self.features} features", 8 * n * (self.features + 1)
+        )
         x = torch.randn(n, self.features, generator=generator, dtype=torch.float64)
         return x, self.noise * torch.randn(n, generator=generator, dtype=torch.float64)
 
@@ -132,10 +139,10 @@ def estimator_bias(
     batches of `samples` per-sample gradients (numerators and denominators averaged separately,
     as an exponential moving average does in training), next to the exact B_simple. Lesson 13."""
     check_problem(problem)
-    positive_float("excess", excess)
+    excess = positive_float("excess", excess)
     n = positive_int("samples", samples, minimum=2)
-    positive_int("draws", draws)
-    _validate.seed("seed", seed)
+    draws = positive_int("draws", draws)
+    seed = _validate.seed("seed", seed)
     _validate.fits_in_memory(
         f"draws × samples = {draws} × {n} gradients of {problem.features} features",
         3 * 8 * draws * n * problem.features,
@@ -161,7 +168,8 @@ def measure_b_simple(
     """B_simple estimated from `samples` per-sample gradients at a point of excess loss `excess`,
     next to the closed form."""
     check_problem(problem)
-    positive_int("samples", samples, minimum=2)
+    samples = positive_int("samples", samples, minimum=2)
+    seed = _validate.seed("seed", seed)
     _validate.fits_in_memory(  # x, its per-sample gradients and their deviations from the mean
         f"samples={samples} of {problem.features} features", 3 * 8 * samples * problem.features
     )

@@ -66,8 +66,10 @@ def pipeline_experiments(*, seed: int = 0, timeout: float = 120.0) -> dict:
     """
     from ..dist.launcher import launch
 
-    positive_float("timeout", timeout)
-    positive_int("seed", seed, minimum=0)  # checked here: inside a rank it would fail as a crash
+    timeout = positive_float("timeout", timeout)
+    seed = positive_int(
+        "seed", seed, minimum=0
+    )  # checked here: inside a rank it would fail as a crash
     per_rank = launch(
         "accumlab.scale.stages:pipeline_task",
         WORLD_SIZE,

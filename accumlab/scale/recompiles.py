@@ -94,12 +94,14 @@ def compiled_accumulation(
 
     sizes = _validate.positive_ints("sizes", sizes)
     one_of("fix", fix, FIXES)
-    positive_int(
+    windows = positive_int(
         "windows", windows, maximum=MAX_STEPS // len(sizes), why="micro-steps of Python work"
     )
+    features = positive_int("features", features)
+    seed = _validate.seed("seed", seed)
     _validate.fits_in_memory(
         f"sum(sizes) × windows = {sum(sizes)} × {windows} samples",
-        sum(sizes) * windows * (positive_int("features", features) + 1) * 8,
+        sum(sizes) * windows * (features + 1) * 8,
     )
     window = sum(sizes)
     data = regression_data(n=window * windows, features=features, seed=seed)
@@ -161,13 +163,14 @@ def zero_grad_recompiles(
 
     from ..models import mlp
 
-    positive_int("accumulation_steps", accumulation_steps, maximum=MAX_STEPS)
-    positive_int(
+    accumulation_steps = positive_int("accumulation_steps", accumulation_steps, maximum=MAX_STEPS)
+    windows = positive_int(
         "windows",
         windows,
         maximum=MAX_STEPS // accumulation_steps,
         why="micro-steps of Python work",
     )
+    seed = _validate.seed("seed", seed)
     for i, v in enumerate(_validate.sequence("set_to_none", set_to_none)):
         _validate.flag(f"set_to_none[{i}]", v)
     _validate.flag("compiled_autograd", compiled_autograd)
@@ -229,9 +232,13 @@ def step_recompiles(
     """
     from torch import nn
 
-    positive_int("accumulation_steps", accumulation_steps, maximum=MAX_STEPS)
-    positive_int("windows", windows, maximum=MAX_STEPS // accumulation_steps,
-                 why="micro-steps of Python work")  # fmt: skip
+    accumulation_steps = positive_int("accumulation_steps", accumulation_steps, maximum=MAX_STEPS)
+    windows = positive_int(
+        "windows",
+        windows,
+        maximum=MAX_STEPS // accumulation_steps,
+        why="micro-steps of Python work",
+    )
     for i, v in enumerate(_validate.sequence("set_to_none", set_to_none)):
         _validate.flag(f"set_to_none[{i}]", v)
     unused = set()
@@ -239,7 +246,7 @@ def step_recompiles(
         unused.add(positive_int(f"unused_in[{i}]", w, minimum=0, maximum=windows - 1,
                                 why="a window index"))  # fmt: skip
     one_of("backend", backend, BACKENDS)
-    _validate.seed("seed", seed)
+    seed = _validate.seed("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     model = nn.ModuleDict({"main": nn.Linear(4, 1), "branch": nn.Linear(4, 1)}).double()

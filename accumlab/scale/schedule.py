@@ -72,7 +72,7 @@ def in_flight(order: list[tuple[str, int]]) -> int:
     """Most micro-batches whose forward has run and backward has not: activations held at once.
     A backward of a micro-batch with no forward pending before it (or a second forward of one
     already in flight) is not an order a stage can run: refused, naming the pass."""
-    passes("order", order)
+    order = passes("order", order)
     pending: set[int] = set()
     peak = 0
     for i, (kind, j) in enumerate(order):
@@ -101,8 +101,7 @@ def replay(orders, t_forward: float = 1.0, t_backward: float = 2.0) -> dict:
     if not isinstance(orders, (list, tuple)) or not orders:
         raise ValueError(f"orders must be a non-empty list of per-stage orders, got {orders!r}")
     n = len(orders)
-    for s, order in enumerate(orders):
-        passes(f"orders[{s}]", order)
+    orders = [passes(f"orders[{s}]", order) for s, order in enumerate(orders)]
     if sum(len(o) for o in orders) > MAX_STEPS:
         raise ValueError(f"orders hold more than {MAX_STEPS:,} passes (a step of Python work each)")
     tf = _per_stage("t_forward", t_forward, n)

@@ -3,7 +3,10 @@ handed instead of failing inside with a KeyError; and the pass lists the schedul
 
 from __future__ import annotations
 
+import operator
+
 from .._validate import (
+    _is_int,
     finite_float,
     nonempty,
     positive_float,
@@ -43,17 +46,20 @@ def explorer(name: str, value) -> dict:
     return result(name, value, EXPLORER, "what al.scale.explorer_data(...) returns")
 
 
-def passes(name: str, order) -> list:
-    """One stage's order: (kind, micro-batch) pairs, kind "F" or "B"."""
+def passes(name: str, order) -> list[tuple[str, int]]:
+    """One stage's order: (kind, micro-batch) pairs, kind "F" or "B", the index any integer type
+    (the shared rule of `_validate`), returned as Python ints."""
     order = sequence(name, order, allow_empty=True)
+    out = []
     for i, p in enumerate(order):
         ok = isinstance(p, (list, tuple)) and len(p) == 2 and p[0] in ("F", "B")
-        if not ok or isinstance(p[1], bool) or not isinstance(p[1], int) or p[1] < 0:
+        if not ok or not _is_int(p[1]) or operator.index(p[1]) < 0:
             raise ValueError(
                 f"{name}[{i}] must be a pass ('F' or 'B', micro-batch index) such as ('F', 0), "
                 f"got {p!r}"
             )
-    return order
+        out.append((p[0], operator.index(p[1])))
+    return out
 
 
 def accumulators(name: str, value) -> dict:

@@ -24,11 +24,12 @@ from .. import _validate
 from .._validate import positive_int
 
 
-def _sizes(b_small, b_big) -> tuple[float, float]:
-    small = _validate.positive_float("b_small", b_small)
-    big = _validate.positive_float("b_big", b_big)
+def _sizes(b_small, b_big) -> tuple[int, int]:
+    # batch sizes count samples: 4.5 is a typo, not a size the formulas below can mean
+    small = positive_int("b_small", b_small)
+    big = positive_int("b_big", b_big)
     if big <= small:
-        raise ValueError(f"b_big must be larger than b_small={small:g}, got {b_big!r}")
+        raise ValueError(f"b_big must be larger than b_small={small}, got {b_big!r}")
     return small, big
 
 
@@ -190,7 +191,7 @@ def micro_batch_windows(
     k = positive_int("accumulation_steps", accumulation_steps)
     n = positive_int("windows", windows)
     _validate.within_max_steps(f"windows × accumulation_steps = {n} × {k}", n * k)
-    _validate.seed("seed", seed)
+    seed = _validate.seed("seed", seed)
     _validate.fits_in_memory(
         f"windows × accumulation_steps × micro_batch_size = {n} × {k} × {b} samples",
         2 * 8 * n * k * b * (problem.features + 1),
@@ -216,7 +217,7 @@ def two_batch_noise(
     b = positive_int("micro_batch_size", micro_batch_size)
     k = positive_int("accumulation_steps", accumulation_steps, minimum=2)
     n = positive_int("windows", windows)
-    _validate.seed("seed", seed)
+    seed = _validate.seed("seed", seed)
     _validate.fits_in_memory(
         f"windows × accumulation_steps × micro_batch_size = {n} × {k} × {b} samples",
         3 * 8 * n * k * b * problem.features,

@@ -147,8 +147,8 @@ def step_every_kth(
     _validate.model("model", model)
     _validate.data("data", data)
     k = positive_int("accumulation_steps", accumulation_steps)
-    positive_int("epochs", epochs)
-    positive_float("lr", lr)
+    epochs = positive_int("epochs", epochs)
+    lr = positive_float("lr", lr)
     loss_fn = get_loss(loss)
     micro = data.micro_batches(micro_batch_size)
     _validate.within_max_steps(

@@ -44,7 +44,7 @@ def token_weights(panels, lengths, micro_batch_size, title) -> list[int]:
                 f"panels[{label!r}] has shape {tuple(matrix.shape)}, but lengths name "
                 f"{len(lengths)} sequences of up to {max(lengths)} tokens"
             )
-    positive_int("micro_batch_size", micro_batch_size)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     _title(title)
     return lengths
 

@@ -42,7 +42,7 @@ def token_weights(
     micro-batch with zero real tokens, or an unknown normalisation or last-window policy.
     """
     lengths = _checks.counts(lengths, "lengths")
-    positive_int("micro_batch_size", micro_batch_size)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     if accumulation_steps is None:
         accumulation_steps = math.ceil(len(lengths) / micro_batch_size)
     recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window)
@@ -96,7 +96,7 @@ def rank_slices(data: Data, ranks: int) -> list[Data]:
     """Split `data` into `ranks` equal consecutive slices, like a sampler giving each rank its
     share. Lesson 03."""
     _validate.data("data", data)
-    positive_int("ranks", ranks)
+    ranks = positive_int("ranks", ranks)
     if len(data) % ranks:
         raise ValueError(f"ranks must divide the {len(data)} samples evenly, got ranks={ranks}")
     size = len(data) // ranks

@@ -38,10 +38,10 @@ def gradient_variance(
     _validate.data("data", data)
     micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     k = positive_int("accumulation_steps", accumulation_steps)
-    positive_int("draws", draws, minimum=2)
+    draws = positive_int("draws", draws, minimum=2)
     # per draw: one micro-batch, k accumulated micro-batches and one full batch
     _validate.within_max_steps(f"draws × (k + 2) passes = {draws} × {k + 2}", draws * (k + 2))
-    _validate.seed("seed", seed)
+    seed = _validate.seed("seed", seed)
     window = micro_batch_size * k
     if window > len(data):
         raise ValueError(

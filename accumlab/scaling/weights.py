@@ -7,6 +7,7 @@ says which recipes reproduce the big batch. Introduced in lesson 03.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +43,7 @@ class Weights:
 
     def matches_reference(self, rtol: float = 1e-12) -> bool:
         """True when every sample weighs exactly what the full-batch mean of its window gives."""
+        rtol = positive_float("rtol", rtol, allow_zero=True)
         return bool(torch.allclose(self.per_item, self.reference, rtol=rtol, atol=0.0))
 
 
@@ -100,8 +102,8 @@ def sample_weights(
     items_per_sample: int = 1,
 ) -> Weights:
     """Per-sample effective weights for `n` equal samples (lesson 03's short-last-window plot)."""
-    positive_int("n", n, maximum=MAX_STEPS, why="one step of work per sample")
-    positive_int("items_per_sample", items_per_sample)
+    n = positive_int("n", n, maximum=MAX_STEPS, why="one step of work per sample")
+    items_per_sample = positive_int("items_per_sample", items_per_sample)
     recipe = Recipe(micro_batch_size, accumulation_steps, normalization, last_window)
     return effective_weights([items_per_sample] * n, recipe)
 
@@ -248,19 +250,24 @@ def logged_losses(trace: Trace) -> dict[str, list[float]]:
 def effective_batch_size(micro_batch_size: int, accumulation_steps: int, ranks: int = 1) -> int:
     """Samples per optimizer step: micro-batch × accumulation steps × data-parallel ranks.
     Lessons 10 and 13."""
-    positive_int("micro_batch_size", micro_batch_size)
-    positive_int("accumulation_steps", accumulation_steps)
-    positive_int("ranks", ranks)
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
+    accumulation_steps = positive_int("accumulation_steps", accumulation_steps)
+    ranks = positive_int("ranks", ranks)
     return micro_batch_size * accumulation_steps * ranks
 
 
 def linear_scaled_lr(base_lr: float, base_batch: int, batch: int) -> float:
     """The linear scaling rule of thumb (Goyal et al. 2017): lr grows with the batch size.
     It is a first-order argument for SGD; lesson 13 measures where it stops holding."""
-    positive_float("base_lr", base_lr)
-    positive_int("base_batch", base_batch)
-    positive_int("batch", batch)
-    return base_lr * batch / base_batch
+    base_lr = positive_float("base_lr", base_lr)
+    base_batch = positive_int("base_batch", base_batch)
+    batch = positive_int("batch", batch)
+    lr = base_lr * batch / base_batch
+    if not math.isfinite(lr):  # a learning rate of inf trains nothing: say it before a run does
+        raise ValueError(
+            f"base_lr={base_lr!r} × batch={batch} / base_batch={base_batch} overflows to {lr}"
+        )
+    return lr
 
 
 @one_thread()

@@ -30,6 +30,16 @@ def _nan_weights():
     return ckpt
 
 
+def _edited(change):
+    ckpt = _checkpoint()
+    change(ckpt)
+    return ckpt
+
+
+def _first(ckpt) -> str:
+    return next(iter(ckpt["model"]))
+
+
 def _nan_moment():
     ckpt = _checkpoint()
     state = ckpt["optimizer"]["state"]
@@ -150,5 +160,28 @@ CASES = [
     handled("bookkeeping.scheduler_total_steps", "0-d tensors", lambda: B.scheduler_total_steps(torch.tensor(103), torch.tensor(4), torch.tensor(3)), lambda n: n == 78),
     handled("bookkeeping.position_from_step", "a numpy step", lambda: B.position_from_step(np.int64(3), 10, 4), lambda p: p == 10),
     handled("bookkeeping.tokens_per_step", "lengths as a numpy array", lambda: B.tokens_per_step(np.array([3, 4, 5]), 2, 1), lambda b: b.real == [7, 5]),
+    # a checkpoint edited by hand: values checked against its own setup before anything loads
+    bad("bookkeeping.resume", "a weight of another shape", lambda: B.resume(_edited(lambda c: c["model"].__setitem__(_first(c), torch.ones(3)))), "checkpoint['model']", "(3,)"),
+    bad("bookkeeping.resume", "a weight missing", lambda: B.resume(_edited(lambda c: c["model"].pop(_first(c)))), "checkpoint['model']", "missing"),
+    bad("bookkeeping.resume", "a partial gradient of another shape", lambda: B.resume(_edited(lambda c: c["grads"].__setitem__(_first(c), torch.ones(3)))), "checkpoint['grads']", "(3,)"),
+    bad("bookkeeping.resume", "a step counter the data position does not give", lambda: B.resume(_edited(lambda c: c.__setitem__("step", 5))), "checkpoint['step']", "5", "micro_step=3"),
+    bad("bookkeeping.resume", "step=-1", lambda: B.resume(_edited(lambda c: c.__setitem__("step", -1))), "checkpoint['step']", "-1"),
+    bad("bookkeeping.resume", "micro_step past the run", lambda: B.resume(_edited(lambda c: c.__setitem__("micro_step", 10**6))), "checkpoint['micro_step']", "1000000"),
+    bad("bookkeeping.resume", "micro_step 'x'", lambda: B.resume(_edited(lambda c: c.__setitem__("micro_step", "x"))), "checkpoint['micro_step']", "'x'"),
+    bad("bookkeeping.resume", "an RNG state that is not one", lambda: B.resume(_edited(lambda c: c.__setitem__("torch_rng", torch.ones(3)))), "checkpoint['torch_rng']", "(3,)"),
+    bad("bookkeeping.resume", "optimizer {}", lambda: B.resume(_edited(lambda c: c.__setitem__("optimizer", {}))), "checkpoint['optimizer']", "param_groups"),
+    bad("bookkeeping.resume", "a NaN learning rate in the optimizer", lambda: B.resume(_edited(lambda c: c["optimizer"]["param_groups"][0].__setitem__("lr", NAN))), "checkpoint['optimizer']", "'lr'", "nan"),
+    bad("bookkeeping.resume", "a NaN base_lrs in the scheduler", lambda: B.resume(_edited(lambda c: c["scheduler"].__setitem__("base_lrs", [NAN]))), "checkpoint['scheduler']", "base_lrs", "nan"),
+    bad("bookkeeping.resume", "an Adam moment of another shape", lambda: B.resume(_edited(lambda c: next(iter(c["optimizer"]["state"].values())).__setitem__("exp_avg", torch.ones(7)))), "exp_avg", "(7,)"),
+    bad("bookkeeping.resume", "a setup key that is no field", lambda: B.resume(_edited(lambda c: c["setup"].__setitem__("foo", 1))), "checkpoint['setup']", "foo"),
+    bad("bookkeeping.resume", "a setup with k=0", lambda: B.resume(_edited(lambda c: c["setup"].__setitem__("accumulation_steps", 0))), "checkpoint['setup']", "accumulation_steps", "0"),
+    bad("bookkeeping.resume", "model 'x'", lambda: B.resume(_edited(lambda c: c.__setitem__("model", "x"))), "checkpoint['model']", "str"),
+    bad("bookkeeping.resume", "a NaN running sum of the window", lambda: B.resume(_edited(lambda c: c["window"].__setitem__("loss_sum", NAN))), "checkpoint['window']", "nan"),
+    bad("bookkeeping.save_checkpoint", "step -1", lambda: B.save_checkpoint(_edited(lambda c: c.__setitem__("step", -1)), "/tmp/accumlab-fuzz-step.pt"), "checkpoint['step']", "-1"),
+    handled("bookkeeping.train", "a Setup of numpy numbers", lambda: B.train(_small(seed=np.int64(1), accumulation_steps=np.int64(2), lr=np.float32(0.01)), stop_at=3), lambda r: type(r.setup.seed) is int and len(r.consumed) == 3),
+    bad("bookkeeping.Schedule.epoch_of", "micro_step=-1", lambda: B.step_schedule(10, 4).epoch_of(-1), "micro_step", "-1"),
+    bad("bookkeeping.Schedule.epoch_of", "micro_step past the run", lambda: B.step_schedule(10, 4).epoch_of(99), "micro_step", "99"),
+    bad("bookkeeping.Setup.warmup_steps", "total_steps=nan", lambda: B.Setup().warmup_steps(NAN), "total_steps", "nan"),
+    bad("bookkeeping.Setup.warmup_steps", "total_steps=-1", lambda: B.Setup().warmup_steps(-1), "total_steps", "-1"),
 ]
 # fmt: on

@@ -255,5 +255,12 @@ CASES = [
     handled("coupling.ema_horizon", "old_weight as a numpy float", lambda: C.ema_horizon(np.float64(0.5)), lambda h: h == 2.0),
     handled("coupling.aux_loss_grads", "running counts over one micro-batch are the global ones", lambda: C.aux_loss_grads(C.router_model(), C.router_data(16), 16, "running_counts"), lambda r: _finite_dict(r["grads"])),
     handled("coupling.clipped_grads", "a zero clip fraction stays finite", lambda: C.clipped_grads(al.mlp(), data(), 2, 1e6, "window"), _finite_dict),
+    # numbers of any type reach torch and Accelerate as Python numbers (the shared rule)
+    handled("coupling.ema_run", "beta as a numpy float32", lambda: C.ema_run(al.mlp(), data(), 2, 2, beta=np.float32(0.5)), lambda r: len(r["updates"]) == 2),
+    handled("coupling.ema_old_weight", "beta as a 0-d tensor", lambda: C.ema_old_weight(al.mlp(), data(), 2, 2, beta=torch.tensor(0.5)), lambda w: abs(w - 0.5) < 1e-9),
+    bad("coupling.ema_run", "beta True", lambda: C.ema_run(al.mlp(), data(), 2, 2, beta=True), "beta", "True"),
+    handled("coupling.accelerate_ema_updates", "accumulation_steps as a 0-d tensor", lambda: C.accelerate_ema_updates(torch.tensor(2), 4, gated=True), lambda r: r["optimizer_steps"] == 2, slow=True),
+    handled("coupling.clipped_grads", "seed as a numpy integer", lambda: C.clipped_grads(al.mlp(), data(), 2, 1.0, "per_sample", noise_multiplier=0.5, seed=np.int64(3)), _finite_dict),
+    bad("coupling.aux_loss_grads", "micro_batch_size=4.5 in mode 'full'", lambda: C.aux_loss_grads(C.router_model(), C.router_data(16), 4.5, "full"), "micro_batch_size", "4.5"),
 ]
 # fmt: on

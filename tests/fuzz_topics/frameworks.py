@@ -28,6 +28,14 @@ def _returns_5(problem, model, optimizer, scheduler, folder):
     return 5
 
 
+def _engine():
+    model = al.mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return F.StandInEngine(
+        model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, F.lr_factor), 2
+    )
+
+
 def _tiny_table():
     runs = {
         d: {n: F.run_framework(n, d, 2) for n in ("reference", "plain_loop")}
@@ -85,5 +93,16 @@ CASES = [
     bad("frameworks.deepspeed_batch_triple", "gradient_accumulation_steps '4'", lambda: F.deepspeed_batch_triple(16, gradient_accumulation_steps="4"), "gradient_accumulation_steps", "'4'"),
     bad("frameworks.run_framework", "epochs=0 for DeepSpeed", lambda: F.run_framework("deepspeed", epochs=0), "epochs", "0"),
     bad("frameworks.run_framework", "epochs=9 for DeepSpeed", lambda: F.run_framework("deepspeed", epochs=9), "epochs", "9"),
+    # what a runner calls on the problem and the stand-in engine it is handed
+    bad("frameworks.Problem.window_data", "window (99,)", lambda: F.make_problem().window_data((99,)), "window[0]", "99"),
+    bad("frameworks.Problem.window_data", "window 'ab'", lambda: F.make_problem().window_data("ab"), "window", "str"),
+    bad("frameworks.Problem.mean_loss", "pred of another shape", lambda: F.make_problem().mean_loss(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 1, dtype=torch.float64)), "(2, 3)", "(2, 1)"),
+    bad("frameworks.Problem.sum_loss", "pred 'x'", lambda: F.make_problem().sum_loss("x", torch.ones(2, 1)), "pred", "str"),
+    bad("frameworks.Problem.items", "y 'x'", lambda: F.make_problem().items("x"), "y", "str"),
+    bad("frameworks.StandInEngine.backward", "loss 'x'", lambda: _engine().backward("x"), "loss", "str"),
+    bad("frameworks.StandInEngine.backward", "a loss without a graph", lambda: _engine().backward(torch.tensor(1.0)), "loss", "no graph"),
+    bad("frameworks.StandInEngine.backward", "a loss of 3 values", lambda: _engine().backward(torch.ones(3, requires_grad=True) * 2), "loss", "(3,)"),
+    bad("frameworks.StandInEngine.backward", "scale_wrt_gas 'no'", lambda: _engine().backward(torch.ones((), requires_grad=True) * 2, scale_wrt_gas="no"), "scale_wrt_gas", "'no'"),
+    bad("frameworks.StandInEngine.set_gradient_accumulation_boundary", "is_boundary 'yes'", lambda: _engine().set_gradient_accumulation_boundary("yes"), "is_boundary", "'yes'"),
 ]
 # fmt: on

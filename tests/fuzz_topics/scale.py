@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from fuzz_harness import bad, handled
 from matplotlib.figure import Figure
@@ -148,5 +149,32 @@ CASES = [
     bad("scale.plot_recompiles", "results {}", lambda: S.plot_recompiles({}), "results"),
     bad("scale.plot_batch_sweep", "sweep {}", lambda: S.plot_batch_sweep({}, {}, {}, 8.0), "sweep"),
     bad("scale.plot_batch_sweep", "b_simple nan", lambda: S.plot_batch_sweep({"batch_sizes": [1], "steps": [1.0], "samples": [1.0]}, {"b_crit": 1.0}, {"batch_sizes": [1], "steps": [1.0], "samples": [1.0]}, NAN), "b_simple", "nan"),
+    # seeds and sizes of any integer type; seeds in numpy's range, as everywhere
+    handled("scale.batch_size_sweep", "seed as a numpy integer", lambda: S.batch_size_sweep(batch_sizes=(1, 2), seeds=2, seed=np.int64(1)), lambda r: r["batch_sizes"] == [1, 2]),
+    bad("scale.batch_size_sweep", "seed=-1", lambda: S.batch_size_sweep(batch_sizes=(1, 2), seeds=2, seed=-1), "seed", "-1"),
+    bad("scale.batch_size_sweep", "seed=0.5", lambda: S.batch_size_sweep(batch_sizes=(1, 2), seeds=2, seed=0.5), "seed", "0.5"),
+    handled("scale.measure_b_simple", "seed as a 0-d tensor", lambda: S.measure_b_simple(S.Problem(), 0.1, samples=2048, seed=torch.tensor(2)), lambda r: r["samples"] == 2048),
+    bad("scale.measure_b_simple", "seed=-1", lambda: S.measure_b_simple(S.Problem(), 0.1, seed=-1), "seed", "-1"),
+    bad("scale.linear_model", "seed=0.5", lambda: S.linear_model(S.Problem(), 0.1, seed=0.5), "seed", "0.5"),
+    handled("scale.linear_model", "seed as a numpy integer", lambda: S.linear_model(S.Problem(), 0.1, seed=np.int64(3)), lambda m: m.weight.shape == (1, 8)),
+    handled("scale.estimator_bias", "seed as a numpy integer", lambda: S.estimator_bias(S.Problem(), 0.1, draws=20, seed=np.int64(1)), lambda r: isinstance(r, dict)),
+    handled("scale.micro_batch_windows", "seed as a 0-d tensor", lambda: S.micro_batch_windows(S.Problem(), 4, 2, 2, seed=torch.tensor(1)), lambda w: len(w) == 2 and len(w[0]) == 2),
+    handled("scale.two_batch_noise", "seed as a numpy integer", lambda: S.two_batch_noise(S.Problem(), 0.1, windows=20, seed=np.int64(1)), lambda r: isinstance(r, dict)),
+    bad("scale.step_recompiles", "seed=-1", lambda: S.step_recompiles(seed=-1), "seed", "-1"),
+    bad("scale.zero_grad_recompiles", "seed=-1", lambda: S.zero_grad_recompiles(seed=-1), "seed", "-1"),
+    bad("scale.compiled_accumulation", "seed=-1", lambda: S.compiled_accumulation(seed=-1), "seed", "-1"),
+    handled("scale.Problem", "sizes as numpy numbers", lambda: S.Problem(np.int64(4), np.float32(0.5)), lambda p: type(p.features) is int and type(p.noise) is float),
+    bad("scale.two_batch_estimate", "b_small=4.5", lambda: S.two_batch_estimate(2.0, 1.0, 4.5, 8), "b_small", "4.5"),
+    handled("scale.in_flight", "micro-batch indices as numpy integers", lambda: S.in_flight([("F", np.int64(0)), ("F", np.int64(1)), ("B", np.int64(0)), ("B", np.int64(1))]), lambda n: n == 2),
+    bad("scale.in_flight", "a micro-batch index [0]", lambda: S.in_flight([("F", torch.tensor([0]))]), "order[0]"),
+    handled("scale.replay", "micro-batch indices as 0-d tensors", lambda: S.replay([[("F", torch.tensor(0)), ("B", torch.tensor(0))]]), lambda r: r["makespan"] == 3.0 and r["spans"][0][0][1] == 0),
+    bad("scale.batch_size_sweep", "max_samples too few for any batch size", lambda: S.batch_size_sweep(batch_sizes=(1, 2, 4), seeds=2, max_samples=8), "max_samples=8", "too few"),
+    bad("scale.NoiseScaleEMA.update", "small_sq nan", lambda: S.NoiseScaleEMA().update(NAN, 1.0, 4, 8), "small_sq", "nan"),
+    bad("scale.NoiseScaleEMA.update", "b_big below b_small", lambda: S.NoiseScaleEMA().update(1.0, 1.0, 8, 4), "b_big", "4"),
+    bad("scale.Problem.point", "seed=-1", lambda: S.Problem().point(0.1, -1), "seed", "-1"),
+    bad("scale.Problem.point", "excess=nan", lambda: S.Problem().point(NAN), "excess", "nan"),
+    bad("scale.Problem.sample", "n=0", lambda: S.Problem().sample(0, torch.Generator()), "n", "0"),
+    bad("scale.Problem.sample", "n=10**12", lambda: S.Problem().sample(10**12, torch.Generator()), "n=1000000000000"),
+    bad("scale.Problem.sample", "generator 'x'", lambda: S.Problem().sample(4, "x"), "generator", "str"),
 ]
 # fmt: on

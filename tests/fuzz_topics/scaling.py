@@ -237,5 +237,11 @@ CASES = [
     bad("scaling.loss_scaling_data", "normalization 'Mean'", lambda: S.loss_scaling_data(normalization="Mean"), "normalization", "'mean'"),
     bad("scaling.loss_scaling_data", "seed=-1", lambda: S.loss_scaling_data(seed=-1), "seed", "-1"),
     bad("scaling.loss_scaling_data", "last_window 'drop' dropping every window", lambda: S.loss_scaling_data(10, 3, last_window="drop"), "last_window", "drop"),
+    handled("scaling.gradient_variance", "seed as a numpy integer", lambda: S.gradient_variance(al.mlp(), data(), 2, 2, draws=4, seed=np.int64(1)), lambda r: isinstance(r, dict)),
+    handled("scaling.effective_batch_size", "0-d tensors give a Python int", lambda: S.effective_batch_size(torch.tensor(2), torch.tensor(3)), lambda n: type(n) is int and n == 6),
+    bad("scaling.effective_batch_size", "micro_batch_size [2]", lambda: S.effective_batch_size(torch.tensor([2]), 3), "micro_batch_size"),
+    bad("scaling.effective_batch_size", "a bool tensor", lambda: S.effective_batch_size(torch.tensor(True), 3), "micro_batch_size", "True"),
+    bad("scaling.linear_scaled_lr", "an lr that overflows", lambda: S.linear_scaled_lr(1e308, 1, 10), "base_lr", "overflows"),
+    bad("scaling.Weights.matches_reference", "rtol=nan", lambda: S.sample_weights(8, 2, 2).matches_reference(NAN), "rtol", "nan"),
 ]
 # fmt: on
