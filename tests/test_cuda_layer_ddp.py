@@ -37,12 +37,6 @@ def test_a_move_inside_the_meter_counts_the_parameters_on_a_gpu_only():
     assert nbytes <= moved["cuda"] < nbytes + 512 * len(list(model.parameters()))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accumlab/dist/ddp.py's bucket_memory moves the model to the device inside the "
-    "memory meter: on a GPU the parameters are counted with the buckets (2.00 x the gradients "
-    "with gradient_as_bucket_view=True)",
-)
 def test_bucket_memory_passes_the_lessons_check_on_a_gpu(one_rank):
     from accumlab.dist.backend import choose_plan
     from accumlab.dist.ddp import bucket_memory

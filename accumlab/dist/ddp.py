@@ -94,12 +94,14 @@ def bucket_memory(ctx, *, features: int = 32, hidden: int = 256, seed: int = 0) 
 
     out = {}
     for view in (False, True):
-        model = timing_model(features, hidden, seed)
+        # model and input on the device BEFORE the meter: on a GPU `.to` allocates the parameters,
+        # which are not DDP's to count (on the CPU it is a no-op, which hid the difference)
+        model = timing_model(features, hidden, seed).to(ctx.ddp_device)
         x = torch.randn(8, features, generator=torch.Generator().manual_seed(seed)).to(
             ctx.ddp_device
         )
         with MemoryMeter(ctx.ddp_device) as meter:
-            ddp = _wrap(model, ctx, gradient_as_bucket_view=view)
+            ddp = _wrap(model, ctx, gradient_as_bucket_view=view)  # its .to is a no-op now
             wrapped = meter.now()
             ddp(x).sum().backward()
             after = meter.now()
