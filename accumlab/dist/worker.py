@@ -96,6 +96,51 @@ def _local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
 
 
+def _write(out: Path, payload: dict) -> None:
+    import torch
+
+    torch.save(payload, out.with_suffix(".tmp"))
+    os.replace(out.with_suffix(".tmp"), out)  # the launcher never reads a half-written file
+
+
+def _failed(err: BaseException) -> dict:
+    return {
+        "ok": False,
+        "error": f"{type(err).__name__}: {err}",
+        "traceback": traceback.format_exc(),
+        "failed_at": time.time(),  # lets the launcher blame the rank that failed first
+    }
+
+
+def _run_task(ctx: Context, job: dict, out: Path) -> None:
+    """Run one task and write its report to `out`; after a failure the rank exits at once."""
+    try:
+        payload = {"ok": True, "result": resolve(job["task"])(ctx, **job["kwargs"])}
+    except BaseException as err:  # every failure is reported to the launcher, then the rank exits
+        payload = _failed(err)
+    _write(out, payload)
+    if not payload["ok"]:
+        print(payload["traceback"], file=sys.stderr, flush=True)
+        os._exit(1)  # skip process-group teardown: the other ranks may be stuck in a collective
+
+
+def serve(ctx: Context, spec_dir: Path, rank: int, poll: float = 0.02) -> None:
+    """Ranks that stay up (`accumlab.dist.Ranks`): run SPEC_DIR/jobN/job.pkl for N = 0, 1, ...
+    in turn, each report to SPEC_DIR/jobN/rankR.pt, until SPEC_DIR/stop appears."""
+    import pickle
+
+    (spec_dir / f"rank{rank}.ready").touch()
+    n = 0
+    while not (spec_dir / "stop").exists():
+        job_file = spec_dir / f"job{n}" / "job.pkl"  # written whole (os.replace) by the launcher
+        if not job_file.exists():
+            time.sleep(poll)  # idle between a lesson's cells: a file check every 20 ms
+            continue
+        ctx.progress_path = job_file.parent / "progress"
+        _run_task(ctx, pickle.loads(job_file.read_bytes()), job_file.parent / f"rank{rank}.pt")
+        n += 1
+
+
 def main(argv: list[str] | None = None) -> int:
     import pickle
 
@@ -104,31 +149,26 @@ def main(argv: list[str] | None = None) -> int:
     _exit_with_parent(spec["parent_pid"])
     out = spec_dir / f"rank{rank}.pt"
     try:
-        fn = resolve(spec["task"])
         plan = Plan(**spec["plan"])
+        if "task" in spec:
+            resolve(spec["task"])  # an unimportable task fails before the rendezvous
         # rendezvous only on the loopback interface, on the free port the launcher picked
         _init_group(
             plan, rank, rank, plan.world_size, f"tcp://127.0.0.1:{spec['port']}", spec["timeout"]
         )
         ctx = Context(rank, plan.world_size, rank, plan, spec_dir / "progress")
-        result = fn(ctx, **spec["kwargs"])
-        payload = {"ok": True, "result": result}
-    except BaseException as err:  # every failure is reported to the launcher, then the rank exits
-        payload = {
-            "ok": False,
-            "error": f"{type(err).__name__}: {err}",
-            "traceback": traceback.format_exc(),
-            "failed_at": time.time(),  # lets the launcher blame the rank that failed first
-        }
-    import torch
-
-    torch.save(payload, out.with_suffix(".tmp"))
-    os.replace(out.with_suffix(".tmp"), out)  # the launcher never reads a half-written file
-    if not payload["ok"]:
-        print(payload["traceback"], file=sys.stderr, flush=True)
-        os._exit(1)  # skip process-group teardown: the other ranks may be stuck in a collective
+    except BaseException as err:
+        _write(out, _failed(err))
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        os._exit(1)
     import torch.distributed as dist
 
+    if spec.get("serve"):
+        serve(ctx, spec_dir, rank)
+        dist.destroy_process_group()
+        sys.stdout.flush(), sys.stderr.flush()
+        os._exit(0)  # nothing left to run: skip the interpreter's teardown (seconds when busy)
+    _run_task(ctx, spec, out)
     dist.destroy_process_group()
     return 0
 
