@@ -62,7 +62,8 @@ def check_timeout(timeout) -> float:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now (a launch does not use one: its
+    rank 0 binds the rendezvous port itself, see `worker._store`)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -134,7 +135,6 @@ def launch(
         "task": name,
         "kwargs": kwargs,
         "plan": plan.as_dict(),
-        "port": free_port(),
         "timeout": timeout,
         "parent_pid": os.getpid(),
     }

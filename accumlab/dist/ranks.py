@@ -23,7 +23,7 @@ from pathlib import Path
 from .. import _processes
 from .._validate import instance, mapping, positive_int
 from .backend import Plan, choose_plan
-from .launcher import _child_env, check_timeout, check_world_size, free_port, start_ranks, task_name
+from .launcher import _child_env, check_timeout, check_world_size, start_ranks, task_name
 from .supervise import DistError, failure, read_report, supervise
 
 START_TIMEOUT = 300.0  # seconds for every rank to import torch and join: minutes on a busy machine
@@ -71,7 +71,6 @@ class Ranks:
         spec = {
             "serve": True,
             "plan": plan.as_dict(),
-            "port": free_port(),
             "timeout": GROUP_TIMEOUT,
             "parent_pid": os.getpid(),
         }

@@ -73,19 +73,40 @@ def _exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _init_group(
-    plan: Plan, rank: int, local_rank: int, world_size: int, init_method: str, timeout_s: float
-) -> None:
+def _store(spec_dir: Path, rank: int, world_size: int, timeout_s: float):
+    """The group's key-value store on 127.0.0.1. Rank 0 binds it to a port the system picks at
+    that moment and publishes the port in SPEC_DIR/port; the other ranks read it there. (A port
+    the launcher picked and rank 0 bound seconds later, once torch is imported, could be taken
+    meanwhile by any process on the machine: the rendezvous would then fail.)"""
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(seconds=timeout_s)
+    path = spec_dir / "port"
+    if rank == 0:
+        store = dist.TCPStore(
+            "127.0.0.1", 0, world_size, is_master=True, timeout=timeout, wait_for_workers=False
+        )
+        path.with_suffix(".tmp").write_text(str(store.port))
+        os.replace(path.with_suffix(".tmp"), path)  # the others never read half a number
+        return store
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():  # the launcher stops every rank if rank 0 dies first
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank 0 published no port within {timeout_s:g} s")
+        time.sleep(0.02)
+    port = int(path.read_text())
+    return dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=timeout)
+
+
+def _init_group(plan: Plan, rank: int, world_size: int, spec_dir: Path, timeout_s: float) -> None:
     import torch
     import torch.distributed as dist
 
     if plan.ddp_device_type == "cuda":
-        torch.cuda.set_device(
-            plan.ddp_device(local_rank)
-        )  # NCCL needs each rank's GPU chosen first
+        torch.cuda.set_device(plan.ddp_device(rank))  # NCCL needs each rank's GPU chosen first
     dist.init_process_group(
         plan.backend,
-        init_method=init_method,
+        store=_store(spec_dir, rank, world_size, timeout_s),
         rank=rank,
         world_size=world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
@@ -152,10 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         plan = Plan(**spec["plan"])
         if "task" in spec:
             resolve(spec["task"])  # an unimportable task fails before the rendezvous
-        # rendezvous only on the loopback interface, on the free port the launcher picked
-        _init_group(
-            plan, rank, rank, plan.world_size, f"tcp://127.0.0.1:{spec['port']}", spec["timeout"]
-        )
+        # rendezvous only on the loopback interface
+        _init_group(plan, rank, plan.world_size, spec_dir, spec["timeout"])
         ctx = Context(rank, plan.world_size, rank, plan, spec_dir / "progress")
     except BaseException as err:
         _write(out, _failed(err))
