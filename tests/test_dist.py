@@ -342,34 +342,34 @@ def test_hanging_worker_times_out_and_leaves_nothing(private_tmp):
     _no_leftovers(private_tmp)
 
 
+def _cli_failure(proc, why: str) -> str:
+    """What a failing CLI run said: the reason, every FAILED check, then its whole output."""
+    failed = [line.strip() for line in proc.stdout.splitlines() if "[FAILED]" in line]
+    return (
+        f"{why} (exit status {proc.returncode}); failed checks: {failed or 'none printed'}\n"
+        f"--- stdout:\n{proc.stdout}\n--- stderr (last 4000 characters):\n{proc.stderr[-4000:]}"
+    )
+
+
 @pytest.mark.slow
 def test_cli_prints_counts_and_checks(tmp_path):
     out = tmp_path / "summary.json"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "accumlab.dist",
-            "--k",
-            "3",
-            "--micro-batch",
-            "4",
-            "--parts",
-            "ddp",
-            "--timeout",
-            "120",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
+        [sys.executable, "-m", "accumlab.dist", "--k", "3", "--micro-batch", "4", "--parts",
+         "ddp,buckets", "--timeout", "120", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, _cli_failure(proc, "the CLI failed")
+    assert "[FAILED]" not in proc.stdout, _cli_failure(proc, "a check failed")
+    assert "[ok] no_sync: one round per optimizer step" in proc.stdout, _cli_failure(
+        proc, "no check"
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "FAILED" not in proc.stdout and "[ok] no_sync" in proc.stdout
-    ddp = json.loads(out.read_text())["ddp"]
-    assert ddp["every"]["per_backward"] == [1, 1, 1] and ddp["no_sync"]["per_backward"] == [0, 0, 1]
+    summary = json.loads(out.read_text())
+    ddp = summary["ddp"]
+    rounds = {m: ddp[m]["per_backward"] for m in ("every", "no_sync")}
+    assert rounds == {"every": [1, 1, 1], "no_sync": [0, 0, 1]}, _cli_failure(proc, f"{rounds}")
+    view = summary["ddp_buckets"]["gradient_as_bucket_view"]
+    assert view["true"]["after_backward"] < 2 * summary["ddp_buckets"]["grad_bytes"], view
 
 
 @pytest.mark.slow

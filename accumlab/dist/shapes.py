@@ -89,6 +89,7 @@ PARTS = {
             "before_last": nonempty([float]),
             "after_sync": nonempty([float]),
             "reference_norm": float,
+            "after_sync_vs_reference": float,
         },
         "fsdp": {
             "before_last": nonempty([float]),
@@ -96,6 +97,8 @@ PARTS = {
             "shard_norms": nonempty([float]),
             "after_sync": nonempty([float]),
             "reference_norm": float,
+            "after_sync_vs_reference": float,
+            "shards_combined_vs_reference": float,
             "clip_to": float,
             "clipped_vs_reference": _MAXREL,
         },

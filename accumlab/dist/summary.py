@@ -140,23 +140,36 @@ def _norm(grads: dict) -> float:
     return float(flatten(grads).norm())
 
 
+def _off(values, reference: float) -> float:
+    """The largest relative distance of `values` from `reference`."""
+    return max(abs(v - reference) / reference for v in values)
+
+
 def _clipping(raw, world, k, micro_batch, seed) -> dict:
     ddp, fsdp = [r["ddp"] for r in raw], [r["fsdp"] for r in raw]
     fsdp_ref = fsdp_reference(world, k, micro_batch, seed)
     clip_to = fsdp[0]["clip_to"]
+    ddp_norm, fsdp_norm = _norm(ddp_reference(world, k, micro_batch, seed)), _norm(fsdp_ref)
+    shards = [f["shard_norm"] for f in fsdp]
     return {
         "clipping": {
             "ddp": {
                 "before_last": [d["before_last"] for d in ddp],
                 "after_sync": [d["after_sync"] for d in ddp],
-                "reference_norm": _norm(ddp_reference(world, k, micro_batch, seed)),
+                "reference_norm": ddp_norm,
+                "after_sync_vs_reference": _off([d["after_sync"] for d in ddp], ddp_norm),
             },
             "fsdp": {
                 "before_last": [f["before_last"] for f in fsdp],
                 "grads_before_last": [f["grads_before_last"] for f in fsdp],
-                "shard_norms": [f["shard_norm"] for f in fsdp],
+                "shard_norms": shards,
                 "after_sync": [f["after_sync"] for f in fsdp],
-                "reference_norm": _norm(fsdp_ref),
+                "reference_norm": fsdp_norm,
+                "after_sync_vs_reference": _off([f["after_sync"] for f in fsdp], fsdp_norm),
+                # the shards' norms combine as a sum of squares into the whole gradient's
+                "shards_combined_vs_reference": _off(
+                    [sum(n * n for n in shards) ** 0.5], fsdp_norm
+                ),
                 "clip_to": clip_to,
                 "clipped_vs_reference": _diff(
                     fsdp[0]["clipped_grads"], {n: g * clip_to for n, g in fsdp_ref.items()}
