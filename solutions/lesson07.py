@@ -17,14 +17,14 @@ def fsdp_grad_bytes(shapes, world_size, element_size):
 
 SOLUTIONS = {
     "07.1": (18, 3, 18),
-    "07.2": "BC",
+    "07.2": "ACD",
     "07.3": token_divisor,
     "07.4": fsdp_grad_bytes,
 }
 
 WRONG = {
     "07.1": (6, 1, 6),  # backward passes that sync, not all-reduce calls
-    "07.2": "AB",
+    "07.2": "AC",  # D looks like the section-1 mistake, but its forward is inside no_sync()
     # section 4's divisor, forgetting that this backward divides by k as well
     "07.3": lambda local_tokens, global_tokens, world_size, k: global_tokens / world_size,
     "07.4": lambda shapes, world_size, element_size: (

@@ -68,7 +68,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from .backend import choose_plan
     from .lesson import sync_experiments
-    from .report import checks, format_summary
+    from .report import checks
+    from .text import format_summary
     from .summary import summarise
     from .worker import run_here, under_torchrun
 

@@ -39,10 +39,14 @@ def rounds(answer):
     return None
 
 
+LOOPS_07_2 = "ABCDE"
+RIGHT_07_2 = {"A", "C", "D"}
+
+
 @exercise("07.2", 2, "Which loops sync once, on the last micro-step?")
 def which_loops(answer):
-    """answer = the letters of the loops that all-reduce once per optimizer step, on its last
-    micro-step (see the notebook)."""
+    """answer = the letters of the loops (A-E in the notebook) that all-reduce exactly once per
+    optimizer step, on its last micro-step."""
     if isinstance(answer, str):
         letters = {c for c in answer.upper() if c.isalpha()}
     elif isinstance(answer, (set, frozenset, list, tuple)) and all(
@@ -50,18 +54,25 @@ def which_loops(answer):
     ):
         letters = {c.strip().upper() for c in answer}
     else:
-        raise Hint("answer with the letters, e.g. 'AD' or {'A', 'D'}")
-    if not letters or not letters <= set("ABCD"):
-        raise Hint(f"answer with letters among A, B, C, D, got {sorted(letters)}")
-    if "A" in letters or "D" in letters:
+        raise Hint("answer with the letters, e.g. 'AB' or {'A', 'B'}")
+    if not letters or not letters <= set(LOOPS_07_2):
+        raise Hint(f"answer with letters among {', '.join(LOOPS_07_2)}, got {sorted(letters)}")
+    if "B" in letters:
         raise Hint(
-            "DDP decides whether a backward will all-reduce when the FORWARD runs; look at where "
-            "each loop enters no_sync() or sets the flag"
+            "B syncs once per window, but on which micro-step? DDP read the flag at the forward, "
+            "before B changed it"
         )
-    if letters != {"B", "C"}:
+    if "E" in letters:
+        raise Hint("E never leaves no_sync(): when does it all-reduce at all?")
+    if "D" not in letters:
         raise Hint(
-            "more than one loop is right: the context manager and the flag it sets are two "
-            "spellings of the same thing"
+            "look at where each loop runs its FORWARD: DDP decides there whether the coming "
+            "backward syncs, wherever that backward runs"
+        )
+    if letters != RIGHT_07_2:
+        raise Hint(
+            "one more is right: the context manager and the flag it sets are two spellings of the "
+            "same thing"
         )
     return None
 

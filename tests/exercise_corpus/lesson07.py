@@ -64,9 +64,9 @@ RIGHT = {
         ("floats that are whole", (18.0, 3.0, 18.0)),
     ],
     "07.2": [
-        ("a set", {"B", "C"}),
-        ("lower case, other order, separated", "c, b"),
-        ("a list", ["C", "B"]),
+        ("a set", {"A", "C", "D"}),
+        ("lower case, other order, separated", "d, c, a"),
+        ("a list", ["C", "D", "A"]),
     ],
     "07.3": [
         ("a 0-d tensor from an all-reduced count", divisor_as_tensor),
@@ -89,9 +89,10 @@ WRONG = {
         ("two numbers", (18, 3)),
     ],
     "07.2": [
-        ("only the context manager", "B"),
-        ("the flag set after the forward too", "BCD"),
-        ("the mistake only", "A"),
+        ("the flag set after the forward too", "ABCD"),
+        ("no_sync on every micro-step too", "ACDE"),
+        ("only the context manager", "A"),
+        ("all five", "ABCDE"),
         ("not letters", 12),
     ],
     "07.3": [
