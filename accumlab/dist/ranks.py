@@ -24,7 +24,7 @@ from .. import _processes
 from .._validate import instance, mapping, positive_int
 from .backend import Plan, choose_plan
 from .launcher import _child_env, check_timeout, check_world_size, start_ranks, task_name
-from .supervise import DistError, failure, read_report, supervise
+from .supervise import DistError, read_report, root_failure, supervise
 
 START_TIMEOUT = 300.0  # seconds for every rank to import torch and join: minutes on a busy machine
 GROUP_TIMEOUT = 3600.0  # the process group's own limit on one collective (runs have shorter ones)
@@ -151,16 +151,18 @@ class Ranks:
             lambda codes: all(p.exists() for p in reports), job_dir, name, timeout, "finish",
             progress_total=progress_total, desc=desc,
         )  # fmt: skip
-        results = []
-        for r in range(self.world_size):
-            report = read_report(job_dir, r)
-            if not report.get("ok"):  # it reported a failure and is exiting: blame it
-                self._stopped = "a rank failed"
-                self._state["polite"] = False
-                self.close()
-                raise failure(self._state["spec_dir"], r, 1, report, self.world_size, name)
-            results.append(report["result"])
-        return results
+        reports = [read_report(job_dir, r) for r in range(self.world_size)]
+        if not all(r.get("ok") for r in reports):
+            # a rank reported a failure and is exiting (its peers may have reported the broken
+            # connection it left): blame the one that failed first, as `launch` does
+            err = root_failure(
+                self._state["procs"], {}, job_dir, self._state["spec_dir"], self.world_size, name
+            )
+            self._stopped = str(err).splitlines()[0]
+            self._state["polite"] = False
+            self.close()
+            raise err
+        return [r["result"] for r in reports]
 
     def close(self) -> None:
         """Stop every rank and remove the launch's folder (safe to call twice)."""

@@ -47,7 +47,9 @@ def read_report(job_dir: Path, rank: int) -> dict | None:
         return None
 
 
-def how(code: int) -> str:
+def how(code: int | None) -> str:
+    if code is None:
+        return "was still running"
     if code < 0:
         try:
             return f"was killed by signal {-code} ({signal.Signals(-code).name})"
@@ -67,6 +69,10 @@ def root_failure(procs, exited_at, job_dir, log_dir, world_size: int, task: str,
         time.sleep(0.02)
     now = time.time()
     failed = [r for r, p in enumerate(procs) if p.poll() not in (None, 0)]
+    if not failed:  # reported failures whose ranks have not exited yet
+        failed = [
+            r for r in range(len(procs)) if (read_report(job_dir, r) or {}).get("ok") is False
+        ]
     reports = {r: read_report(job_dir, r) for r in failed}
     # when each failure happened: the report's own clock, or when the launcher saw the rank gone
     when = {
