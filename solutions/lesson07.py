@@ -3,8 +3,9 @@
 import math
 
 
-def token_divisor(local_tokens, global_tokens, world_size):
-    return global_tokens / world_size  # DDP averages over ranks, so undo the division by ranks
+def token_divisor(local_tokens, global_tokens, world_size, k):
+    # DDP averages the ranks (÷ world_size) and the backward divides by k: undo both
+    return global_tokens / (world_size * k)
 
 
 def fsdp_grad_bytes(shapes, world_size, element_size):
@@ -15,16 +16,17 @@ def fsdp_grad_bytes(shapes, world_size, element_size):
 
 
 SOLUTIONS = {
-    "07.1": (8, 1),
-    "07.2": "BC",
+    "07.1": (18, 3, 18),
+    "07.2": "ACD",
     "07.3": token_divisor,
     "07.4": fsdp_grad_bytes,
 }
 
 WRONG = {
-    "07.1": (8, 8),
-    "07.2": "AB",
-    "07.3": lambda local_tokens, global_tokens, world_size: local_tokens,
+    "07.1": (6, 1, 6),  # backward passes that sync, not all-reduce calls
+    "07.2": "AC",  # D looks like the section-1 mistake, but its forward is inside no_sync()
+    # section 4's divisor, forgetting that this backward divides by k as well
+    "07.3": lambda local_tokens, global_tokens, world_size, k: global_tokens / world_size,
     "07.4": lambda shapes, world_size, element_size: (
         sum(math.prod(s) for s in shapes) * element_size // world_size,
         sum(math.prod(s) for s in shapes) * element_size,

@@ -342,34 +342,34 @@ def test_hanging_worker_times_out_and_leaves_nothing(private_tmp):
     _no_leftovers(private_tmp)
 
 
+def _cli_failure(proc, why: str) -> str:
+    """What a failing CLI run said: the reason, every FAILED check, then its whole output."""
+    failed = [line.strip() for line in proc.stdout.splitlines() if "[FAILED]" in line]
+    return (
+        f"{why} (exit status {proc.returncode}); failed checks: {failed or 'none printed'}\n"
+        f"--- stdout:\n{proc.stdout}\n--- stderr (last 4000 characters):\n{proc.stderr[-4000:]}"
+    )
+
+
 @pytest.mark.slow
 def test_cli_prints_counts_and_checks(tmp_path):
     out = tmp_path / "summary.json"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "accumlab.dist",
-            "--k",
-            "3",
-            "--micro-batch",
-            "4",
-            "--parts",
-            "ddp",
-            "--timeout",
-            "120",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
+        [sys.executable, "-m", "accumlab.dist", "--k", "3", "--micro-batch", "4", "--parts",
+         "ddp,buckets", "--timeout", "120", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, _cli_failure(proc, "the CLI failed")
+    assert "[FAILED]" not in proc.stdout, _cli_failure(proc, "a check failed")
+    assert "[ok] no_sync: one round per optimizer step" in proc.stdout, _cli_failure(
+        proc, "no check"
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "FAILED" not in proc.stdout and "[ok] no_sync" in proc.stdout
-    ddp = json.loads(out.read_text())["ddp"]
-    assert ddp["every"]["per_backward"] == [1, 1, 1] and ddp["no_sync"]["per_backward"] == [0, 0, 1]
+    summary = json.loads(out.read_text())
+    ddp = summary["ddp"]
+    rounds = {m: ddp[m]["per_backward"] for m in ("every", "no_sync")}
+    assert rounds == {"every": [1, 1, 1], "no_sync": [0, 0, 1]}, _cli_failure(proc, f"{rounds}")
+    view = summary["ddp_buckets"]["gradient_as_bucket_view"]
+    assert view["true"]["after_backward"] < 2 * summary["ddp_buckets"]["grad_bytes"], view
 
 
 @pytest.mark.slow
@@ -416,3 +416,174 @@ def test_experiment_sizes_are_bounded_before_launching():
         with pytest.raises(ValueError, match=name):
             al.dist.sync_experiments(2, **kwargs)
     assert psutil.Process().children(recursive=True) == []
+
+
+# --- the plan's bound, the sampler, the new parts' checks ------------------------------------------
+
+
+def test_a_plan_for_this_machine_has_the_launchers_bound():
+    from accumlab.dist.launcher import max_world_size
+
+    most = max_world_size()
+    assert al.dist.choose_plan(most).world_size == most
+    with pytest.raises(ValueError, match=rf"world_size must be at most {most}, got 1000000"):
+        al.dist.choose_plan(10**6)
+    with pytest.raises(ValueError, match=rf"world_size must be at most {most}"):
+        al.dist.launch("accumlab.dist.faults:echo", 10**6)  # the same words
+    with pytest.raises(ValueError, match="ranks_per_node"):
+        al.dist.choose_plan(64, ranks_per_node=10**3)  # this node's ranks, under torchrun
+    with pytest.raises(ValueError, match="ranks_per_node must be at most world_size"):
+        al.dist.choose_plan(2, gpu_count=2, ranks_per_node=4)
+    # a plan for another machine (its GPUs given) is allowed, and says it cannot run here
+    cluster = al.dist.choose_plan(64, gpu_count=8, ranks_per_node=8)
+    assert cluster.backend == "nccl" and "starts at most" not in cluster.reason
+    big = al.dist.choose_plan(10**6, gpu_count=10**6)
+    assert f"this machine starts at most {most}" in big.reason
+
+
+def test_sampler_split_is_torchs_distributed_sampler():
+    assert al.dist.sampler_split(9, 2) == [[0, 2, 4, 6, 8], [1, 3, 5, 7, 0]]  # padded with 0
+    assert al.dist.sampler_split(9, 2, drop_last=True) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert al.dist.sampler_split(8, 2) == al.dist.sampler_split(8, 2, drop_last=True)
+    with pytest.raises(ValueError, match="drop_last"):
+        al.dist.sampler_split(1, 2, drop_last=True)
+
+
+def _uneven(finished=(False, True), calls=(3, 2), join=(3, 3), seconds=1.2, rel=0.0):
+    return {
+        "k": 2,
+        "micro_batches": [5, 4],
+        "wait_s": 1.0,
+        "plain": {"finished": list(finished), "allreduce_calls": list(calls),
+                  "seconds": [seconds, 0.01], "error": "timed out"},
+        "join": {"allreduce_calls": list(join),
+                 "rank0_last_window_vs_local_over_world": {"max_rel": rel}},
+    }  # fmt: skip
+
+
+def test_uneven_checks_fail_when_nothing_hung_or_join_did_not_shadow():
+    from accumlab.dist.report import uneven_checks
+
+    assert all(uneven_checks(_uneven()).values())
+    assert not all(uneven_checks(_uneven(finished=(True, True))).values())  # nobody waited
+    assert not all(uneven_checks(_uneven(calls=(2, 2))).values())  # waited elsewhere
+    assert not all(uneven_checks(_uneven(seconds=0.5)).values())  # gave up before the timeout
+    assert not all(uneven_checks(_uneven(join=(3, 2))).values())  # rank 1 did not join in
+    assert not all(uneven_checks(_uneven(rel=0.5)).values())  # not divided by the ranks
+
+
+def _clipping(before=(0.9, 1.5), fsdp_before=(0.0, 0.0), shards=(8.0, 4.9), combined=0.0):
+    return {
+        "ddp": {"before_last": list(before), "after_sync": [1.67, 1.67], "reference_norm": 1.67,
+                "after_sync_vs_reference": 0.0},
+        "fsdp": {"before_last": list(fsdp_before), "grads_before_last": [0, 0],
+                 "shard_norms": list(shards), "after_sync": [9.4, 9.4], "reference_norm": 9.4,
+                 "after_sync_vs_reference": 0.0, "shards_combined_vs_reference": combined,
+                 "clip_to": 0.5, "clipped_vs_reference": {"max_rel": 1e-8}},
+    }  # fmt: skip
+
+
+def test_clipping_checks_fail_on_a_norm_taken_too_early_or_per_shard():
+    from accumlab.dist.report import clipping_checks
+
+    assert all(clipping_checks(_clipping()).values())
+    assert not all(clipping_checks(_clipping(before=(1.5, 1.5))).values())  # ranks agreed early
+    assert not all(clipping_checks(_clipping(fsdp_before=(3.0, 3.0))).values())
+    assert not all(clipping_checks(_clipping(shards=(9.4, 0.0))).values())  # a shard = the whole
+    assert not all(clipping_checks(_clipping(combined=0.1)).values())
+
+
+def test_hsdp_and_accelerate_checks_fail_on_the_wrong_rounds():
+    mode = lambda rounds: {  # noqa: E731
+        "per_backward": rounds, "allreduce_calls": sum(rounds), "rank_max_abs_diff": 0.0,
+        "vs_reference": {"max_rel": 1e-16},
+    }  # fmt: skip
+    hsdp = {"sync_each": mode([3, 3]), "all_reduce_last": mode([0, 3]), "sync_last": mode([0, 3])}
+    acc = {
+        "version": "x",
+        "sync_each_batch_false": mode([0, 1]),
+        "sync_each_batch_true": mode([1, 1]),
+    }
+    assert all(checks({"k": 2, "hsdp": hsdp, "accelerate": acc}).values())
+    bad = checks({"k": 2, "hsdp": {**hsdp, "all_reduce_last": mode([3, 3])},
+                  "accelerate": {**acc, "sync_each_batch_true": mode([0, 1])}})  # fmt: skip
+    assert sum(not ok for ok in bad.values()) == 2
+    skipped = checks({"k": 2, "hsdp": {"skipped": "why"}, "accelerate": {"skipped": "why"}})
+    assert skipped == {}  # nothing run, nothing claimed
+
+
+def test_step_time_plot_names_what_was_timed():
+    for plan, words in (
+        (al.dist.choose_plan(2, gpu_count=1), "host memory"),
+        (al.dist.choose_plan(2, gpu_count=0), "gloo on CPU processes"),
+        (al.dist.choose_plan(2, gpu_count=2), "NCCL"),
+    ):
+        fig = al.dist.plot_step_times(_rows(), ranks=2, micro_batch=8, plan=plan.as_dict())
+        assert words in fig.axes[0].get_title()
+    with pytest.raises(ValueError, match="plan"):
+        al.dist.plot_step_times(_rows(), ranks=2, micro_batch=8, plan={"backend": "gloo"})
+
+
+# --- ranks that stay up ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_ranks_stay_up_between_runs_and_a_failure_stops_them(private_tmp):
+    ranks = al.dist.Ranks(2)
+    pids = [p.pid for p in ranks._state["procs"]]
+    first = ranks.run("accumlab.dist.faults:echo", {"tag": 1}, timeout=120)
+    again = ranks.run("accumlab.dist.faults:echo", timeout=60)
+    assert [r["tag"] for r in first] == [1, 1] and [r["rank"] for r in again] == [0, 1]
+    assert [p.pid for p in ranks._state["procs"]] == pids  # the same processes ran both
+    with pytest.raises(al.dist.WorkerFailed, match="rank 1 of 2 raised ValueError"):
+        ranks.run("accumlab.dist.faults:raise_on_rank", timeout=60)
+    assert not ranks.running
+    with pytest.raises(al.dist.DistError, match="stopped"):
+        ranks.run("accumlab.dist.faults:echo")
+    _no_leftovers(private_tmp)
+
+
+@pytest.mark.slow
+def test_ranks_time_out_and_close_leaves_nothing(private_tmp):
+    with al.dist.Ranks(2) as ranks:
+        with pytest.raises(al.dist.WorkerTimeout, match="did not finish within 5 s"):
+            ranks.run("accumlab.dist.faults:hang_on_rank", timeout=5)
+    _no_leftovers(private_tmp)
+    with al.dist.Ranks(2) as ranks:
+        assert ranks.run("accumlab.dist.faults:echo", timeout=120)[0]["rank_sum"] == 1.0
+    _no_leftovers(private_tmp)
+
+
+@pytest.mark.slow
+def test_a_launch_needs_no_port_picked_in_advance(private_tmp, monkeypatch):
+    """A port picked by the launcher and bound by rank 0 seconds later can be taken meanwhile:
+    here it is, on purpose, and the launch must not care."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        monkeypatch.setattr(launcher, "free_port", lambda: taken.getsockname()[1])
+        assert [r["rank"] for r in al.dist.launch("accumlab.dist.faults:echo", 2, timeout=120)] == [
+            0,
+            1,
+        ]
+    finally:
+        taken.close()
+
+
+@pytest.mark.slow
+def test_sync_lab_runs_parts_on_demand_and_keeps_a_summary():
+    with al.dist.SyncLab(2, k=2, micro_batch=4) as lab:
+        tok = lab.run("tokens", progress=False)
+        assert tok["global_count"]["vs_reference"]["max_rel"] < 1e-9
+        both = lab.run("ddp", "buckets", progress=False)
+        assert both["ddp"]["no_sync"]["per_backward"] == [0, 1] and "ddp_buckets" in both
+        assert {"tokens", "ddp", "ddp_buckets"} <= set(lab.summary)
+        assert set(lab.summary["seconds_per_part"]) == {"tokens", "ddp", "buckets"}
+        assert all(checks(lab.summary).values()), checks(lab.summary)
+        with pytest.raises(ValueError, match="parts"):
+            lab.run("nope")
+        with pytest.raises(ValueError, match="parts must not be empty"):
+            lab.run()

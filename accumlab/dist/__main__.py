@@ -67,8 +67,10 @@ def main(argv=None) -> int:
     # as SystemExit it lets the launcher stop its workers and remove its folder first
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from .backend import choose_plan
-    from .lesson import summarise, sync_experiments
-    from .report import checks, format_summary
+    from .lesson import sync_experiments
+    from .report import checks
+    from .text import format_summary
+    from .summary import summarise
     from .worker import run_here, under_torchrun
 
     parts = args.parts

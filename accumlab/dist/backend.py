@@ -64,17 +64,49 @@ def choose_plan(
     - one GPU per rank (distinct `gpu_ids`, or ranks_per_node <= gpu_count): NCCL;
     - ranks sharing a GPU: gloo on CUDA tensors for DDP, FSDP on CPU tensors.
     """
+    from .launcher import check_world_size, max_world_size
+
     positive_int("world_size", world_size)
     local = positive_int(
         "ranks_per_node", ranks_per_node if ranks_per_node is not None else world_size
     )
+    if local > world_size:
+        raise ValueError(
+            f"ranks_per_node must be at most world_size ({world_size}), got {ranks_per_node!r}"
+        )
     one_of("device", device, DEVICES)
-    if gpu_count is None:
+    here = gpu_count is None  # a plan for the ranks this machine starts, not a described one
+    if here:
         import torch
 
+        # the same bound as al.dist.launch: more ranks than that cannot run on this machine
+        if ranks_per_node is None:
+            check_world_size(world_size)
+        else:
+            _local_ranks_here(local)
         gpu_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count < 0:
         raise ValueError(f"gpu_count must be a non-negative integer, got {gpu_count!r}")
+    plan = _choose(world_size, local, gpu_count, device, gpu_ids)
+    if not here and local > max_world_size():
+        note = (
+            f"; a plan for a machine with {gpu_count} GPU(s) and {local} ranks on it: this "
+            f"machine starts at most {max_world_size()} (al.dist.launch refuses more)"
+        )
+        plan = Plan(**{**plan.as_dict(), "reason": plan.reason + note})
+    return plan
+
+
+def _local_ranks_here(local: int) -> None:
+    from .launcher import check_world_size
+
+    try:
+        check_world_size(local)
+    except ValueError as err:
+        raise ValueError(str(err).replace("world_size", "ranks_per_node", 1)) from None
+
+
+def _choose(world_size, local, gpu_count, device, gpu_ids) -> Plan:
     if gpu_ids is not None and (isinstance(gpu_ids, (str, bytes)) or len(gpu_ids) != local):
         raise ValueError(
             f"gpu_ids must list one GPU per rank on this node ({local}), got {gpu_ids!r}"
@@ -83,7 +115,8 @@ def choose_plan(
         why = "CPU asked for" if device == "cpu" and gpu_count else "no GPU found"
         return Plan(
             world_size, "gloo", "cpu", "cpu", gpu_count,
-            f"{why}: CPU processes with gloo for DDP and FSDP (explicit CPU device mesh)",
+            f"{why}: CPU processes with gloo for DDP and FSDP (FSDP2 is given a CPU device mesh: "
+            "left to itself it builds a CUDA one whenever a GPU is usable)",
         )  # fmt: skip
     own_gpu = len(set(gpu_ids)) == local if gpu_ids is not None else local <= gpu_count
     if own_gpu:
@@ -99,6 +132,20 @@ def choose_plan(
         "tensors for DDP (NCCL refuses two ranks on one GPU); FSDP on CPU tensors with gloo "
         "(gloo's CUDA support is documented for broadcast and all_reduce only)",
     )  # fmt: skip
+
+
+def timing_note(plan: dict) -> str:
+    """What step times measured under `plan` (a `Plan.as_dict()`) can and cannot say."""
+    if plan["backend"] == "nccl":
+        return "NCCL, one GPU per rank"
+    if plan["ddp_device_type"] == "cuda":
+        # ProcessGroupGloo's AsyncAllreduceCUDAWork: copy to pinned host memory, all-reduce on
+        # the CPU, copy back
+        return (
+            "gloo on CUDA tensors of ranks sharing one GPU: each all-reduce copies the gradients "
+            "to host memory and back; says nothing about NCCL or its overlap with backward"
+        )
+    return "gloo on CPU processes sharing this machine's cores with their own backward"
 
 
 def gpu_identity(local_rank: int) -> str | None:

@@ -15,6 +15,7 @@ class CommCounter:
     calls: int = 0
     bytes: int = 0
     per_backward: list[int] = field(default_factory=list)
+    ops: set = field(default_factory=set)  # the reduce operations seen (FSDP2's reduce-scatter)
     _mark: int = 0
 
     def add(self, tensor) -> None:
@@ -60,6 +61,8 @@ def count_fsdp_collectives(model, reduce_scatter: CommCounter, all_gather: CommC
     class CountingReduceScatter(DefaultReduceScatter):
         def __call__(self, output_tensor, input_tensor, *args, **kwargs):
             reduce_scatter.add(input_tensor)  # the unsharded gradients this rank contributes
+            op = kwargs.get("op", args[1] if len(args) > 1 else None)
+            reduce_scatter.ops.add(str(getattr(op, "name", op)))  # SUM, AVG, PREMUL_SUM
             return super().__call__(output_tensor, input_tensor, *args, **kwargs)
 
     class CountingAllGather(DefaultAllGather):

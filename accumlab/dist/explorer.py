@@ -8,8 +8,8 @@ function behind it, callable without any widget.
 from __future__ import annotations
 
 from .._validate import flag
-from . import shapes
 from ..explorer import Explorer, explorer_example
+from . import shapes
 
 
 def sweep_grid(rows: list[dict]) -> dict:

@@ -191,4 +191,25 @@ def fsdp_accumulation(
     out["accumulation_dtypes"] = accumulation_dtypes(
         ctx, features=features, hidden=hidden, seed=seed
     )
+    out["reduce_ops"] = sorted(rs.ops)  # of the last variant: every variant reduces the same way
+    out["default_mesh"] = default_mesh(ctx)
+    return out
+
+
+def default_mesh(ctx) -> dict:
+    """The mesh `fully_shard` builds when given none. torch's `_init_default_mesh` builds it on
+    the device type of `torch._C._get_accelerator()`: CUDA when a GPU is usable, the CPU on a
+    machine without one. Built here only when that is the CPU and this rank's group is the
+    default gloo one; with a GPU it would be a CUDA mesh, which the lesson's CPU groups cannot
+    use (hence the explicit `init_device_mesh` in `_mesh`)."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    find = getattr(torch._C, "_get_accelerator", None)  # what _init_default_mesh calls
+    kind = find().type if find is not None else None
+    out = {"accelerator": kind, "mesh_device": None, "mesh_ranks": None}
+    if kind == "cpu" and ctx.group is None and dist.get_backend() == "gloo":
+        layer = fully_shard(torch.nn.Linear(4, 4, dtype=torch.float64))  # no mesh given
+        mesh = layer.weight.device_mesh
+        out.update(mesh_device=mesh.device_type, mesh_ranks=mesh.size())
     return out

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -25,6 +23,9 @@ from .. import _processes
 from .._machine import human_bytes, memory_limit
 from .._validate import instance, mapping, positive_float, positive_int
 from .backend import Plan, choose_plan
+from .supervise import DistError, WorkerFailed, WorkerTimeout, failure, read_report, supervise
+
+__all__ = ["DistError", "WorkerFailed", "WorkerTimeout", "launch", "free_port", "task_name"]
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding `accumlab/`
 # Measured: a rank that imported torch and joined a gloo group holds about 220 MiB (RSS), more
@@ -60,20 +61,9 @@ def check_timeout(timeout) -> float:
     )
 
 
-class DistError(RuntimeError):
-    """A launched group did not finish: the message names the rank and what happened."""
-
-
-class WorkerFailed(DistError):
-    """A rank raised an exception or died."""
-
-
-class WorkerTimeout(DistError):
-    """The group ran past its timeout (typically a rank waiting in a collective)."""
-
-
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now (a launch does not use one: its
+    rank 0 binds the rendezvous port itself, see `worker._store`)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -112,87 +102,6 @@ def _child_env(world_size: int) -> dict:
     return env
 
 
-def _tail(path: Path, lines: int = 12) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except FileNotFoundError:
-        return ""
-    return "\n".join(text[-lines:])
-
-
-def _report(spec_dir: Path, rank: int) -> dict | None:
-    import torch
-
-    path = spec_dir / f"rank{rank}.pt"
-    try:
-        return torch.load(path, weights_only=False)
-    except FileNotFoundError:
-        return None
-
-
-def _how(code: int) -> str:
-    if code < 0:
-        try:
-            return f"was killed by signal {-code} ({signal.Signals(-code).name})"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-def _root_failure(procs, exited_at, spec_dir: Path, world_size: int, task: str, grace=3.0):
-    """The failure to report. A rank that dies (exits, segfaults) takes no report with it, and its
-    peers then fail inside a collective ("connection closed by peer") and DO report, moments
-    later: the rank without a report is the cause. Among ranks that all reported, the earliest
-    failure is; and a report more than a second older than the first death wins (a peer that
-    raised, then a rank aborted by its backend)."""
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-        time.sleep(0.02)
-    now = time.time()
-    failed = [r for r, p in enumerate(procs) if p.poll() not in (None, 0)]
-    reports = {r: _report(spec_dir, r) for r in failed}
-    # when each failure happened: the report's own clock, or when the launcher saw the rank gone
-    when = {
-        r: reports[r].get("failed_at", now) if reports[r] else exited_at.get(r, now) for r in failed
-    }
-    died = [when[r] for r in failed if reports[r] is None]
-    raised = [when[r] for r in failed if reports[r] is not None]
-    raise_first = bool(died and raised and min(raised) < min(died) - 1.0)
-
-    def order(r):
-        return ((reports[r] is None) == raise_first, when[r], r)
-
-    ranked = sorted(failed, key=order)
-    rank = ranked[0]
-    others = [
-        f"rank {r} then {_how(procs[r].poll())}"
-        + (f": {reports[r]['error'][:160]}" if reports[r] and "error" in reports[r] else "")
-        for r in ranked[1:]
-    ]
-    return _failure(spec_dir, rank, procs[rank].poll(), reports[rank], world_size, task, others)
-
-
-def _failure(spec_dir, rank, code, report, world_size, task, others=()) -> WorkerFailed:
-    after = "".join(f"\n  ({line})" for line in others)
-    stopped = f"all {world_size} worker processes were stopped."
-    if report is not None and "error" not in report:  # saved its result, then failed in teardown
-        return WorkerFailed(
-            f"rank {rank} of {world_size} finished its task, then {_how(code)} (task {task}); "
-            f"{stopped}{after}"
-        )
-    if report is not None:
-        return WorkerFailed(
-            f"rank {rank} of {world_size} raised {report['error']} (task {task}); {stopped}"
-            f"{after}\n\nTraceback in rank {rank}:\n"
-            + "\n".join(report["traceback"].strip().splitlines()[-8:])
-        )
-    log = _tail(spec_dir / f"rank{rank}.log")
-    return WorkerFailed(
-        f"rank {rank} of {world_size} {_how(code)} without reporting a result (task {task}); "
-        f"{stopped}{after}" + (f"\n\nLast output of rank {rank}:\n{log}" if log else "")
-    )
-
-
 def launch(
     task,
     world_size: int = 2,
@@ -226,7 +135,6 @@ def launch(
         "task": name,
         "kwargs": kwargs,
         "plan": plan.as_dict(),
-        "port": free_port(),
         "timeout": timeout,
         "parent_pid": os.getpid(),
     }
@@ -250,67 +158,37 @@ def launch(
 
 
 def _run_group(name, world_size, timeout, spec_dir, env, token, progress_total, desc) -> None:
-    procs: list[subprocess.Popen] = []
-    exited_at: dict[int, float] = {}  # when the launcher first saw each rank gone
-    bar = None
+    procs = start_ranks(world_size, spec_dir, env)
     try:
-        for rank in range(world_size):
-            with open(spec_dir / f"rank{rank}.log", "wb") as log:
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "accumlab.dist.worker", str(spec_dir), str(rank)],
-                        env=env,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        start_new_session=True,  # its own process group: killed as a whole
-                    )
-                )
-        if progress_total:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=progress_total, desc=desc, leave=False)
-        deadline = time.monotonic() + timeout
-        while True:
-            codes = [p.poll() for p in procs]
-            for r, code in enumerate(codes):
-                if code is not None:
-                    exited_at.setdefault(r, time.time())
-            if any(code not in (None, 0) for code in codes):
-                raise _root_failure(procs, exited_at, spec_dir, world_size, name)
-            if all(c == 0 for c in codes):
-                break
-            if time.monotonic() > deadline:
-                running = [r for r, c in enumerate(codes) if c is None]
-                tails = {r: _tail(spec_dir / f"rank{r}.log", 4) for r in running}
-                logs = "\n".join(f"--- rank {r}:\n{t}" for r, t in tails.items() if t)
-                raise WorkerTimeout(
-                    f"task {name} did not finish within {timeout:g} s: rank(s) {running} of "
-                    f"{world_size} still running (a rank waiting in a collective that another "
-                    f"rank never joins hangs like this). All worker processes were stopped."
-                    + (f"\n\nLast output:\n{logs}" if logs else "")
-                )
-            if bar is not None:
-                bar.update(_progress(spec_dir) - bar.n)
-            time.sleep(0.05)
-        if bar is not None:
-            bar.update(progress_total - bar.n)
+        # one-shot: every rank exits 0 once its result is written
+        supervise(
+            procs, lambda codes: all(c == 0 for c in codes), job_dir=spec_dir, log_dir=spec_dir,
+            task=name, timeout=timeout, progress_total=progress_total, desc=desc,
+        )  # fmt: skip
     finally:
-        if bar is not None:
-            bar.close()
-        # also on success: nothing outlives the launch, grandchildren included
-        _processes.stop(procs, token)
+        _processes.stop(procs, token)  # also on success: nothing outlives the launch
+
+
+def start_ranks(world_size: int, spec_dir: Path, env: dict) -> list[subprocess.Popen]:
+    """One `python -m accumlab.dist.worker SPEC_DIR RANK` per rank, output to SPEC_DIR/rankR.log."""
+    procs: list[subprocess.Popen] = []
+    for rank in range(world_size):
+        with open(spec_dir / f"rank{rank}.log", "wb") as log:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "accumlab.dist.worker", str(spec_dir), str(rank)],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # its own process group: killed as a whole
+                )
+            )
+    return procs
 
 
 def _result(spec_dir: Path, rank: int, world_size: int, task: str):
-    report = _report(spec_dir, rank)
+    report = read_report(spec_dir, rank)
     if report is None or not report.get("ok"):
-        raise _failure(spec_dir, rank, 0, None, world_size, task)
+        raise failure(spec_dir, rank, 0, None, world_size, task)
     return report["result"]
-
-
-def _progress(spec_dir: Path) -> int:
-    try:
-        return len((spec_dir / "progress").read_text().splitlines())
-    except FileNotFoundError:
-        return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from .. import _validate
 from . import shapes
 
 MODE_LABELS = {
@@ -51,9 +52,16 @@ def _series(rows: list[dict], ranks: int, micro_batch: int, no_sync: bool, key: 
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def plot_step_times(rows: list[dict], *, ranks: int, micro_batch: int, device: str = "") -> Figure:
-    """Measured time per optimizer step against k, syncing every micro-step vs no_sync."""
+def plot_step_times(
+    rows: list[dict], *, ranks: int, micro_batch: int, plan: dict | None = None, device: str = ""
+) -> Figure:
+    """Measured time per optimizer step against k, syncing every micro-step vs no_sync; with the
+    `plan` the rows were measured under (`summary["plan"]`), the title says what they measure."""
+    from .backend import timing_note
+
     shapes.rows_at("rows", rows, ranks=ranks, micro_batch=micro_batch)
+    if plan is not None:
+        _validate.result("plan", plan, shapes.PLAN, "a plan's as_dict() (summary['plan'])")
     fig = Figure(figsize=(6.5, 3.2), layout="constrained")
     ax = fig.add_subplot()
     for no_sync, style in ((False, "o-"), (True, "s--")):
@@ -71,8 +79,9 @@ def plot_step_times(rows: list[dict], *, ranks: int, micro_batch: int, device: s
     ax.set_xlabel("micro-steps per optimizer step k")
     ax.set_ylabel("ms per optimizer step (median)")
     where = f" on {device}" if device else ""
+    note = f"\n({timing_note(plan)})" if plan is not None else ""
     ax.set_title(
-        f"Measured step time, {ranks} rank(s), micro-batch {micro_batch}{where}", fontsize=10
+        f"Measured step time, {ranks} rank(s), micro-batch {micro_batch}{where}{note}", fontsize=9
     )
     ax.legend(fontsize=8)
     return fig
@@ -154,7 +163,9 @@ def plot_sync_explorer(view: dict) -> Figure:
         for no_sync, style in ((False, "o-"), (True, "s--")):
             name = "no_sync" if no_sync else "sync every step"
             ax.plot([], [], style, label=name, gid=f"{key} {no_sync}")
-        ax.plot([], [], "o", markersize=14, markerfacecolor="none", color="black", gid=f"{key} ring")
+        ax.plot(
+            [], [], "o", markersize=14, markerfacecolor="none", color="black", gid=f"{key} ring"
+        )
         ax.set_xscale("log", base=2)
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("k")

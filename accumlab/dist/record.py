@@ -54,6 +54,10 @@ SCHEMA = {
             "sweep": [
                 {"ranks": int, "k": int, "micro_batch": int, "no_sync": bool, "step_time_s": float}
             ],
+            "uneven": {"micro_batches": [int], "plain": {"finished": [bool]}},
+            "clipping": {"ddp": {"after_sync": [float]}, "fsdp": {"after_sync": [float]}},
+            "hsdp": dict,
+            "accelerate": dict,
         }
     },
 }

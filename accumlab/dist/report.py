@@ -53,7 +53,82 @@ def checks(summary: dict) -> dict[str, bool]:
         )
     if "fsdp" in summary:
         out.update(fsdp_checks(summary["fsdp"], k, summary["world_size"]))
+    if "uneven" in summary:
+        out.update(uneven_checks(summary["uneven"]))
+    if "clipping" in summary:
+        out.update(clipping_checks(summary["clipping"]))
+    if "hsdp" in summary and "skipped" not in summary["hsdp"]:
+        h = summary["hsdp"]
+        out[
+            "HSDP: set_requires_all_reduce(False) all-reduces across replicas on the last micro-step only"
+        ] = (
+            _last_only(h["all_reduce_last"]["per_backward"], k)
+            and min(h["sync_each"]["per_backward"]) > 0
+        )
+        out["HSDP: every variant gives every rank the single-process gradient"] = _exact(h.values())
+    if "accelerate" in summary and "skipped" not in summary["accelerate"]:
+        a = summary["accelerate"]
+        each, once = a["sync_each_batch_true"], a["sync_each_batch_false"]
+        out[
+            "Accelerate: accumulate() syncs on the last micro-step only; sync_each_batch=True on every one"
+        ] = (
+            _last_only(once["per_backward"], k)
+            and len(each["per_backward"]) == k
+            and min(each["per_backward"]) > 0
+        )
+        out["Accelerate: both settings give the single-process gradient"] = _exact([each, once])
     return out
+
+
+def _last_only(per_backward, k) -> bool:
+    return [n > 0 for n in per_backward] == [False] * (k - 1) + [True]
+
+
+def _exact(results) -> bool:
+    return all(
+        r["vs_reference"]["max_rel"] < TOLERANCE and r["rank_max_abs_diff"] <= TOLERANCE * 1e-3
+        for r in results
+        if isinstance(r, dict)
+    )
+
+
+def uneven_checks(u: dict) -> dict[str, bool]:
+    """A rank with one micro-batch more: without Join its extra all-reduce is never joined (it
+    waits until the group's timeout, the others finish); with Join every rank takes part."""
+    plain, join, counts = u["plain"], u["join"], u["micro_batches"]
+    world, k = len(counts), u["k"]
+    extra_call = counts[0] // k + 1  # the syncs of its full windows, then the short one's
+    return {
+        "uneven inputs: without Join the rank with the extra micro-batch waits alone until the timeout": (
+            plain["finished"] == [False] + [True] * (world - 1)
+            and plain["allreduce_calls"][0] == extra_call
+            and all(c == extra_call - 1 for c in plain["allreduce_calls"][1:])
+            and plain["seconds"][0] >= u["wait_s"]
+        ),
+        "uneven inputs: with Join the finished ranks join the extra all-reduce, with zeros": (
+            join["allreduce_calls"] == [extra_call] * world
+            and join["rank0_last_window_vs_local_over_world"]["max_rel"] < TOLERANCE
+        ),
+    }
+
+
+def clipping_checks(c: dict) -> dict[str, bool]:
+    """The norm to clip by exists only after the final sync; FSDP2 computes it over all shards."""
+    ddp, fsdp = c["ddp"], c["fsdp"]
+    return {
+        "clipping: before the final sync the ranks' DDP gradient norms differ; after it all equal one process's": (
+            len(set(ddp["before_last"])) == len(ddp["before_last"]) > 1
+            and ddp["after_sync_vs_reference"] < TOLERANCE
+        ),
+        "clipping: FSDP2's clip_grad_norm_ sees no gradient before the final sync, the global norm after it": (
+            all(n == 0.0 for n in fsdp["before_last"])
+            and fsdp["after_sync_vs_reference"] < TOLERANCE
+            and fsdp["shards_combined_vs_reference"] < TOLERANCE
+            and all(n < fsdp["reference_norm"] for n in fsdp["shard_norms"])
+            and fsdp["clipped_vs_reference"]["max_rel"]
+            < 1e-6  # clip_grad_norm_ adds 1e-6 to the norm
+        ),
+    }
 
 
 def fsdp_checks(f: dict, k: int, world: int) -> dict[str, bool]:
@@ -87,6 +162,11 @@ def fsdp_checks(f: dict, k: int, world: int) -> dict[str, bool]:
         last["reduce_scatter_bytes"] > 0
         and each["reduce_scatter_bytes"] == k * last["reduce_scatter_bytes"]
     )
+    mesh = f.get("default_mesh") or {}
+    if mesh.get("mesh_device") is not None:  # built only on a machine without a GPU
+        out[
+            "FSDP2: without a mesh, fully_shard builds a CPU mesh over all ranks on a CPU-only machine"
+        ] = mesh["mesh_device"] == "cpu" and mesh["mesh_ranks"] == world
     if "accumulation_dtypes" in f:
         d = f["accumulation_dtypes"]
         out["FSDP2: bfloat16 parameters accumulate in bfloat16 unless reduce_dtype=float32"] = (
@@ -98,83 +178,3 @@ def fsdp_checks(f: dict, k: int, world: int) -> dict[str, bool]:
             keep["all_gather_calls"] < last["all_gather_calls"]
         )
     return out
-
-
-def _mb(n) -> str:
-    return f"{n / 2**20:.3f} MiB" if n >= 2**16 else f"{n} B"
-
-
-def format_summary(summary: dict) -> str:
-    """What `python -m accumlab.dist` prints: backend, counts, bytes, times, equivalence checks."""
-    summary_shape("summary", summary)
-    lines = [f"backend: {summary['backend_note']}", f"torch {summary['torch']}"]
-    k, m, w = summary["k"], summary["micro_batch"], summary["world_size"]
-    if "ddp" in summary:
-        lines.append(
-            f"\nDDP: {k} micro-steps of {m} samples on {w} rank(s) (global batch {summary['global_batch']})"
-        )
-        for mode, r in summary["ddp"].items():
-            lines.append(
-                f"  {mode:<14} all-reduce calls {r['allreduce_calls']:>2} per backward {r['per_backward']}, "
-                f"{_mb(r['allreduce_bytes'])}; max rel. diff to one process "
-                f"{r['vs_reference']['max_rel']:.1e}"
-            )
-    if "ddp_buckets" in summary:
-        b = summary["ddp_buckets"]
-        lines.append(
-            f"\nDDP gradient memory (gradients: {_mb(b['grad_bytes'])}), measured after one backward:"
-        )
-        for view, r in b["gradient_as_bucket_view"].items():
-            lines.append(
-                f"  gradient_as_bucket_view={view:<5} buckets {_mb(r['after_wrap'])}, "
-                f"buckets + .grad {_mb(r['after_backward'])}"
-            )
-    if "pitfall" in summary:
-        p = summary["pitfall"]
-        lines.append(
-            f"\nfind_unused_parameters pitfall (branch used on micro-steps {p['used_extra']}):"
-        )
-        for v in p.get("variants", ("no_sync_find_unused", "sync_every", "manual_allreduce")):
-            r = p[v]
-            lines.append(
-                f"  {v:<20} all-reduce calls {r['allreduce_calls']} (per backward {r['per_backward']}), "
-                f"param spread across ranks "
-                f"{r['param_max_abs_diff_ranks']:.1e}, max rel. diff to one process "
-                f"{r['vs_reference']['max_rel']:.1e}"
-            )
-    if "tokens" in summary:
-        t = summary["tokens"]
-        lines.append(f"\ntoken normalisation: real tokens per rank {t['tokens_per_rank']}")
-        for v in ("local_mean", "global_count"):
-            lines.append(
-                f"  {v:<13} max rel. diff to one process {t[v]['vs_reference']['max_rel']:.1e}"
-            )
-    if "fsdp" in summary:
-        f = summary["fsdp"]
-        lines.append(f"\nFSDP2 fully_shard ({_mb(f['param_bytes_full'])} of parameters):")
-        if f.get("internals_error"):
-            lines.append(f"  NOT MEASURED: {f['internals_error']}")
-        if summary["world_size"] == 1:
-            lines.append("  (world size 1: FSDP2 shards nothing, so it skips every reduce-scatter)")
-        for v in f.get("variants", ("sync_each", "sync_last")):
-            r = f[v]
-            peak = "?" if r["peak_grad_bytes"] is None else _mb(r["peak_grad_bytes"])
-            counted = "" if r["collectives_counted"] else " (NOT COUNTED: internals missing)"
-            lines.append(
-                f"  {v:<14} reduce-scatter calls {r['reduce_scatter_calls']:>2} "
-                f"({_mb(r['reduce_scatter_bytes'])}), all-gathers {r['all_gather_calls']:>2}{counted}, "
-                f"peak gradient memory per rank {peak}, {r['seconds'] * 1e3:.1f} ms, "
-                f"max rel. diff to one process {r['vs_reference']['max_rel']:.1e}"
-            )
-    if "sweep" in summary and summary["sweep"]:
-        lines.append("\nstep time (median), all-reduce per optimizer step:")
-        lines.append("  ranks   k  micro  no_sync  calls       bytes   ms/step")
-        for r in summary["sweep"]:
-            lines.append(
-                f"  {r['ranks']:>5} {r['k']:>3} {r['micro_batch']:>6} {str(r['no_sync']):>8} "
-                f"{r['allreduce_calls']:>6} {r['allreduce_bytes']:>11} {r['step_time_s'] * 1e3:>9.2f}"
-            )
-    result = checks(summary)
-    lines.append("\nchecks:")
-    lines += [f"  [{'ok' if ok else 'FAILED'}] {name}" for name, ok in result.items()]
-    return "\n".join(lines)

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from .._validate import nonempty, result
 
-_REF = {"vs_reference": {"max_rel": float}}
+_MAXREL = {"max_rel": float}
+_REF = {"vs_reference": _MAXREL}
+# a collective counted per backward, and the result checked across ranks and against one process
+_COUNTED = {
+    "per_backward": nonempty([int]),
+    "allreduce_calls": int,
+    "rank_max_abs_diff": float,
+    **{"vs_reference": _MAXREL},
+}
 _MODE = {"per_backward": nonempty([int]), "allreduce_calls": int, "allreduce_bytes": int}
 _PITFALL = {
     "allreduce_calls": int,
@@ -24,6 +32,7 @@ _FSDP = {
     "seconds": float,
     **_REF,
 }
+PLAN = {"backend": str, "ddp_device_type": str, "fsdp_device_type": str, "world_size": int}
 ROW = {
     "ranks": int,
     "k": int,
@@ -43,7 +52,10 @@ SUMMARY = {
 }
 # the parts a summary holds only when they were run
 PARTS = {
-    "ddp": {m: {**_MODE, **_REF, "rank_max_abs_diff": float} for m in ("every", "no_sync", "require_flag", "backward_only")},
+    "ddp": {
+        m: {**_MODE, **_REF, "rank_max_abs_diff": float}
+        for m in ("every", "no_sync", "require_flag", "backward_only")
+    },
     "ddp_buckets": {
         "grad_bytes": int,
         "gradient_as_bucket_view": {
@@ -57,6 +69,48 @@ PARTS = {
     "tokens": {"tokens_per_rank": list, "local_mean": _REF, "global_count": _REF},
     "fsdp": {"param_bytes_full": int, "sync_each": _FSDP, "sync_last": _FSDP},
     "sweep": [ROW],
+    "uneven": {
+        "k": int,
+        "micro_batches": nonempty([int]),
+        "wait_s": float,
+        "plain": {
+            "finished": nonempty([bool]),
+            "allreduce_calls": nonempty([int]),
+            "seconds": [float],
+            "error": (str, type(None)),
+        },
+        "join": {
+            "allreduce_calls": nonempty([int]),
+            "rank0_last_window_vs_local_over_world": _MAXREL,
+        },
+    },
+    "clipping": {
+        "ddp": {
+            "before_last": nonempty([float]),
+            "after_sync": nonempty([float]),
+            "reference_norm": float,
+            "after_sync_vs_reference": float,
+        },
+        "fsdp": {
+            "before_last": nonempty([float]),
+            "grads_before_last": [int],
+            "shard_norms": nonempty([float]),
+            "after_sync": nonempty([float]),
+            "reference_norm": float,
+            "after_sync_vs_reference": float,
+            "shards_combined_vs_reference": float,
+            "clip_to": float,
+            "clipped_vs_reference": _MAXREL,
+        },
+    },
+    "hsdp": (
+        {"skipped": str},
+        {v: _COUNTED for v in ("sync_each", "all_reduce_last", "sync_last")},
+    ),
+    "accelerate": (
+        {"skipped": str},
+        {"version": str, **{f"sync_each_batch_{v}": _COUNTED for v in ("false", "true")}},
+    ),
 }
 # what `checks` reads of each part (a summary cut down to them still gets checked)
 _FSDP_CHECKED = {
@@ -68,13 +122,24 @@ _FSDP_CHECKED = {
 }
 CHECKED = {
     "ddp": {
-        m: {"per_backward": nonempty([int]), "allreduce_bytes": int, "rank_max_abs_diff": float, **_REF}
+        m: {
+            "per_backward": nonempty([int]),
+            "allreduce_bytes": int,
+            "rank_max_abs_diff": float,
+            **_REF,
+        }
         for m in ("every", "no_sync", "require_flag", "backward_only")
     },
     "ddp_buckets": PARTS["ddp_buckets"],
-    "pitfall": {v: {"param_max_abs_diff_ranks": float, **_REF} for v in ("sync_every", "manual_allreduce")},
+    "pitfall": {
+        v: {"param_max_abs_diff_ranks": float, **_REF} for v in ("sync_every", "manual_allreduce")
+    },
     "tokens": {"global_count": _REF},
     "fsdp": {"sync_each": _FSDP_CHECKED, "sync_last": _FSDP_CHECKED},
+    "uneven": PARTS["uneven"],
+    "clipping": PARTS["clipping"],
+    "hsdp": PARTS["hsdp"],
+    "accelerate": PARTS["accelerate"],
 }
 TOKENS = PARTS["tokens"]
 FSDP = {
@@ -88,7 +153,12 @@ _SERIES = {
     "allreduce_bytes": [int],
     "step_time_s": [float],
 }
-VIEW = {"ranks": int, "micro_batch": int, "selected": ROW, "series": {False: _SERIES, True: _SERIES}}
+VIEW = {
+    "ranks": int,
+    "micro_batch": int,
+    "selected": ROW,
+    "series": {False: _SERIES, True: _SERIES},
+}
 SYNC = "al.dist.sync_experiments(...)"
 
 
@@ -118,7 +188,9 @@ def rows_at(name: str, value, **setting) -> list:
 
 def ddp(name: str, value) -> dict:
     what = f"the 'ddp' part of what {SYNC} returns"
-    return result(name, value, {str: {"per_backward": nonempty([int]), "allreduce_calls": int}}, what)
+    return result(
+        name, value, {str: {"per_backward": nonempty([int]), "allreduce_calls": int}}, what
+    )
 
 
 def fsdp(name: str, value) -> dict:

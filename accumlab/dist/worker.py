@@ -73,19 +73,40 @@ def _exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _init_group(
-    plan: Plan, rank: int, local_rank: int, world_size: int, init_method: str, timeout_s: float
-) -> None:
+def _store(spec_dir: Path, rank: int, world_size: int, timeout_s: float):
+    """The group's key-value store on 127.0.0.1. Rank 0 binds it to a port the system picks at
+    that moment and publishes the port in SPEC_DIR/port; the other ranks read it there. (A port
+    the launcher picked and rank 0 bound seconds later, once torch is imported, could be taken
+    meanwhile by any process on the machine: the rendezvous would then fail.)"""
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(seconds=timeout_s)
+    path = spec_dir / "port"
+    if rank == 0:
+        store = dist.TCPStore(
+            "127.0.0.1", 0, world_size, is_master=True, timeout=timeout, wait_for_workers=False
+        )
+        path.with_suffix(".tmp").write_text(str(store.port))
+        os.replace(path.with_suffix(".tmp"), path)  # the others never read half a number
+        return store
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():  # the launcher stops every rank if rank 0 dies first
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank 0 published no port within {timeout_s:g} s")
+        time.sleep(0.02)
+    port = int(path.read_text())
+    return dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=timeout)
+
+
+def _init_group(plan: Plan, rank: int, world_size: int, spec_dir: Path, timeout_s: float) -> None:
     import torch
     import torch.distributed as dist
 
     if plan.ddp_device_type == "cuda":
-        torch.cuda.set_device(
-            plan.ddp_device(local_rank)
-        )  # NCCL needs each rank's GPU chosen first
+        torch.cuda.set_device(plan.ddp_device(rank))  # NCCL needs each rank's GPU chosen first
     dist.init_process_group(
         plan.backend,
-        init_method=init_method,
+        store=_store(spec_dir, rank, world_size, timeout_s),
         rank=rank,
         world_size=world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
@@ -96,6 +117,51 @@ def _local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
 
 
+def _write(out: Path, payload: dict) -> None:
+    import torch
+
+    torch.save(payload, out.with_suffix(".tmp"))
+    os.replace(out.with_suffix(".tmp"), out)  # the launcher never reads a half-written file
+
+
+def _failed(err: BaseException) -> dict:
+    return {
+        "ok": False,
+        "error": f"{type(err).__name__}: {err}",
+        "traceback": traceback.format_exc(),
+        "failed_at": time.time(),  # lets the launcher blame the rank that failed first
+    }
+
+
+def _run_task(ctx: Context, job: dict, out: Path) -> None:
+    """Run one task and write its report to `out`; after a failure the rank exits at once."""
+    try:
+        payload = {"ok": True, "result": resolve(job["task"])(ctx, **job["kwargs"])}
+    except BaseException as err:  # every failure is reported to the launcher, then the rank exits
+        payload = _failed(err)
+    _write(out, payload)
+    if not payload["ok"]:
+        print(payload["traceback"], file=sys.stderr, flush=True)
+        os._exit(1)  # skip process-group teardown: the other ranks may be stuck in a collective
+
+
+def serve(ctx: Context, spec_dir: Path, rank: int, poll: float = 0.02) -> None:
+    """Ranks that stay up (`accumlab.dist.Ranks`): run SPEC_DIR/jobN/job.pkl for N = 0, 1, ...
+    in turn, each report to SPEC_DIR/jobN/rankR.pt, until SPEC_DIR/stop appears."""
+    import pickle
+
+    (spec_dir / f"rank{rank}.ready").touch()
+    n = 0
+    while not (spec_dir / "stop").exists():
+        job_file = spec_dir / f"job{n}" / "job.pkl"  # written whole (os.replace) by the launcher
+        if not job_file.exists():
+            time.sleep(poll)  # idle between a lesson's cells: a file check every 20 ms
+            continue
+        ctx.progress_path = job_file.parent / "progress"
+        _run_task(ctx, pickle.loads(job_file.read_bytes()), job_file.parent / f"rank{rank}.pt")
+        n += 1
+
+
 def main(argv: list[str] | None = None) -> int:
     import pickle
 
@@ -104,31 +170,24 @@ def main(argv: list[str] | None = None) -> int:
     _exit_with_parent(spec["parent_pid"])
     out = spec_dir / f"rank{rank}.pt"
     try:
-        fn = resolve(spec["task"])
         plan = Plan(**spec["plan"])
-        # rendezvous only on the loopback interface, on the free port the launcher picked
-        _init_group(
-            plan, rank, rank, plan.world_size, f"tcp://127.0.0.1:{spec['port']}", spec["timeout"]
-        )
+        if "task" in spec:
+            resolve(spec["task"])  # an unimportable task fails before the rendezvous
+        # rendezvous only on the loopback interface
+        _init_group(plan, rank, plan.world_size, spec_dir, spec["timeout"])
         ctx = Context(rank, plan.world_size, rank, plan, spec_dir / "progress")
-        result = fn(ctx, **spec["kwargs"])
-        payload = {"ok": True, "result": result}
-    except BaseException as err:  # every failure is reported to the launcher, then the rank exits
-        payload = {
-            "ok": False,
-            "error": f"{type(err).__name__}: {err}",
-            "traceback": traceback.format_exc(),
-            "failed_at": time.time(),  # lets the launcher blame the rank that failed first
-        }
-    import torch
-
-    torch.save(payload, out.with_suffix(".tmp"))
-    os.replace(out.with_suffix(".tmp"), out)  # the launcher never reads a half-written file
-    if not payload["ok"]:
-        print(payload["traceback"], file=sys.stderr, flush=True)
-        os._exit(1)  # skip process-group teardown: the other ranks may be stuck in a collective
+    except BaseException as err:
+        _write(out, _failed(err))
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        os._exit(1)
     import torch.distributed as dist
 
+    if spec.get("serve"):
+        serve(ctx, spec_dir, rank)
+        dist.destroy_process_group()
+        sys.stdout.flush(), sys.stderr.flush()
+        os._exit(0)  # nothing left to run: skip the interpreter's teardown (seconds when busy)
+    _run_task(ctx, spec, out)
     dist.destroy_process_group()
     return 0
 

@@ -5,88 +5,175 @@ from __future__ import annotations
 import math
 
 from . import exercise
+from ._answers import Hint, integers, number, tolerance_words
+
+# 07.1: a model DDP splits into BUCKETS buckets, K micro-steps per optimizer step
+BUCKETS, K = 3, 6
 
 
-@exercise("07.1", 1, "All-reduce rounds per optimizer step")
+@exercise("07.1", 1, "All-reduce calls with 3 buckets and k = 6")
 def rounds(answer):
-    """answer = (rounds without no_sync, rounds with no_sync on the first k-1) for k = 8."""
-    if not isinstance(answer, tuple) or len(answer) != 2:
-        return "give a tuple of two integers: (without no_sync, with no_sync)."
-    without, with_ = answer
-    if without != 8:
-        return "without no_sync, how many backward passes does one optimizer step run, and which of them sync?"
-    if with_ != 1:
-        return "with no_sync, which micro-steps' backward still all-reduces?"
+    """answer = (syncing every micro-step, no_sync around forward and backward of the first k-1,
+    no_sync around only their backward): all-reduce calls in one optimizer step."""
+    every, no_sync, backward_only = integers(answer, 3)
+    if (every, no_sync, backward_only) == (K, 1, K):
+        raise Hint(
+            "those count the backward passes that sync; each of them all-reduces every bucket "
+            f"({BUCKETS} here)"
+        )
+    if every != K * BUCKETS:
+        raise Hint(
+            f"syncing every micro-step: how many backward passes does one optimizer step run "
+            f"(k = {K}), and how many buckets does each all-reduce?"
+        )
+    if no_sync != BUCKETS:
+        raise Hint(
+            "with no_sync on the first k - 1 micro-steps only the last backward syncs: how many "
+            "buckets does it all-reduce?"
+        )
+    if backward_only != K * BUCKETS:
+        raise Hint(
+            "DDP decides whether the coming backward syncs when the FORWARD runs: a forward "
+            "outside no_sync() prepares a synchronising backward"
+        )
     return None
+
+
+LOOPS_07_2 = "ABCDE"
+RIGHT_07_2 = {"A", "C", "D"}
 
 
 @exercise("07.2", 2, "Which loops sync once, on the last micro-step?")
 def which_loops(answer):
-    """answer = the letters of the loops that all-reduce once per optimizer step, on its last
-    micro-step (see the notebook)."""
+    """answer = the letters of the loops (A-E in the notebook) that all-reduce exactly once per
+    optimizer step, on its last micro-step."""
     if isinstance(answer, str):
         letters = {c for c in answer.upper() if c.isalpha()}
-    elif isinstance(answer, (set, list, tuple)):
-        letters = {str(c).upper() for c in answer}
+    elif isinstance(answer, (set, frozenset, list, tuple)) and all(
+        isinstance(c, str) for c in answer
+    ):
+        letters = {c.strip().upper() for c in answer}
     else:
-        letters = None
-    if letters is None or not letters <= set("ABCD"):
-        return "answer with a string or set of letters among A, B, C, D."
-    if "A" in letters or "D" in letters:
-        return "DDP decides whether a backward will all-reduce when the FORWARD runs; look at where each loop sets or enters no_sync."
-    if letters != {"B", "C"}:
-        return "more than one loop is right: the context manager and the flag it sets are two spellings of the same thing."
+        raise Hint("answer with the letters, e.g. 'AB' or {'A', 'B'}")
+    if not letters or not letters <= set(LOOPS_07_2):
+        raise Hint(f"answer with letters among {', '.join(LOOPS_07_2)}, got {sorted(letters)}")
+    if "B" in letters:
+        raise Hint(
+            "B syncs once per window, but on which micro-step? DDP read the flag at the forward, "
+            "before B changed it"
+        )
+    if "E" in letters:
+        raise Hint("E never leaves no_sync(): when does it all-reduce at all?")
+    if "D" not in letters:
+        raise Hint(
+            "look at where each loop runs its FORWARD: DDP decides there whether the coming "
+            "backward syncs, wherever that backward runs"
+        )
+    if letters != RIGHT_07_2:
+        raise Hint(
+            "one more is right: the context manager and the flag it sets are two spellings of the "
+            "same thing"
+        )
     return None
 
 
-def _normaliser_cases():
-    return [(61, 96, 2), (35, 96, 2), (10, 10, 1), (7, 40, 4), (0, 12, 3)]
+# 07.3: (local tokens, global tokens, ranks, k) cases; every rank's loss SUM is divided by the
+# answer, the framework's backward divides by k as well, DDP averages the ranks
+CASES_07_3 = [(61, 96, 2, 4), (35, 96, 2, 4), (10, 10, 1, 2), (7, 40, 4, 8), (0, 12, 3, 3)]
+REL_07_3 = 1e-6  # float32 arithmetic (an all-reduced count in a tensor) is right too
 
 
-@exercise("07.3", 2, "Cross-rank token normalisation")
+@exercise("07.3", 2, "Token normalisation when the backward also divides by k")
 def token_divisor(answer):
-    """answer(local_tokens, global_tokens, world_size) -> what each rank divides its loss SUM by, so
-    that after DDP averages the ranks every real token weighs 1 / global_tokens."""
+    """answer(local_tokens, global_tokens, world_size, k) -> what each rank divides its token-loss
+    SUM by, in a loop whose backward divides by k as well (accelerator.backward does), so that
+    after DDP averages the ranks every real token weighs 1 / global_tokens."""
     if not callable(answer):
-        return "give a function divisor(local_tokens, global_tokens, world_size)."
-    for local, total, world in _normaliser_cases():
-        got = float(answer(local, total, world))
-        if not math.isclose(got, total / world, rel_tol=1e-12):
-            if math.isclose(got, local, rel_tol=1e-12):
-                return "dividing by the rank's own tokens gives the mean of per-rank means, not the global token mean."
-            if math.isclose(got, total, rel_tol=1e-12):
-                return "close: remember DDP divides the all-reduced SUM by the number of ranks afterwards."
-            return f"for local={local}, global={total}, ranks={world} your divisor is {got}; think about what DDP does after summing."
+        raise Hint("answer with a function divisor(local_tokens, global_tokens, world_size, k)")
+    words = tolerance_words(rel=REL_07_3)
+    for local, total, world, k in CASES_07_3:
+        try:
+            got = number(answer(local, total, world, k))
+        except Hint as hint:
+            raise Hint(
+                f"divisor({local}, {total}, {world}, {k}) returned no number: {hint}"
+            ) from None
+        want = total / (world * k)
+        if got == 0:
+            raise Hint(
+                f"divisor({local}, {total}, {world}, {k}) is 0: a loss cannot be divided by 0"
+            )
+        if math.isclose(got, want, rel_tol=REL_07_3):
+            continue
+        weight = want / got  # each token then weighs weight / global_tokens
+        if math.isclose(got, local, rel_tol=REL_07_3) or math.isclose(
+            got, local / k, rel_tol=REL_07_3
+        ):
+            raise Hint(
+                "a rank's own token count makes each rank's tokens weigh differently: DDP then "
+                "averages per-rank means, not every token"
+            )
+        if math.isclose(weight, 1 / k, rel_tol=REL_07_3):
+            raise Hint(
+                f"with your divisor each real token weighs 1 / ({k} · global_tokens): the "
+                "backward's own division by k comes on top of yours"
+            )
+        raise Hint(
+            f"for local={local}, global={total}, ranks={world}, k={k} every real token weighs "
+            f"{weight:.4g} / global_tokens with your divisor (checked to {words}); count what "
+            "divides each token's loss: your divisor, the backward's k, DDP's average over ranks"
+        )
     return None
 
 
 def fsdp_bytes_expected(shapes, world_size, element_size):
+    """(bytes of the largest shard a rank holds, bytes of the unsharded gradient)."""
     sharded = sum(math.ceil(s[0] / world_size) * math.prod(s[1:]) for s in shapes) * element_size
     full = sum(math.prod(s) for s in shapes) * element_size
     return sharded, full
 
 
+CASES_07_4 = [
+    ([(64, 16), (64,), (64, 64), (64,), (1, 64), (1,)], 2, 8),
+    ([(10, 3), (10,)], 4, 4),
+    ([(7,)], 3, 2),
+    ([(128, 128)], 1, 4),
+]
+
+
 @exercise("07.4", 3, "FSDP2 gradient memory per rank")
 def fsdp_memory(answer):
     """answer(shapes, world_size, element_size) -> (bytes per rank syncing every micro-step,
-    bytes per rank between micro-steps with set_requires_gradient_sync(False))."""
+    bytes per rank between micro-steps with set_requires_gradient_sync(False)); exact bytes."""
     if not callable(answer):
-        return (
-            "give a function grad_bytes(shapes, world_size, element_size) -> (sync_each, no_sync)."
+        raise Hint(
+            "answer with a function grad_bytes(shapes, world_size, element_size) -> (sync_each, no_sync)"
         )
-    cases = [
-        ([(64, 16), (64,), (64, 64), (64,), (1, 64), (1,)], 2, 8),
-        ([(10, 3), (10,)], 4, 4),
-        ([(7,)], 3, 2),
-        ([(128, 128)], 1, 4),
-    ]
-    for shapes, world, esize in cases:
-        got = tuple(int(v) for v in answer(shapes, world, esize))
-        want = fsdp_bytes_expected(shapes, world, esize)
-        if got[1] != want[1]:
-            return "without sync each rank keeps the UNSHARDED gradient of every parameter it used."
-        if got[0] != want[0]:
-            if got[0] == want[1] // world or abs(got[0] - want[1] / world) < 1:
-                return "close: FSDP2 shards dim 0 and pads it so every rank gets the same number of rows."
-            return "syncing every micro-step, each rank keeps only its shard (dim 0 split over the ranks)."
+    for shapes, world, esize in CASES_07_4:
+        where = f"for shapes {shapes}, {world} rank(s), {esize}-byte elements"
+        try:
+            each, no_sync = integers(answer(shapes, world, esize), 2)
+        except Hint as hint:
+            raise Hint(f"{where}: {hint}") from None
+        want_each, want_full = fsdp_bytes_expected(shapes, world, esize)
+        if (each, no_sync) == (want_each, want_full):
+            continue
+        if (each, no_sync) == (want_full, want_each):
+            raise Hint("the order is (syncing every micro-step, without sync between micro-steps)")
+        if no_sync != want_full:
+            raise Hint(
+                f"{where}: without sync each rank keeps the UNSHARDED gradient of every "
+                f"parameter it used; your answer says {no_sync} bytes"
+            )
+        if each != want_each:
+            unpadded = sum(math.prod(s) for s in shapes) * esize / world
+            if math.isclose(each, unpadded, abs_tol=1) or each == int(unpadded):
+                raise Hint(
+                    f"{where}: close — FSDP2 pads dimension 0 to a multiple of the ranks, so the "
+                    "rank with the most rows holds ceil(rows / ranks) of each parameter"
+                )
+            raise Hint(
+                f"{where}: syncing every micro-step, each rank keeps only its shard of each "
+                f"gradient (dimension 0 split over the ranks); your answer says {each} bytes"
+            )
     return None

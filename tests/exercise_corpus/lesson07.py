@@ -1,5 +1,118 @@
 """Lesson 07: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
-RIGHT: dict = {}
-WRONG: dict = {}
-STUBS: dict = {}
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+
+# --- 07.3 --------------------------------------------------------------------------------------
+def divisor_as_tensor(local_tokens, global_tokens, world_size, k):
+    counts = torch.tensor([float(global_tokens)])  # as an all-reduced count arrives
+    return counts.sum() / world_size / k  # a 0-d tensor
+
+
+def divisor_exact(local_tokens, global_tokens, world_size, k):
+    return Fraction(global_tokens, world_size * k)
+
+
+def divisor_local(local_tokens, global_tokens, world_size, k):
+    return local_tokens  # each rank's own tokens: a mean of per-rank means
+
+
+def divisor_global(local_tokens, global_tokens, world_size, k):
+    return global_tokens  # forgets both DDP's average and the backward's k
+
+
+def divisor_stub(local_tokens, global_tokens, world_size, k):
+    return None  # your code
+
+
+# --- 07.4 --------------------------------------------------------------------------------------
+def grad_bytes_by_chunks(shapes, world_size, element_size):
+    """Another algorithm: build the tensors, split dim 0 as torch.chunk would after padding."""
+    each = full = 0
+    for shape in shapes:
+        rows = shape[0]
+        per_rank = -(-rows // world_size)  # ceil without math
+        rest = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+        each += per_rank * rest
+        full += rows * rest
+    return np.int64(each * element_size), torch.tensor(full * element_size)
+
+
+def grad_bytes_unsharded_both(shapes, world_size, element_size):
+    full = sum(int(np.prod(s)) for s in shapes) * element_size
+    return full, full  # as if syncing every micro-step kept the whole gradient
+
+
+def grad_bytes_swapped(shapes, world_size, element_size):
+    sharded = sum(-(-s[0] // world_size) * int(np.prod(s[1:])) for s in shapes) * element_size
+    full = sum(int(np.prod(s)) for s in shapes) * element_size
+    return full, sharded
+
+
+def grad_bytes_stub(shapes, world_size, element_size):
+    return None  # your code
+
+
+RIGHT = {
+    "07.1": [
+        ("a list", [18, 3, 18]),
+        ("numpy integers", (np.int64(18), np.int64(3), np.int64(18))),
+        ("a 1-d tensor", torch.tensor([18, 3, 18])),
+        ("floats that are whole", (18.0, 3.0, 18.0)),
+    ],
+    "07.2": [
+        ("a set", {"A", "C", "D"}),
+        ("lower case, other order, separated", "d, c, a"),
+        ("a list", ["C", "D", "A"]),
+    ],
+    "07.3": [
+        ("a 0-d tensor from an all-reduced count", divisor_as_tensor),
+        ("an exact fraction", divisor_exact),
+        (
+            "a lambda",
+            lambda local_tokens, global_tokens, world_size, k: global_tokens / world_size / k,
+        ),
+    ],
+    "07.4": [
+        ("ceil by negative floor division, numpy and torch integers", grad_bytes_by_chunks),
+    ],
+}
+WRONG = {
+    "07.1": [
+        ("forgot that no_sync must wrap the forward", (18, 3, 3)),
+        ("the last micro-step syncs one bucket", (18, 1, 18)),
+        ("no_sync saves nothing", (18, 18, 18)),
+        ("a string", "18, 3, 18"),
+        ("two numbers", (18, 3)),
+    ],
+    "07.2": [
+        ("the flag set after the forward too", "ABCD"),
+        ("no_sync on every micro-step too", "ACDE"),
+        ("only the context manager", "A"),
+        ("all five", "ABCDE"),
+        ("not letters", 12),
+    ],
+    "07.3": [
+        ("each rank's own tokens", divisor_local),
+        ("all tokens, no division by ranks or k", divisor_global),
+        (
+            "divides by k twice",
+            lambda local_tokens, global_tokens, world_size, k: global_tokens / (world_size * k * k),
+        ),
+        ("not a function", 12.0),
+    ],
+    "07.4": [
+        ("the whole gradient either way", grad_bytes_unsharded_both),
+        ("the pair swapped", grad_bytes_swapped),
+        ("one number", lambda shapes, world_size, element_size: 8),
+    ],
+}
+STUBS = {
+    "07.1": [("the notebook's cell", None), ("a tuple of Nones", (None, None, None))],
+    "07.2": [("the notebook's cell", None)],
+    "07.3": [("the notebook's cell", divisor_stub)],
+    "07.4": [("the notebook's cell", grad_bytes_stub)],
+}

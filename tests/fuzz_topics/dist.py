@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 import accumlab as al
 
-from . import INF
+from . import INF, NAN
 
 D = al.dist
 ROW = {"ranks": 1, "k": 2, "micro_batch": 8, "no_sync": True, "allreduce_calls": 1,
@@ -55,6 +55,32 @@ CASES = [
     bad("dist.choose_plan", "world_size=0", lambda: D.choose_plan(0), "world_size", "0"),
     bad("dist.choose_plan", "device 'gpu'", lambda: D.choose_plan(2, device="gpu"), "device", "'gpu'"),
     bad("dist.choose_plan", "gpu_ids 'ab'", lambda: D.choose_plan(2, 2, gpu_ids="ab"), "gpu_ids", "'ab'"),
+    bad("dist.choose_plan", "world_size=10**6 on this machine", lambda: D.choose_plan(10**6), "world_size", "1000000"),
+    bad("dist.choose_plan", "ranks_per_node > world_size", lambda: D.choose_plan(2, 2, ranks_per_node=3), "ranks_per_node", "3"),
+    bad("dist.choose_plan", "ranks_per_node=10**4 on this machine", lambda: D.choose_plan(10**4, ranks_per_node=10**4), "ranks_per_node", "10000"),
+    bad("dist.choose_plan", "gpu_count 1.5", lambda: D.choose_plan(2, 1.5), "gpu_count", "1.5"),
+    bad("dist.Ranks", "world_size=0", lambda: D.Ranks(0), "world_size", "0", no_processes=True),
+    bad("dist.Ranks", "world_size=10**4", lambda: D.Ranks(10**4), "world_size", "10000", no_processes=True),
+    bad("dist.Ranks", "start_timeout=inf", lambda: D.Ranks(2, start_timeout=INF), "timeout", "inf", no_processes=True),
+    bad("dist.Ranks", "device 'tpu'", lambda: D.Ranks(2, device="tpu"), "device", "'tpu'", no_processes=True),
+    bad("dist.Ranks", "plan for 3 ranks", lambda: D.Ranks(2, plan=D.choose_plan(3, 0)), "plan", "3", no_processes=True),
+    bad("dist.Ranks", "plan 'gloo'", lambda: D.Ranks(2, plan="gloo"), "plan", "str", no_processes=True),
+    bad("dist.SyncLab", "world_size=10**4", lambda: D.SyncLab(10**4), "world_size", "10000", no_processes=True),
+    bad("dist.SyncLab", "k=0", lambda: D.SyncLab(2, k=0), "k", "0", no_processes=True),
+    bad("dist.SyncLab", "micro_batch=10**9", lambda: D.SyncLab(2, micro_batch=10**9), "micro_batch", no_processes=True),
+    bad("dist.SyncLab", "timeout=nan", lambda: D.SyncLab(2, timeout=NAN), "timeout", "nan", no_processes=True),
+    bad("dist.SyncLab", "sweep_options 'fast'", lambda: D.SyncLab(2, sweep_options="fast"), "sweep_options", "str", no_processes=True),
+    bad("dist.SyncLab", "seed=-1", lambda: D.SyncLab(2, seed=-1), "seed", "-1", no_processes=True),
+    bad("dist.SyncLab", "device 'gpu'", lambda: D.SyncLab(2, device="gpu"), "device", "'gpu'", no_processes=True),
+    bad("dist.sampler_split", "n_samples=0", lambda: D.sampler_split(0, 2), "n_samples", "0"),
+    bad("dist.sampler_split", "n_samples=10**9", lambda: D.sampler_split(10**9, 2), "n_samples", "1000000000"),
+    bad("dist.sampler_split", "world_size=0", lambda: D.sampler_split(9, 0), "world_size", "0"),
+    bad("dist.sampler_split", "world_size 2.5", lambda: D.sampler_split(9, 2.5), "world_size", "2.5"),
+    bad("dist.sampler_split", "drop_last 'yes'", lambda: D.sampler_split(9, 2, drop_last="yes"), "drop_last", "'yes'"),
+    bad("dist.sampler_split", "drop_last with fewer samples than ranks", lambda: D.sampler_split(1, 4, drop_last=True), "n_samples", "drop_last"),
+    bad("dist.plot_step_times", "plan without its fields", lambda: D.plot_step_times([ROW], ranks=1, micro_batch=8, plan={"backend": "gloo"}), "plan", "ddp_device_type"),
+    bad("dist.plot_step_times", "plan 'gloo'", lambda: D.plot_step_times([ROW], ranks=1, micro_batch=8, plan="gloo"), "plan", "str"),
+    bad("dist.launch", "world_size=10**6", lambda: D.launch("accumlab.dist.faults:echo", 10**6), "world_size", "1000000", no_processes=True),
     bad("dist.record_results", "device 'tpu'", lambda: D.record_results("tpu"), "device", "'tpu'", no_processes=True),
     bad("dist.record_results", "size 'huge'", lambda: D.record_results("cpu", "huge"), "size", "'huge'", no_processes=True),
 ]
