@@ -494,6 +494,8 @@ def test_sweep_claims_hold_across_seeds(seed):
     assert samples[8] / samples[1] < 2 and samples[1024] / samples[128] > 3
     fitted = al.scale.fit(sweep["batch_sizes"], sweep["steps"])
     assert 0.5 < fitted["b_crit"] / 89 < 2 and fitted["s_min"] < 2
+    lr = dict(zip(sweep["batch_sizes"], sweep["best_lr"]))
+    assert lr[16] / lr[1] > 5 and lr[1024] / lr[128] < 2  # ∝ B far below B_simple, then flat
 
 
 def test_batch_explorer_moves_and_its_data_is_explore_batch():
@@ -619,3 +621,18 @@ def test_every_public_name_resolves():
     for name in al.scale.__all__:
         assert getattr(al.scale, name) is not None, name
     assert "scale" in al.TOPICS
+
+
+def test_lesson13_two_batch_hints_name_the_mistake_made():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "exercise_corpus" / "lesson13.py"
+    spec = importlib.util.spec_from_file_location("corpus_lesson13_hints", path)
+    corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus)
+    wrong = dict(corpus.WRONG["13.2"])
+    for label, says in corpus.HINTS.items():
+        if label in wrong:
+            result = al.check("13.2", wrong[label])
+            assert not result.ok and says in result.message, (label, result.message)
