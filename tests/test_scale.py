@@ -309,8 +309,13 @@ def test_per_sample_grads_match_autograd_one_by_one():
 
 @pytest.mark.parametrize("excess", [2.0, 0.5, 0.05])
 def test_measured_b_simple_matches_closed_form(excess):
-    r = al.scale.measure_b_simple(al.scale.Problem(), excess)
+    p = al.scale.Problem()
+    r = al.scale.measure_b_simple(p, excess)
     assert r["b_simple"] == pytest.approx(r["exact"], rel=0.1)
+    exact = p.moments(excess)  # |G|² and tr(Σ) apart, each against 8192 per-sample gradients
+    assert r["trace_sigma"] == pytest.approx(exact["trace_sigma"], rel=0.05)
+    assert r["g_squared"] == pytest.approx(exact["g_squared"], rel=0.15)
+    assert exact["trace_sigma"] / exact["g_squared"] == pytest.approx(r["exact"], rel=1e-12)
 
 
 def test_noise_scale_on_known_gradients():
@@ -403,6 +408,16 @@ def test_accumulation_noise_hooks_read_the_same_norms_as_the_vectorised_estimate
         )
         assert meter.b_simple == pytest.approx(same["b_simple"], rel=1e-9)
         meter.remove()
+    net = al.scale.linear_model(p, 0.5)  # the EMA meter against the EMA weights written out
+    meter = al.scale.AccumulationNoise(net, 4, 8, beta=0.9)
+    for window in al.scale.micro_batch_windows(p, 4, 8, 20):
+        for x, y in window:
+            (0.5 * ((net(x).squeeze(1) - y) ** 2).mean() / 8).backward()
+        meter.window_done()
+        net.zero_grad()
+    same = al.scale.two_batch_noise(p, 0.5, micro_batch_size=4, accumulation_steps=8, windows=20,
+                                    beta=0.9)  # fmt: skip
+    assert meter.b_simple == pytest.approx(same["b_simple"], rel=1e-9)
     # GradScaler: losses × S and window_done(grad_scale=S) read what the unscaled loop reads;
     # a window whose gradients overflowed is skipped, as the scaler skips its step
     windows = al.scale.micro_batch_windows(p, 4, 8, 10)

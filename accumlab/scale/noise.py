@@ -44,6 +44,12 @@ class Problem:
         d = self.features
         return d + 1 + d * self.noise**2 / (2 * excess)
 
+    def moments(self, excess: float) -> dict:
+        """The exact |G|² = 2ℓ and tr(Σ) = (d + 1)·2ℓ + dσ² at excess loss ℓ = `excess`."""
+        positive_float("excess", excess)
+        d = self.features
+        return {"g_squared": 2 * excess, "trace_sigma": (d + 1) * 2 * excess + d * self.noise**2}
+
     def point(self, excess: float, seed: int = 0) -> torch.Tensor:
         """A parameter error e = w − w* with ½|e|² = `excess`, in a random direction."""
         positive_float("excess", excess)

@@ -250,9 +250,12 @@ def two_batch_noise(
     accumulation_steps: int = 16,
     windows: int = 400,
     seed: int = 0,
+    beta: float | None = None,
 ) -> dict:
-    """The two-batch estimate at a fixed point of excess loss `excess`, all windows averaged
-    (numerators and denominators apart), vectorised; with the exact value. Lesson 13."""
+    """The two-batch estimate at a fixed point of excess loss `excess`, vectorised, with the exact
+    value. Lesson 13. Numerators and denominators are averaged apart over the windows: all alike
+    (`beta=None`), or with the weights (1 − β) β^age an exponential moving average gives them
+    (written out here, not recursed, so that `NoiseScaleEMA` has something to be checked against)."""
     from .noise import check_problem
 
     check_problem(problem)
@@ -260,6 +263,8 @@ def two_batch_noise(
     k = positive_int("accumulation_steps", accumulation_steps, minimum=2)
     n = positive_int("windows", windows)
     _validate.seed("seed", seed)
+    if beta is not None:
+        NoiseScaleEMA(beta)  # the same bounds: 0 ≤ β < 1
     _validate.fits_in_memory(
         f"windows × accumulation_steps × micro_batch_size = {n} × {k} × {b} samples",
         3 * 8 * n * k * b * problem.features,
@@ -270,11 +275,20 @@ def two_batch_noise(
     small_sq = (micro * micro).sum(dim=2).mean(dim=1)  # mean over the window of |G_small|²
     big = micro.mean(dim=1)  # the accumulated window: batch k·b
     big_sq = (big * big).sum(dim=1)
-    est = two_batch_estimate(float(small_sq.mean()), float(big_sq.mean()), b, k * b)
+    age = torch.arange(n - 1, -1, -1, dtype=torch.float64)  # the newest window has age 0
+    # beta=None: the plain mean; else the EMA's weights, which sum to 1 − β^n (cancels in the ratio)
+    weights = (
+        torch.full((n,), 1 / n, dtype=torch.float64) if beta is None else (1 - beta) * beta**age
+    )
+    small_sq, big_sq = (weights * small_sq).sum(), (weights * big_sq).sum()
+    # the estimate is linear in the two norms: the average of per-window estimates, exactly
+    norm = float(weights.sum())
+    est = two_batch_estimate(float(small_sq) / norm, float(big_sq) / norm, b, k * b)
     return {
         "micro_batch_size": b,
         "accumulation_steps": k,
         "windows": n,
+        "beta": beta,
         **est,
         "b_simple": est["trace_sigma"] / est["g_squared"] if est["g_squared"] > 0 else None,
         "exact": problem.b_simple(excess),
