@@ -230,12 +230,28 @@ def test_pipeline_on_two_processes_matches_one_process():
         ((4, 4, 1), "mark_dynamic", 2, [True, False]),  # size 1 is specialized
         ((4, 4, 1), "mark_unbacked", 1, [True]),
         ((4, 4, 4), "none", 1, [False]),
+        # size 1 after 4: a static graph (its slice has a symbolic storage offset, not a
+        # symbolic size); the next new size, 2, then gets a third, dynamic graph
+        ((4, 4, 1), "none", 2, [False, False]),
+        ((4, 4, 1, 4, 4, 1, 2, 3), "none", 3, [False, False, True]),
     ],
 )
 def test_compiled_accumulation_counts_graphs(sizes, fix, compiles, dynamic):
     r = al.scale.compiled_accumulation(sizes, fix=fix)
     assert (r["compiles"], r["dynamic"]) == (compiles, dynamic)
     assert r["max_grad_diff"] < 1e-12  # float64: compiled accumulation = eager accumulation
+
+
+def test_recompile_limit_caps_the_graphs_and_the_rest_runs_eagerly():
+    r = al.scale.compiled_accumulation((6, 5, 4, 3, 2), fix="static", windows=1, recompile_limit=3)
+    assert r["compiles_after_micro_step"] == [1, 2, 3, 3, 3] and r["recompile_limit"] == 3
+    assert r["max_grad_diff"] < 1e-12  # sizes 3 and 2 ran eagerly: the same gradient
+    assert "size mismatch at index 0. expected 6, actual 5" in r["recompile_reasons"][0]
+    default = al.scale.compiled_accumulation((4, 4, 2), windows=1)
+    assert default["recompile_limit"] == torch._dynamo.config.recompile_limit
+    assert len(default["recompile_reasons"]) == 1
+    with pytest.raises(ValueError, match="recompile_limit.*0"):
+        al.scale.compiled_accumulation(recompile_limit=0)
 
 
 def test_compiled_accumulation_rejects_bad_arguments():
@@ -309,8 +325,13 @@ def test_per_sample_grads_match_autograd_one_by_one():
 
 @pytest.mark.parametrize("excess", [2.0, 0.5, 0.05])
 def test_measured_b_simple_matches_closed_form(excess):
-    r = al.scale.measure_b_simple(al.scale.Problem(), excess)
+    p = al.scale.Problem()
+    r = al.scale.measure_b_simple(p, excess)
     assert r["b_simple"] == pytest.approx(r["exact"], rel=0.1)
+    exact = p.moments(excess)  # |G|² and tr(Σ) apart, each against 8192 per-sample gradients
+    assert r["trace_sigma"] == pytest.approx(exact["trace_sigma"], rel=0.05)
+    assert r["g_squared"] == pytest.approx(exact["g_squared"], rel=0.15)
+    assert exact["trace_sigma"] / exact["g_squared"] == pytest.approx(r["exact"], rel=1e-12)
 
 
 def test_noise_scale_on_known_gradients():
@@ -335,6 +356,32 @@ def test_naive_estimator_is_biased_at_small_n_and_the_correction_is_not(seed):
     assert r["corrected"] == pytest.approx(89.0, rel=0.15)
     assert r["naive"] == pytest.approx(r["predicted_naive"], rel=0.1)  # B / (1 + B/n)
     assert r["naive"] < 0.5 * r["exact"]
+
+
+def test_two_batch_estimate_recovers_the_moments_from_their_expectations():
+    # E|G_B|² = |G|² + tr(Σ)/B exactly: the estimate must return |G|² and tr(Σ) to rounding
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        g2, tr = (float(v) for v in torch.rand(2, generator=gen, dtype=torch.float64) * 100)
+        b = int(torch.randint(1, 64, (), generator=gen))
+        big = b * int(torch.randint(2, 64, (), generator=gen))
+        est = al.scale.two_batch_estimate(g2 + tr / b, g2 + tr / big, b, big)
+        assert est["g_squared"] == pytest.approx(g2, rel=1e-12, abs=1e-12)
+        assert est["trace_sigma"] == pytest.approx(tr, rel=1e-12, abs=1e-12)
+
+
+def test_noise_scale_ema_weighs_windows_by_beta_powers():
+    pairs = [(4.0, 2.5), (6.0, 2.0), (5.0, 3.0), (7.0, 2.2)]
+    ema = al.scale.NoiseScaleEMA(beta=0.9)
+    for small, big in pairs:
+        ema.update(small, big, 4, 16)
+    est = [al.scale.two_batch_estimate(a, c, 4, 16) for a, c in pairs]
+    n = len(pairs)
+    weight = [0.1 * 0.9 ** (n - 1 - i) for i in range(n)]  # (1 − β) β^(n−1−i), newest last
+    tr = sum(w * e["trace_sigma"] for w, e in zip(weight, est))
+    g2 = sum(w * e["g_squared"] for w, e in zip(weight, est))
+    assert (ema.trace_sigma, ema.g_squared) == pytest.approx((tr, g2), rel=1e-12)
+    assert ema.b_simple == pytest.approx(tr / g2, rel=1e-12)
 
 
 def test_two_batch_estimate_formulas():
@@ -377,11 +424,55 @@ def test_accumulation_noise_hooks_read_the_same_norms_as_the_vectorised_estimate
         )
         assert meter.b_simple == pytest.approx(same["b_simple"], rel=1e-9)
         meter.remove()
+    net = al.scale.linear_model(p, 0.5)  # the EMA meter against the EMA weights written out
+    meter = al.scale.AccumulationNoise(net, 4, 8, beta=0.9)
+    for window in al.scale.micro_batch_windows(p, 4, 8, 20):
+        for x, y in window:
+            (0.5 * ((net(x).squeeze(1) - y) ** 2).mean() / 8).backward()
+        meter.window_done()
+        net.zero_grad()
+    same = al.scale.two_batch_noise(p, 0.5, micro_batch_size=4, accumulation_steps=8, windows=20,
+                                    beta=0.9)  # fmt: skip
+    assert meter.b_simple == pytest.approx(same["b_simple"], rel=1e-9)
+    # GradScaler: losses × S and window_done(grad_scale=S) read what the unscaled loop reads;
+    # a window whose gradients overflowed is skipped, as the scaler skips its step
+    windows = al.scale.micro_batch_windows(p, 4, 8, 10)
+    meters = []
+    for scale in (None, 1024.0):
+        net = al.scale.linear_model(p, 0.5)
+        meter = al.scale.AccumulationNoise(net, 4, 8, beta=None)
+        for i, window in enumerate(windows):
+            if scale is None and i == 4:
+                continue  # the unscaled loop never sees the window that overflows below
+            for j, (x, y) in enumerate(window):
+                loss = 0.5 * ((net(x).squeeze(1) - y) ** 2).mean() / 8
+                if scale is not None:
+                    loss = loss * (math.inf if (i, j) == (4, 0) else scale)
+                loss.backward()
+            meter.window_done(**({} if scale is None else {"grad_scale": scale}))
+            net.zero_grad()
+        meters.append(meter)
+    plain, scaled = meters
+    assert scaled.skipped == 1 and scaled.windows == plain.windows == 9
+    assert scaled.b_simple == pytest.approx(plain.b_simple, rel=1e-9)
     with pytest.raises(ValueError, match="accumulation_steps=8.*\\[1\\]"):
         meter = al.scale.AccumulationNoise(net, 4, 8)
         x, y = al.scale.micro_batch_windows(p, 4, 8, 1)[0][0]
         (0.5 * ((net(x).squeeze(1) - y) ** 2).mean()).backward()
         meter.window_done()  # one backward, not 8
+
+
+@pytest.mark.slow
+def test_accumulation_noise_under_ddp_needs_the_rank_count():
+    # 2 gloo ranks, b = 8, k = 16: .grad at window_done is the mean over 2·k·b samples
+    per_rank = al.dist.launch("accumlab.scale.noise_ranks:ddp_meter", 2, timeout=180)
+    for r in per_rank:
+        assert "ranks must be given" in r["refused"]  # no silent guess
+        for loop in ("no_sync", "sync_every"):  # hooks see this rank's gradient either way
+            assert r[loop] == pytest.approx(r["exact"], rel=0.15), (loop, r)
+            assert r[f"{loop}_ranks_1"] > 1.4 * r["exact"]  # B_big = k·b: reads far too high
+    with pytest.raises(ValueError, match="ranks.*0"):
+        al.scale.AccumulationNoise(al.mlp(), 4, 2, ranks=0)
 
 
 def test_step_recompiles_when_a_grad_is_none_at_step_time():
@@ -390,6 +481,24 @@ def test_step_recompiles_when_a_grad_is_none_at_step_time():
     assert unused["graphs_after_step"] == [1, 1, 2, 2]
     kept = al.scale.step_recompiles(set_to_none=(False,), unused_in=(2,))  # zeros, not None
     assert kept["graphs"] == 1 and kept["grads_none_at_step"] == [0, 0, 0, 0]
+
+
+def test_step_recompiles_depends_on_the_optimizer_and_on_static_grads():
+    adam = al.scale.step_recompiles(optimizer="adam", set_to_none=(True, False))
+    assert adam["graphs"] == 1
+    none = al.scale.step_recompiles(optimizer="adam", set_to_none=(True,), unused_in=(2,))
+    zeros = al.scale.step_recompiles(optimizer="adam", set_to_none=(False,), unused_in=(2,))
+    assert none["graphs_after_step"] == [1, 1, 2, 2] and zeros["graphs"] == 1
+    assert none["branch_moved"][2] == 0 < zeros["branch_moved"][2]  # Adam moves on a zero grad
+    for setting in ((True,), (False,)):  # momentum buffers appear at the first step: either way
+        r = al.scale.step_recompiles(optimizer="sgd_momentum", set_to_none=setting)
+        assert r["graphs_after_step"] == [1, 2, 2, 2]
+    # gradients marked as static addresses (CUDA graphs): new .grad tensors break the guard
+    static = al.scale.step_recompiles(optimizer="adam", set_to_none=(True,), static_grads=True)
+    kept = al.scale.step_recompiles(optimizer="adam", set_to_none=(False,), static_grads=True)
+    assert static["graphs_after_step"] == [1, 2, 3, 4] and kept["graphs"] == 1
+    with pytest.raises(ValueError, match="optimizer.*'lamb'"):
+        al.scale.step_recompiles(optimizer="lamb")
 
 
 def test_adamw_refuses_a_float32_grad_dtype_sgd_does_not():
@@ -416,6 +525,8 @@ def test_sweep_claims_hold_across_seeds(seed):
     assert samples[8] / samples[1] < 2 and samples[1024] / samples[128] > 3
     fitted = al.scale.fit(sweep["batch_sizes"], sweep["steps"])
     assert 0.5 < fitted["b_crit"] / 89 < 2 and fitted["s_min"] < 2
+    lr = dict(zip(sweep["batch_sizes"], sweep["best_lr"]))
+    assert lr[16] / lr[1] > 5 and lr[1024] / lr[128] < 2  # ∝ B far below B_simple, then flat
 
 
 def test_batch_explorer_moves_and_its_data_is_explore_batch():
@@ -541,3 +652,18 @@ def test_every_public_name_resolves():
     for name in al.scale.__all__:
         assert getattr(al.scale, name) is not None, name
     assert "scale" in al.TOPICS
+
+
+def test_lesson13_two_batch_hints_name_the_mistake_made():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "exercise_corpus" / "lesson13.py"
+    spec = importlib.util.spec_from_file_location("corpus_lesson13_hints", path)
+    corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus)
+    wrong = dict(corpus.WRONG["13.2"])
+    for label, says in corpus.HINTS.items():
+        if label in wrong:
+            result = al.check("13.2", wrong[label])
+            assert not result.ok and says in result.message, (label, result.message)

@@ -30,7 +30,8 @@ __getattr__, __dir__, __all__ = lazy_names(
         "CompileCounter": "recompiles",
         "compiled_accumulation": "recompiles",
         "zero_grad_recompiles": "recompiles",
-        "step_recompiles": "recompiles",
+        # optimizer_compile.py: a compiled optimizer.step under accumulation
+        "step_recompiles": "optimizer_compile",
         # noise.py, batch_sweep.py: when a bigger batch stops paying
         "Problem": "noise",
         "measure_b_simple": "noise",

@@ -20,6 +20,7 @@ EXPLORER = {
     "samples": float,
     "passes": float,
     "measured_b_simple": (float, type(None)),
+    "estimate_samples": int,
     "exact_b_simple": float,
 }
 
@@ -37,15 +38,15 @@ def plot_batch_explorer(sweep: dict, data: dict) -> Figure:
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.78, wspace=0.28)
     bs = sweep["batch_sizes"]
     ticks = [b for b in bs if b & (b - 1) == 0][::2]
-    for ax, key, label in (
-        (fig.add_subplot(1, 2, 1), "steps", "optimizer steps to the target"),
-        (fig.add_subplot(1, 2, 2), "samples", "samples (time on one device)"),
+    for ax, key, label, corner in (
+        (fig.add_subplot(1, 2, 1), "steps", "optimizer steps to the target", "upper right"),
+        (fig.add_subplot(1, 2, 2), "samples", "samples to the target", "upper left"),
     ):
         ax.plot(bs, sweep[key], "o-", color="grey", markersize=4, label="sweep")
         ax.plot([], [], "o", color="tab:red", markersize=10, gid=f"{key}_point", label="B = b·k")
         ax.axvline(data["exact_b_simple"], color="black", linestyle=":", label="exact B_simple")
-        ax.axvline(1, color="tab:red", linestyle="--", gid=f"{key}_measured",
-                   label="two-batch B_simple")  # fmt: skip
+        # unlabelled: hidden at k = 1, so the title, not the legend, names it
+        ax.axvline(1, color="tab:red", linestyle="--", gid=f"{key}_measured")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         # fixed plain ticks: a log locator's mathtext labels are re-laid out on every draw
@@ -62,7 +63,7 @@ def plot_batch_explorer(sweep: dict, data: dict) -> Figure:
         ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("effective batch B = b × k")
         ax.set_ylabel(label, fontsize=9)
-        ax.legend(fontsize=7, loc="upper center")
+        ax.legend(fontsize=7, loc=corner)  # the corner the curve leaves empty
     fig.suptitle("", fontsize=9, y=0.97, gid="title")
     update_batch_explorer(fig, data)
     return fig
@@ -82,8 +83,8 @@ def update_batch_explorer(fig: Figure, data: dict) -> None:
         if measured is not None:
             line.set_xdata([measured, measured])
     noise = (
-        f"two-batch B_simple from b = {data['micro_batch_size']} and k·b = {data['batch']}: "
-        f"{measured:.0f} (exact {data['exact_b_simple']:.0f})"
+        f"red dashed: B_simple estimated from b = {data['micro_batch_size']} and k·b = "
+        f"{data['batch']} ({data['estimate_samples']:,} samples): {measured:.0f}; exact {data['exact_b_simple']:.0f}"
         if measured is not None
         else "k = 1: one batch size only, no two-batch estimate"
         if data["accumulation_steps"] == 1
@@ -91,6 +92,6 @@ def update_batch_explorer(fig: Figure, data: dict) -> None:
     )
     a["title"].set_text(
         f"b = {data['micro_batch_size']}, k = {data['accumulation_steps']} → B = {data['batch']}: "
-        f"{data['steps']:.1f} steps × k = {data['passes']:.0f} forward-backward passes, "
-        f"{data['samples']:.0f} samples\n{noise}"
+        f"{data['steps']:.1f} steps, {data['samples']:.0f} samples, run as "
+        f"{data['passes']:.0f} forward-backward passes of {data['micro_batch_size']} rows\n{noise}"
     )

@@ -45,6 +45,12 @@ class Problem:
         d = self.features
         return d + 1 + d * self.noise**2 / (2 * excess)
 
+    def moments(self, excess: float) -> dict:
+        """The exact |G|² = 2ℓ and tr(Σ) = (d + 1)·2ℓ + dσ² at excess loss ℓ = `excess`."""
+        positive_float("excess", excess)
+        d = self.features
+        return {"g_squared": 2 * excess, "trace_sigma": (d + 1) * 2 * excess + d * self.noise**2}
+
     def point(self, excess: float, seed: int = 0) -> torch.Tensor:
         """A parameter error e = w − w* with ½|e|² = `excess`, in a random direction."""
         excess = positive_float("excess", excess)
@@ -88,6 +94,16 @@ def per_sample_grads(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch
     return torch.func.vmap(torch.func.grad(_loss_one), in_dims=(None, 0, 0))(w, x, y)
 
 
+def _moments(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """tr(Σ), |mean|² and the unbiased |G|² of per-sample gradients g (..., n, P), batch by batch:
+    the one estimator `noise_scale` and `estimator_bias` both use."""
+    n = g.shape[-2]
+    mean = g.mean(dim=-2)
+    trace = ((g - mean.unsqueeze(-2)) ** 2).sum(dim=(-2, -1)) / (n - 1)
+    mean_sq = (mean * mean).sum(dim=-1)
+    return trace, mean_sq, mean_sq - trace / n  # E|mean|² = |G|² + tr(Σ)/n
+
+
 def noise_scale(grads: torch.Tensor) -> dict:
     """B_simple = tr(Σ) / |G|² from per-sample gradients `grads` (n, P). Lesson 13.
 
@@ -101,11 +117,7 @@ def noise_scale(grads: torch.Tensor) -> dict:
         raise ValueError(f"grads must be a (samples ≥ 2, parameters) tensor, got {shape}")
     _validate.tensor("grads", grads, finite=True)
     n = len(grads)
-    g = grads.double()
-    mean = g.mean(dim=0)
-    trace = float(((g - mean) ** 2).sum() / (n - 1))
-    mean_sq = float(mean @ mean)
-    g2 = mean_sq - trace / n
+    trace, mean_sq, g2 = (float(v) for v in _moments(grads.double()))
     if g2 <= 0:  # no signal measurable above the noise: a ratio would be inf or negative
         raise ValueError(
             f"grads must carry a mean gradient above its own noise: |mean|² = {mean_sq:.3g} is not "
@@ -147,15 +159,12 @@ def estimator_bias(
         f"draws × samples = {draws} × {n} gradients of {problem.features} features",
         3 * 8 * draws * n * problem.features,
     )
-    g = _draws(problem, excess, n, draws, seed)
-    mean = g.mean(dim=1)
-    trace = ((g - mean.unsqueeze(1)) ** 2).sum(dim=(1, 2)) / (n - 1)
-    mean_sq = (mean * mean).sum(dim=1)
+    trace, mean_sq, g2 = _moments(_draws(problem, excess, n, draws, seed))
     return {
         "samples": n,
         "draws": draws,
         "naive": float(trace.mean() / mean_sq.mean()),
-        "corrected": float(trace.mean() / (mean_sq - trace / n).mean()),
+        "corrected": float(trace.mean() / g2.mean()),
         "exact": problem.b_simple(excess),
         "predicted_naive": problem.b_simple(excess) / (1 + problem.b_simple(excess) / n),
     }

@@ -6,6 +6,7 @@ import math
 
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from ..figures import plain_log_ticks
@@ -141,6 +142,13 @@ def plot_recompiles(results: dict, *, title: str = "") -> Figure:
     ax.set_xticks(range(len(results)), list(results), fontsize=8)
     ax.set_yticks(range(max(len(r["dynamic"]) for r in results.values()) + 1))
     ax.set_ylabel("graphs compiled")
+    tallest = max(len(r["dynamic"]) for r in results.values())
+    ax.set_ylim(0, tallest + 0.9)  # room above the bars for the legend
+    key = [
+        Patch(facecolor="tab:blue", label="static batch size"),
+        Patch(facecolor="tab:purple", hatch="//", edgecolor="white", label="dynamic batch size"),
+    ]
+    ax.legend(handles=key, fontsize=8, loc="upper right", ncols=2)
     ax.set_title(title or "Graphs compiled (hatched: dynamic batch size)", fontsize=10)
     return fig
 
@@ -173,7 +181,7 @@ def plot_batch_sweep(
         ax.set_ylabel(label)
         ax.legend(fontsize=7)
     a.set_title("steps to the target: fall ~1/B, then flatten", fontsize=10)
-    b.set_title("samples to the target: flat, then growing with B", fontsize=10)
+    b.set_title("samples to the target: slow growth, then ∝ B", fontsize=10)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

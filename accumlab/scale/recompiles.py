@@ -2,8 +2,10 @@
 (lesson 13)?
 
 `CompileCounter` is a torch.compile backend that counts the graphs it is handed and notes whether
-each has symbolic (dynamic) shapes, then hands them to a real backend ("aot_eager" by default: it
-needs no C++ compiler; "inductor" generates and compiles C++ on a CPU).
+each has a symbolic (dynamic) size in one of its tensor inputs, then hands them to a real backend
+("aot_eager" by default: it needs no C++ compiler; "inductor" generates and compiles C++ on a CPU).
+Graph counts are Dynamo's: a CUDA-graph re-recording under mode="reduce-overhead" is not a new
+Dynamo graph and is not counted.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from .. import _validate
 from .._threads import one_thread
 from .._validate import MAX_STEPS, one_of, positive_int
 
-FIXES = {
-    "none": "default torch.compile: static first, dynamic after a size changes",
-    "static": "dynamic=False: one graph per micro-batch size",
+FIXES = {  # what each does, not what it compiles: lesson 13 asks for a prediction
+    "none": "torch.compile(model) with its defaults (dynamic=None)",
+    "static": "torch.compile(model, dynamic=False)",
     "mark_dynamic": "torch._dynamo.mark_dynamic(x, 0) on every micro-batch",
-    "mark_unbacked": "torch._dynamo.decorators.mark_unbacked(x, 0): dynamic, sizes 0 and 1 too",
+    "mark_unbacked": "torch._dynamo.decorators.mark_unbacked(x, 0) on every micro-batch",
     "pad": "pad the short micro-batch to full size, padding weighted 0 in the loss",
 }
 BACKENDS = ("aot_eager", "inductor", "eager")
@@ -38,7 +40,15 @@ class CompileCounter:
         from torch._dynamo import lookup_backend
 
         values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
-        self.graphs.append({"dynamic": any(isinstance(v, torch.SymInt) for v in values)})
+        # a symbolic SIZE of a tensor input: a slice's symbolic storage offset is not a dynamic
+        # batch (a size-1 slice gets a static shape with a symbolic offset)
+        dynamic = any(
+            isinstance(size, torch.SymInt)
+            for v in values
+            if isinstance(v, torch.Tensor)
+            for size in v.shape
+        )
+        self.graphs.append({"dynamic": dynamic})
         return lookup_backend(self.backend)(gm, example_inputs)
 
     @property
@@ -82,13 +92,19 @@ def compiled_accumulation(
     features: int = 4,
     hidden: int = 16,
     seed: int = 0,
+    recompile_limit: int | None = None,
 ) -> dict:
     """Accumulate `windows` optimizer steps of micro-batches of `sizes` samples through a compiled
     model, and the same in eager mode. Lesson 13.
 
     Returns the number of graphs compiled (after each micro-step and in total), whether each graph
-    is dynamic, the largest difference between compiled and eager accumulated gradients, seconds.
+    is dynamic, why Dynamo compiled again (the reasons TORCH_LOGS="recompiles" prints), the
+    recompile limit in force (`recompile_limit` lowers torch._dynamo.config.recompile_limit for
+    this run; past it Dynamo warns and runs the model eagerly), the largest difference between
+    compiled and eager accumulated gradients (float64, on the CPU), and seconds.
     """
+    from torch._dynamo.utils import clear_compilation_metrics, get_compilation_metrics
+
     from ..data import regression_data
     from ..models import mlp
 
@@ -103,15 +119,40 @@ def compiled_accumulation(
         f"sum(sizes) × windows = {sum(sizes)} × {windows} samples",
         sum(sizes) * windows * (features + 1) * 8,
     )
+    if recompile_limit is not None:
+        recompile_limit = positive_int(
+            "recompile_limit", recompile_limit, maximum=64, why="graphs to compile"
+        )
+    limit = torch._dynamo.config.recompile_limit if recompile_limit is None else recompile_limit
     window = sum(sizes)
     data = regression_data(n=window * windows, features=features, seed=seed)
     eager = mlp(features, hidden, depth=1, seed=seed)
     model = copy.deepcopy(eager)
     counter = CompileCounter(backend)
     torch._dynamo.reset()  # forget graphs compiled by earlier cells: count from zero
+    clear_compilation_metrics()
     start = time.perf_counter()
     compiled = torch.compile(model, backend=counter, dynamic=False if fix == "static" else None)
     after, diffs = [], []
+    with torch._dynamo.config.patch(recompile_limit=limit):
+        _accumulate(compiled, model, eager, data, sizes, windows, fix, counter, after, diffs)
+    reasons = [m.recompile_reason for m in get_compilation_metrics() if m.recompile_reason]
+    return {
+        "sizes": sizes,
+        "fix": fix,
+        "backend": backend,
+        "compiles": counter.compiles,
+        "compiles_after_micro_step": after,
+        "dynamic": [g["dynamic"] for g in counter.graphs],
+        "recompile_reasons": reasons,
+        "recompile_limit": limit,
+        "max_grad_diff": max(diffs),
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def _accumulate(compiled, model, eager, data, sizes, windows, fix, counter, after, diffs) -> None:
+    window = sum(sizes)
     for w in range(windows):
         x, y = data.x[w * window : (w + 1) * window], data.y[w * window : (w + 1) * window]
         for m in (model, eager):
@@ -127,16 +168,6 @@ def compiled_accumulation(
                 for p, q in zip(model.parameters(), eager.parameters())
             )
         )
-    return {
-        "sizes": sizes,
-        "fix": fix,
-        "backend": backend,
-        "compiles": counter.compiles,
-        "compiles_after_micro_step": after,
-        "dynamic": [g["dynamic"] for g in counter.graphs],
-        "max_grad_diff": max(diffs),
-        "seconds": time.perf_counter() - start,
-    }
 
 
 @one_thread()
@@ -209,67 +240,4 @@ def zero_grad_recompiles(
         "graphs": counter.compiles,
         "backward_captures": captures,
         "hook_calls": int(hook_calls),
-    }
-
-
-@one_thread()
-def step_recompiles(
-    *,
-    accumulation_steps: int = 2,
-    windows: int = 4,
-    set_to_none=(True, False),
-    unused_in=(),
-    backend: str = "eager",
-    seed: int = 0,
-) -> dict:
-    """Graphs compiled for `torch.compile(optimizer.step)` over `windows` accumulation windows.
-    Lesson 13.
-
-    Unlike the model's forward, the optimizer's step reads every `.grad`, and Dynamo guards on
-    whether each is None. `zero_grad(set_to_none=...)` cycles through `set_to_none` after each
-    window; in the windows listed in `unused_in` the model's second branch is not used, so its
-    parameters get no gradient — after a `set_to_none=True` their `.grad` is still None at step time.
-    """
-    from torch import nn
-
-    accumulation_steps = positive_int("accumulation_steps", accumulation_steps, maximum=MAX_STEPS)
-    windows = positive_int(
-        "windows",
-        windows,
-        maximum=MAX_STEPS // accumulation_steps,
-        why="micro-steps of Python work",
-    )
-    for i, v in enumerate(_validate.sequence("set_to_none", set_to_none)):
-        _validate.flag(f"set_to_none[{i}]", v)
-    unused = set()
-    for i, w in enumerate(_validate.sequence("unused_in", unused_in, allow_empty=True)):
-        unused.add(positive_int(f"unused_in[{i}]", w, minimum=0, maximum=windows - 1,
-                                why="a window index"))  # fmt: skip
-    one_of("backend", backend, BACKENDS)
-    seed = _validate.seed("seed", seed)
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    model = nn.ModuleDict({"main": nn.Linear(4, 1), "branch": nn.Linear(4, 1)}).double()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    counter = CompileCounter(backend)
-    torch._dynamo.reset()
-    step = torch.compile(optimizer.step, backend=counter)
-    after, none_at_step = [], []
-    for w in range(windows):
-        for _ in range(accumulation_steps):
-            x = torch.randn(4, 4, generator=gen, dtype=torch.float64)
-            out = model["main"](x)
-            if w not in unused:
-                out = out + model["branch"](x)  # the branch this window uses
-            out.sum().backward()
-        none_at_step.append(sum(p.grad is None for p in model.parameters()))
-        step()
-        after.append(counter.compiles)
-        optimizer.zero_grad(set_to_none=bool(set_to_none[w % len(set_to_none)]))
-    return {
-        "windows": windows,
-        "unused_in": sorted(unused),
-        "grads_none_at_step": none_at_step,
-        "graphs_after_step": after,
-        "graphs": counter.compiles,
     }

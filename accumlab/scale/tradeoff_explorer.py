@@ -24,8 +24,9 @@ SAMPLES_PER_ESTIMATE = 1 << 15  # windows = this ÷ (b·k): the same data budget
 @lru_cache(maxsize=128)
 def _estimate(problem: Problem, excess: float, b: int, k: int) -> float | None:
     windows = max(16, SAMPLES_PER_ESTIMATE // (b * k))
+    # draws of their own for every (b, k): one seed for all would repeat one draw's error
     est = two_batch_noise(problem, excess, micro_batch_size=b, accumulation_steps=k,
-                          windows=windows)  # fmt: skip
+                          windows=windows, seed=(b * 1024 + k) % 2**31)  # fmt: skip
     return est["b_simple"]
 
 
@@ -62,6 +63,7 @@ def explore_batch(
         "samples": sweep["samples"][i],
         "passes": steps * k,  # forward-backward passes, one after another on one device
         "measured_b_simple": _estimate(problem, excess, b, k) if k > 1 else None,
+        "estimate_samples": max(16, SAMPLES_PER_ESTIMATE // big) * big if k > 1 else 0,
         "exact_b_simple": problem.b_simple(excess),
     }
 

@@ -10,12 +10,13 @@ of a batch-B gradient is |G|² + tr(Σ)/B, so two sizes give both unknowns:
 Each window's pair is unbiased but noisy (either can come out negative), so B_simple = tr(Σ)/|G|²
 is read from exponential moving averages of the two, as practitioners do: averaging the ratio
 would not remove its bias. No per-sample gradients are needed, so it works for any model; the
-price is one extra copy of the gradient, to tell each micro-batch's contribution from the sum.
+price is one squared norm per parameter per micro-batch, summed on the gradients' device.
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 from torch import nn
@@ -93,8 +94,17 @@ class AccumulationNoise(NoiseScaleEMA):
 
     `loss_scale` is what each micro-batch's MEAN loss was multiplied by before backward (1/k, the
     default). Gradients must be zeroed after every window, as every accumulation loop does. A
-    `register_post_accumulate_grad_hook` per parameter subtracts the sum before this backward
-    (one extra gradient-sized buffer) to get the micro-batch's own contribution.
+    `Tensor.register_hook` per parameter sees each micro-batch's gradient on its way into `.grad`
+    (no extra buffer); its squared norm is summed on the gradients' device, and read back once per
+    window, in `window_done`.
+
+    Data parallelism: `.grad` at `window_done` then holds the mean over every rank's k·b samples,
+    while the hooks see this rank's micro-batches before any all-reduce, so pass `ranks` = the
+    number of processes whose gradients are averaged (B_big = ranks·k·b). With a process group of
+    more than one process initialised and no `ranks`, the meter refuses to guess.
+    GradScaler: call `window_done(grad_scale=scaler.get_scale())` before `scaler.unscale_` or
+    `scaler.step`; a window whose gradients overflowed is skipped (counted in `skipped`), as the
+    scaler skips its step.
     """
 
     def __init__(
@@ -105,6 +115,7 @@ class AccumulationNoise(NoiseScaleEMA):
         *,
         beta: float | None = 0.99,
         loss_scale: float | None = None,
+        ranks: int | None = None,
     ):
         super().__init__(beta)
         _validate.model("model", model)
@@ -112,41 +123,51 @@ class AccumulationNoise(NoiseScaleEMA):
         self.k = positive_int("accumulation_steps", accumulation_steps, minimum=2)
         scale = 1 / self.k if loss_scale is None else loss_scale
         self.loss_scale = _validate.positive_float("loss_scale", scale)
+        self._ranks = None if ranks is None else positive_int("ranks", ranks)
+        self.ranks = _ranks(self._ranks)
         self._params = [p for p in model.parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("model must have parameters that require gradients")
-        self._before = {p: torch.zeros_like(p) for p in self._params}
+        self.skipped = 0  # windows whose gradients held inf or NaN (GradScaler overflow)
         self._calls = {p: 0 for p in self._params}
-        self._contrib_sq = 0.0  # Σ over micro-batches of |this backward's contribution|²
-        self._handles = [p.register_post_accumulate_grad_hook(self._seen) for p in self._params]
+        self._sq: dict = {}  # device → Σ over micro-batches of |gradient|², a tensor there
+        self._handles = [p.register_hook(partial(self._seen, p)) for p in self._params]
 
-    def _seen(self, param: torch.Tensor) -> None:
-        # .grad now holds the sum so far; minus what it held before: this micro-batch's share
-        before = self._before[param]
-        self._contrib_sq += float((param.grad.double() - before.double()).pow(2).sum())
-        before.copy_(param.grad)
+    def _seen(self, param: torch.Tensor, grad: torch.Tensor) -> None:
+        # grad: this backward's contribution to param.grad, this rank's alone (DDP all-reduces
+        # after accumulation); summed where it lives, so no host sync in the middle of backward
+        sq = grad.detach().double().pow(2).sum()
+        self._sq[sq.device] = self._sq[sq.device] + sq if sq.device in self._sq else sq
         self._calls[param] += 1
 
-    def window_done(self) -> float | None:
-        """Close a window of `accumulation_steps` backwards; returns the current `b_simple`."""
+    def window_done(self, *, grad_scale: float = 1.0) -> float | None:
+        """Close a window of `accumulation_steps` backwards; returns the current `b_simple`.
+        `grad_scale`: the GradScaler scale the losses were multiplied by in this window."""
+        grad_scale = _validate.positive_float("grad_scale", grad_scale)
         counts = set(self._calls.values())
         if counts != {self.k}:
             raise ValueError(
                 f"accumulation_steps={self.k}, but the parameters saw {sorted(counts)} backward "
                 "passes since the last window_done() (zero the gradients after every window)"
             )
-        total = sum(float(p.grad.double().pow(2).sum()) for p in self._params)
-        # each micro-batch gradient g_j = contribution / loss_scale; the window's mean gradient
-        # (batch k·b) = .grad / (loss_scale · k)
-        small_sq = self._contrib_sq / self.loss_scale**2 / self.k
-        big_sq = total / (self.loss_scale * self.k) ** 2
-        if not (math.isfinite(small_sq) and math.isfinite(big_sq)):
-            raise ValueError("the gradients hold NaN or inf: no noise scale can be read")
-        self.update(small_sq, big_sq, self.b, self.b * self.k)
+        if self._ranks is None:
+            self.ranks = _ranks(None)  # a process group initialised after the meter was made
+        contrib = _host_sum(self._sq.values())
+        total = _host_sum([p.grad.detach().double().pow(2).sum() for p in self._params])
         for p in self._params:
-            self._before[p].zero_()
             self._calls[p] = 0
-        self._contrib_sq = 0.0
+        self._sq = {}
+        # each micro-batch gradient g_j = contribution / scale; the window's mean gradient
+        # (batch ranks·k·b) = .grad / (scale · k)
+        scale = self.loss_scale * grad_scale
+        small_sq = contrib / scale**2 / self.k
+        big_sq = total / (scale * self.k) ** 2
+        if not (math.isfinite(small_sq) and math.isfinite(big_sq)):
+            if grad_scale != 1.0:  # a GradScaler overflow: the scaler skips this step too
+                self.skipped += 1
+                return self.b_simple
+            raise ValueError("the gradients hold NaN or inf: no noise scale can be read")
+        self.update(small_sq, big_sq, self.b, self.b * self.k * self.ranks)
         return self.b_simple
 
     def remove(self) -> None:
@@ -154,6 +175,28 @@ class AccumulationNoise(NoiseScaleEMA):
         for h in self._handles:
             h.remove()
         self._handles = []
+
+
+def _ranks(ranks: int | None) -> int:
+    """`ranks`, or 1 when no process group of more than one process is initialised."""
+    import torch.distributed as dist
+
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    if ranks is None and world > 1:
+        raise ValueError(
+            f"ranks must be given under data parallelism: a process group of {world} processes "
+            "is initialised, and .grad holds the mean over the ranks that DDP averages (pass "
+            f"ranks={world} for DDP over all of them, ranks=1 if .grad is not all-reduced)"
+        )
+    return 1 if ranks is None else ranks
+
+
+def _host_sum(values) -> float:
+    """Σ of 0-d tensors, read back once per device."""
+    by_device: dict = {}
+    for v in values:
+        by_device.setdefault(v.device, []).append(v)
+    return sum(float(torch.stack(vs).sum()) for vs in by_device.values())
 
 
 # --- on lesson 13's regression problem, where the exact B_simple is known ------------------------
@@ -208,9 +251,12 @@ def two_batch_noise(
     accumulation_steps: int = 16,
     windows: int = 400,
     seed: int = 0,
+    beta: float | None = None,
 ) -> dict:
-    """The two-batch estimate at a fixed point of excess loss `excess`, all windows averaged
-    (numerators and denominators apart), vectorised; with the exact value. Lesson 13."""
+    """The two-batch estimate at a fixed point of excess loss `excess`, vectorised, with the exact
+    value. Lesson 13. Numerators and denominators are averaged apart over the windows: all alike
+    (`beta=None`), or with the weights (1 − β) β^age an exponential moving average gives them
+    (written out here, not recursed, so that `NoiseScaleEMA` has something to be checked against)."""
     from .noise import check_problem
 
     check_problem(problem)
@@ -218,6 +264,8 @@ def two_batch_noise(
     k = positive_int("accumulation_steps", accumulation_steps, minimum=2)
     n = positive_int("windows", windows)
     seed = _validate.seed("seed", seed)
+    if beta is not None:
+        NoiseScaleEMA(beta)  # the same bounds: 0 ≤ β < 1
     _validate.fits_in_memory(
         f"windows × accumulation_steps × micro_batch_size = {n} × {k} × {b} samples",
         3 * 8 * n * k * b * problem.features,
@@ -228,11 +276,20 @@ def two_batch_noise(
     small_sq = (micro * micro).sum(dim=2).mean(dim=1)  # mean over the window of |G_small|²
     big = micro.mean(dim=1)  # the accumulated window: batch k·b
     big_sq = (big * big).sum(dim=1)
-    est = two_batch_estimate(float(small_sq.mean()), float(big_sq.mean()), b, k * b)
+    age = torch.arange(n - 1, -1, -1, dtype=torch.float64)  # the newest window has age 0
+    # beta=None: the plain mean; else the EMA's weights, which sum to 1 − β^n (cancels in the ratio)
+    weights = (
+        torch.full((n,), 1 / n, dtype=torch.float64) if beta is None else (1 - beta) * beta**age
+    )
+    small_sq, big_sq = (weights * small_sq).sum(), (weights * big_sq).sum()
+    # the estimate is linear in the two norms: the average of per-window estimates, exactly
+    norm = float(weights.sum())
+    est = two_batch_estimate(float(small_sq) / norm, float(big_sq) / norm, b, k * b)
     return {
         "micro_batch_size": b,
         "accumulation_steps": k,
         "windows": n,
+        "beta": beta,
         **est,
         "b_simple": est["trace_sigma"] / est["g_squared"] if est["g_squared"] > 0 else None,
         "exact": problem.b_simple(excess),

@@ -33,6 +33,31 @@ def _calls_noise_scale(grads):
     return al.scale.noise_scale(grads)["b_simple"]
 
 
+def _uncentred_corrected(grads):
+    """E|g|² in place of tr(Σ), over the corrected |G|²: 6-7 % high here."""
+    n = len(grads)
+    mean = grads.mean(0)
+    trace = ((grads - mean) ** 2).sum() / (n - 1)
+    return float((grads**2).sum(1).mean() / (mean @ mean - trace / n))
+
+
+def _five_percent_high(grads):
+    """The right estimate × 1.05: within a loose 6 %, not within 1 %."""
+    return 1.05 * solutions_b_simple(grads)
+
+
+def _three_digits(grads):
+    """The right estimate typed to 3 significant digits."""
+    return float(f"{solutions_b_simple(grads):.3g}")
+
+
+def solutions_b_simple(grads):
+    n = len(grads)
+    mean = grads.mean(0)
+    trace = float(((grads - mean) ** 2).sum()) / (n - 1)
+    return trace / (float(mean @ mean) - trace / n)
+
+
 def _plain_average(model, windows):
     """Another right 13.2: every window weighed alike (a running mean, no EMA)."""
     k, b = len(windows[0]), len(windows[0][0][0])
@@ -48,6 +73,124 @@ def _plain_average(model, windows):
     g2 = (k * b * big - b * small) / (k * b - b)
     trace = (small - big) / (1 / b - 1 / (k * b))
     return torch.tensor(trace / g2)
+
+
+def _own_hooks(model, windows):
+    """Another right 13.2: a tensor hook per parameter sees each micro-batch's gradient (÷ k) on
+    its way into .grad — no subtraction; np.float64."""
+    k, b = len(windows[0]), len(windows[0][0][0])
+    seen = []
+    handle = model.weight.register_hook(lambda g: seen.append(float((g * k).pow(2).sum())))
+    g2 = tr = 0.0
+    for window in windows:
+        seen.clear()
+        for x, y in window:
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+        small, big = sum(seen) / k, float(model.weight.grad.pow(2).sum())
+        model.zero_grad()
+        g2 += (k * b * big - b * small) / (k * b - b)
+        tr += (small - big) / (1 / b - 1 / (k * b))
+    handle.remove()
+    return np.float64(tr / g2)
+
+
+def _no_accumulation(model, windows):
+    """Zeroes .grad before every micro-batch and keeps k copies: the technique skipped."""
+    k, b = len(windows[0]), len(windows[0][0][0])
+    g2 = tr = 0.0
+    for window in windows:
+        grads = []
+        for x, y in window:
+            model.zero_grad()
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean()).backward()
+            grads.append(model.weight.grad.clone())
+        small = sum(float(g.pow(2).sum()) for g in grads) / k
+        big = float(torch.stack(grads).mean(0).pow(2).sum())
+        g2 += (k * b * big - b * small) / (k * b - b)
+        tr += (small - big) / (1 / b - 1 / (k * b))
+    model.zero_grad()
+    return tr / g2
+
+
+def _per_sample_by_hand(model, windows):
+    """Runs the watched loop for show, then computes per-sample gradients (x·w − y)x itself."""
+    for window in windows:
+        for x, y in window:
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / len(window)).backward()
+        model.zero_grad()
+    w = model.weight.detach()[0]
+    grads = torch.cat([((x @ w - y).unsqueeze(1) * x) for window in windows for x, y in window])
+    n = len(grads)
+    mean = grads.mean(0)
+    trace = ((grads - mean) ** 2).sum() / (n - 1)
+    return float(trace / (mean @ mean - trace / n))
+
+
+def _last_window_only(model, windows):
+    """The right loop, but B_simple from the last window alone, no averaging."""
+    k, b = len(windows[0]), len(windows[0][0][0])
+    for window in windows:
+        small = 0.0
+        for x, y in window:
+            before = model.weight.grad.clone() if model.weight.grad is not None else 0.0
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+            small += float(((model.weight.grad - before) * k).pow(2).sum()) / k
+        big = float(model.weight.grad.pow(2).sum())
+        model.zero_grad()
+    g2 = (k * b * big - b * small) / (k * b - b)
+    return ((small - big) / (1 / b - 1 / (k * b))) / g2
+
+
+def _share_without_k(model, windows, *, zero=True):
+    """Each micro-batch's share of .grad taken as its gradient (the ÷ k left in)."""
+    k, b = len(windows[0]), len(windows[0][0][0])
+    small = big = 0.0
+    for window in windows:
+        for x, y in window:
+            before = model.weight.grad.clone() if model.weight.grad is not None else 0.0
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+            small += float((model.weight.grad - before).pow(2).sum()) / k
+        big += float(model.weight.grad.pow(2).sum())
+        if zero:
+            model.zero_grad()
+    g2 = (k * b * big - b * small) / (k * b - b)
+    return ((small - big) / (1 / b - 1 / (k * b))) / g2
+
+
+def _never_zeroed(model, windows):
+    """The right formulas, but .grad never zeroed between windows."""
+    k, b = len(windows[0]), len(windows[0][0][0])
+    small = big = 0.0
+    for window in windows:
+        start = model.weight.grad.clone() if model.weight.grad is not None else 0.0
+        for x, y in window:
+            before = model.weight.grad.clone() if model.weight.grad is not None else 0.0
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+            small += float(((model.weight.grad - before) * k).pow(2).sum()) / k
+        big += float((model.weight.grad - start).pow(2).sum())
+    g2 = (k * b * big - b * small) / (k * b - b)
+    return ((small - big) / (1 / b - 1 / (k * b))) / g2
+
+
+def _torch_func(model, windows):
+    """Per-sample gradients with torch.func instead of the loop's two batch sizes."""
+    params = {n: p.detach() for n, p in model.named_parameters()}
+
+    def loss(p, x, y):
+        out = torch.func.functional_call(model, p, (x.unsqueeze(0),))
+        return 0.5 * ((out.squeeze() - y) ** 2)
+
+    grads = []
+    for window in windows:
+        for x, y in window:
+            model(x).sum().backward()  # the forwards the checker watches
+            g = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(params, x, y)
+            grads.append(g["weight"].flatten(1))
+        model.zero_grad()
+    grads = torch.cat(grads)
+    mean = grads.mean(0)
+    trace = ((grads - mean) ** 2).sum() / (len(grads) - 1)
+    return float(trace / (mean @ mean - trace / len(grads)))
 
 
 def _big_as_signal(model, windows):
@@ -86,15 +229,42 @@ def _stub_loop(model, windows):
 
 
 RIGHT = {
-    "13.1": [("two sizes: 1 and n", _two_sizes), ("variance ÷ n, a 0-d tensor", _biased_variance)],
-    "13.2": [("running mean, a tensor", _plain_average)],
+    "13.1": [
+        ("two sizes: 1 and n", _two_sizes),
+        ("variance ÷ n, a 0-d tensor", _biased_variance),
+        ("3 significant digits", _three_digits),
+    ],
+    "13.2": [
+        ("running mean, a tensor", _plain_average),
+        ("its own tensor hook, np.float64", _own_hooks),
+    ],
 }
 WRONG = {
-    "13.1": [("E|g|² / |mean|²", _raw_second_moment), ("al.scale.noise_scale", _calls_noise_scale)],
+    "13.1": [
+        ("E|g|² / |mean|²", _raw_second_moment),
+        ("al.scale.noise_scale", _calls_noise_scale),
+        ("E|g|² over the corrected |G|²", _uncentred_corrected),
+        ("right × 1.05", _five_percent_high),
+    ],
     "13.2": [
         ("|G_big|² as |G|²", _big_as_signal),
         ("al.scale.AccumulationNoise", _calls_accumlab_meter),
+        ("no accumulation: zero_grad before every micro-batch", _no_accumulation),
+        ("the loop for show, per-sample gradients by hand", _per_sample_by_hand),
+        ("the last window alone", _last_window_only),
+        ("the share of .grad without × k", _share_without_k),
+        ("never zeroed between windows", _never_zeroed),
+        ("per-sample gradients with torch.func", _torch_func),
     ],
+}
+# the hint each wrong 13.2 answer must get: the mistake named, not another one
+HINTS = {
+    "no accumulation: zero_grad before every micro-batch": ".grad was empty",
+    "the loop for show, per-sample gradients by hand": "outside the model",
+    "the share of .grad without × k": "negative",
+    "never zeroed between windows": "zero .grad after each window",
+    "per-sample gradients with torch.func": "per-sample gradients (torch.func)",
+    "|G_big|² as |G|²": "|G_big|² as |G|²",
 }
 STUBS = {
     "13.1": [("the lesson's cell", _stub_b_simple)],
