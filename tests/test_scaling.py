@@ -331,6 +331,80 @@ def test_explorer_updates_one_figure_with_what_loss_scaling_data_computes():
     assert len(fig.axes[0].patches) == len(ex.data["checks"]) == 5  # the old bars are gone
 
 
+def test_explorer_colours_are_one_fixed_scale_with_one_white():
+    """Every setting is drawn on the same log scale around 1: an error of 12× never fades to
+    near-white because some other token is 238× off, and a dropped token (weight 0) is not drawn
+    as padding."""
+    ex = al.scaling.loss_scaling_explorer()
+    image = ex.figure.axes[1].images[0]
+    colour = image.to_rgba  # value -> RGBA through the image's own norm and colour map
+    ex.controls["micro_batch_size"].value = 6
+    ex.controls["normalization"].value = "sum"
+    ex.controls["spread"].value = 11
+    ratio = ex.data["ratio"]
+    assert float(ratio.max()) > 100 and bool((ratio == 12).any())  # the case: 12× and 238× off
+    white, over = colour(1.0), colour(1e3)
+    assert white[:3] == pytest.approx((1.0, 1.0, 1.0), abs=0.02)
+    assert colour(12.0) == over and colour(4.0 + 1e-9) == over  # saturated, far from white
+    assert min(colour(2.0)[1:3]) < 0.6 and min(colour(0.5)[:2]) < 0.6  # ×2 and ×1/2: strong
+    norm = (image.norm.vmin, image.norm.vmax)
+    ex.controls["normalization"].value = "mean"
+    ex.controls["last_window"].value = "drop"
+    assert (image.norm.vmin, image.norm.vmax) == norm  # the scale does not follow the data
+    dropped = image.get_array()[-1, 0]  # the last window's first token, dropped: weight 0
+    assert not ex.data["checks"][-1].kept and colour(dropped) == colour(0.0 + 1e-9) != white
+    assert not image.get_array().mask[-1, 0]  # drawn, not hidden like padding
+    bar = ex.figure.axes[2]  # the colour bar labels 1 as exact
+    labels = {t.get_text() for t in bar.get_yticklabels()}
+    assert "1 exact" in labels
+
+
+def test_explorer_bars_fit_and_ticks_are_whole():
+    """The tallest error bar is inside the axes and labelled with its value; the heat map's
+    sequence and position ticks are whole numbers."""
+    ex = al.scaling.loss_scaling_explorer()
+    ex.controls["micro_batch_size"].value = 6
+    ex.controls["normalization"].value = "sum"
+    ex.controls["spread"].value = 11
+    left, right = ex.figure.axes[:2]
+    heights = [b.get_height() for b in left.patches]
+    assert max(heights) > 100 and max(heights) < left.get_ylim()[1]
+    assert heights[0] / heights[1] > 10  # 2.4e+02 and 1.1e+01 are not drawn as equal bars
+    texts = [t.get_text() for t in left.get_xticklabels()]
+    assert [t.splitlines()[-1] for t in texts] == [f"{c.max_rel:.1e}" for c in ex.data["checks"]]
+    for axis in (right.xaxis, right.yaxis):
+        ticks = [t for t in axis.get_majorticklocs()]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_sample_weights_legend_covers_no_panel():
+    """The legend sits outside the panels: inside, it hid the full-batch step it explains."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    for weights in (
+        {p: al.scaling.sample_weights(20, 4, 3, last_window=p) for p in al.LAST_WINDOW_POLICIES},
+        {n: al.scaling.sample_weights(22, 4, 3, normalization=n) for n in ("mean", "global")},
+    ):
+        fig = al.scaling.plot_sample_weights(weights, title="t")
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.draw(renderer)
+        assert fig.legends and not any(ax.legend_ for ax in fig.axes)
+        legend = fig.legends[0].get_window_extent(renderer)
+        for ax in fig.axes:
+            assert not legend.overlaps(ax.get_window_extent(renderer)), ax.get_title(loc="left")
+
+
+def test_token_training_full_batch_dashes_drawn_over_the_global_count():
+    curves = al.scaling.token_training(
+        al.TinyLM(vocab=16, dim=8), al.token_data(lengths=[3, 6, 1, 4], vocab=16), 2, 2, epochs=1
+    )
+    lines = {
+        line.get_label(): line for line in al.scaling.plot_token_training(curves).axes[0].lines
+    }
+    assert lines["full batch"].get_linestyle() == "--"
+    assert lines["full batch"].get_zorder() > lines["global count"].get_zorder()
+
+
 def test_explorer_data_rejects_bad_spread():
     with pytest.raises(ValueError, match="spread"):
         al.scaling.loss_scaling_data(spread=12)

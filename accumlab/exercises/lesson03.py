@@ -250,11 +250,33 @@ def fix_loop(answer):
                 f"the direction is right but the size is {scale:.3g}× the full batch's: check "
                 "what the summed loss is divided by"
             )
+        if _close(got, _mean_of_means(model, micro, weight)):
+            return (
+                "this is what the loop as handed out computes: each micro-batch's weighted mean "
+                "÷ the number of micro-batches, a mean of means, in which a micro-batch with "
+                "less summed weight counts more; every real token should weigh its class weight "
+                "÷ one window-wide divisor"
+            )
         return (
             "micro-batches weigh differently from the full batch: every real token should weigh "
             "its class weight ÷ the same window-wide divisor"
         )
     return None
+
+
+def _mean_of_means(model, micro, weight) -> torch.Tensor:
+    """The gradient of the starting loop: each micro-batch's weighted mean ÷ the micro-batches."""
+    from ..compare import flatten
+
+    twin = copy.deepcopy(model)
+    twin.zero_grad(set_to_none=True)
+    for mb in micro:
+        logits = twin(mb.x)
+        mean = F.cross_entropy(
+            logits.reshape(-1, VOCAB), mb.y.reshape(-1), weight=weight, ignore_index=IGNORE_INDEX
+        )
+        (mean / len(micro)).backward()
+    return flatten({n: p.grad for n, p in twin.named_parameters()})
 
 
 def _close(got: torch.Tensor, want: torch.Tensor) -> bool:

@@ -6,12 +6,20 @@ pyplot state.
 from __future__ import annotations
 
 import torch
-from matplotlib.colors import TwoSlopeNorm
+from matplotlib import colormaps
+from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from . import shapes
 
 FLOOR = 1e-17  # errors below this are drawn at the floor: a log axis cannot show 0
+# the explorer's token-weight ratio: a fixed log scale from ×1/RATIO_SPAN to ×RATIO_SPAN, 1 white
+RATIO_SPAN = 4.0
+RATIO_FLOOR = 1e-6  # a weight of 0 (dropped) is drawn as this: below the scale, "under" colour
+RATIO_TICKS = [0.25, 0.5, 1.0, 2.0, 4.0]
+RATIO_LABELS = {0.25: "≤ 1/4", 0.5: "1/2", 1.0: "1 exact", 4.0: "≥ 4"}
+RATIO_CMAP = colormaps["bwr"].with_extremes(under="navy", over="darkred")
 
 
 def plot_sample_weights(weights: dict, *, title: str | None = None) -> Figure:
@@ -57,10 +65,12 @@ def plot_sample_weights(weights: dict, *, title: str | None = None) -> Figure:
         ax.set_ylim(0, top * 1.15)
         ax.set_ylabel("weight", fontsize=8)
         ax.set_title(label, fontsize=9, loc="left")
-    axes[0].legend(fontsize=7, loc="upper right", ncol=2)
+    # outside every panel: inside one it would hide the bars or the step it explains
+    fig.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="outside upper right", ncol=2)
     axes[-1].set_xlabel("sample (dotted lines: window boundaries; red hatch: dropped)")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))  # samples are whole numbers
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=10, x=0.02, ha="left")
     return fig
 
 
@@ -152,7 +162,8 @@ def plot_linear_scaling_gap(rows, *, title: str = "") -> Figure:
 
 def plot_token_training(curves: dict, *, title: str = "") -> Figure:
     """Lesson 03. The token-mean loss over the whole data after each epoch, for each way of
-    normalising (`al.scaling.token_training`): the full batch dashed, under the global count."""
+    normalising (`al.scaling.token_training`): the full batch dashed, drawn on top of the wide
+    global-count line, so where they agree the dashes run along the green band."""
     shapes.token_training(curves, title)
     fig = Figure(figsize=(6, 3.2), layout="constrained")
     ax = fig.add_subplot()
@@ -171,8 +182,10 @@ def plot_token_training(curves: dict, *, title: str = "") -> Figure:
 
 
 def plot_scaling_explorer(data: dict) -> Figure:
-    """Lesson 03's explorer: per-window gradient errors (left) and each token's weight divided by
-    its full-batch weight (right: white = exact, blue = under-weighted, red = over-weighted), for
+    """Lesson 03's explorer: per-window gradient errors (left, each labelled with its value) and
+    each token's weight divided by its full-batch weight (right, on a fixed log scale: white =
+    exact, blue = under-weighted, red = over-weighted, saturating beyond ×1/4 and ×4; navy also
+    marks a dropped token), for
     `loss_scaling_data(...)`. A fixed layout with plain tick labels: the explorer moves its
     artists with `update_scaling_explorer`."""
     shapes.explorer(data)
@@ -186,24 +199,32 @@ def plot_scaling_explorer(data: dict) -> Figure:
     left.set_yscale("log")
     left.set_ylim(FLOOR / 2, 10)
     # plain labels: log-scale labels are mathtext ($10^{-8}$), laid out again on every draw
-    plain_log_ticks(left.yaxis, [10.0**e for e in range(-16, 1, 4)])
+    plain_log_ticks(left.yaxis, [10.0**e for e in range(-16, 5, 4)])
     left.axhline(1e-12, color="black", linestyle="--", linewidth=1)
     left.set_ylabel("max relative error vs full batch")
     left.tick_params(axis="x", labelsize=7)
     # y given: the title stays put instead of being re-placed after measuring the tick labels
     left.set_title("", fontsize=9, y=1.0, gid="errors title")
     right.set_facecolor("0.85")  # padding (masked) shows as this background, not as weight 0
+    # one fixed scale for every setting, log-symmetric around 1 (white: exact): ×2 too much and
+    # ×2 too little are equally strong, and beyond ×4 either way the end colours saturate
     image = right.imshow(
-        [[1.0]], aspect="auto", interpolation="nearest", cmap="bwr",  # 1.0 (exact): white
-        norm=TwoSlopeNorm(vcenter=1.0, vmin=0.99, vmax=1.01), gid="ratio",
+        [[1.0]], aspect="auto", interpolation="nearest", cmap=RATIO_CMAP,
+        norm=LogNorm(vmin=1 / RATIO_SPAN, vmax=RATIO_SPAN), gid="ratio",
     )  # fmt: skip
+    right.yaxis.set_major_locator(MaxNLocator(integer=True))  # sequences are whole numbers
+    right.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.hlines([], 0, 1, colors="white", linewidth=1.5, gid="micro-batches")
     right.hlines([], 0, 1, colors="black", linewidth=2, gid="windows")
     right.set_xlabel("token position (grey: padding, label -100)")
     right.set_ylabel("sequence (white: micro-batches, black: windows)", fontsize=8)
     right.set_title("token weight ÷ full-batch weight of its window", fontsize=9, y=1.0)
     box = right.get_position()
-    fig.colorbar(image, cax=fig.add_axes((box.x1 + 0.015, box.y0, 0.012, box.height)))
+    bar = fig.colorbar(
+        image, cax=fig.add_axes((box.x1 + 0.015, box.y0, 0.012, box.height)), extend="both"
+    )
+    bar.set_ticks(RATIO_TICKS, labels=[RATIO_LABELS.get(t, f"{t:g}") for t in RATIO_TICKS])
+    bar.minorticks_off()
     update_scaling_explorer(fig, data)
     return fig
 
@@ -219,13 +240,17 @@ def update_scaling_explorer(fig: Figure, data: dict) -> None:
     checks, recipe, lengths = data["checks"], data["recipe"], data["lengths"]
     for bars in list(left.containers):  # the number of windows changes with the sliders
         bars.remove()
-    left.bar(range(len(checks)), [max(c.max_rel, FLOOR) for c in checks], color=_colours(checks))
+    heights = [max(c.max_rel, FLOOR) for c in checks]
+    left.bar(range(len(checks)), heights, color=_colours(checks))
+    left.set_ylim(FLOOR / 2, max(10.0, 3 * max(heights)))  # the tallest bar is never cut off
     # at most 8 labels: more would overlap; with few windows each also says how many samples
     every = -(-len(checks) // 8)
     left.set_xticks(
         range(0, len(checks), every),
         [
-            f"w{c.window}\n{c.stop - c.start} smp" if every == 1 else f"w{c.window}"
+            f"w{c.window}\n{c.stop - c.start} smp\n{c.max_rel:.1e}"
+            if every == 1
+            else f"w{c.window}"
             for c in checks[::every]
         ],
     )
@@ -235,10 +260,9 @@ def update_scaling_explorer(fig: Figure, data: dict) -> None:
     )
     ratio = data["ratio"]
     rows, columns = ratio.shape
-    a["ratio"].set_data(_masked(ratio, lengths))
+    # a dropped token weighs 0: drawn in the "under" colour (a log scale cannot place 0)
+    a["ratio"].set_data(_masked(ratio.clamp(min=RATIO_FLOOR), lengths))
     a["ratio"].set_extent((-0.5, columns - 0.5, rows - 0.5, -0.5))
-    lo, hi = float(ratio.min()), float(ratio.max())
-    a["ratio"].set_clim(min(lo, 0.99), max(hi, 1.01))  # the colour bar follows
     right.set_xlim(-0.5, columns - 0.5)
     right.set_ylim(rows - 0.5, -0.5)
     windows = data["weights"].window.tolist()
