@@ -96,6 +96,18 @@ def test_locking_refuses_an_environment_that_changed_since_it_passed(tmp_path, m
     assert "torch==2.13.0" in lock.lock_text(lock.passed_record(tmp_path), tmp_path)
 
 
+@pytest.mark.skipif(
+    os.environ.get("ACCUMLAB_TESTED_SET") != "1",
+    reason="only `make test` (which sets ACCUMLAB_TESTED_SET=1) runs in the tested set",
+)
+def test_make_test_runs_in_exactly_the_tested_set():
+    """What `make` installed is constraints.txt, package for package: nothing unpinned, no
+    version that the lock does not name."""
+    now = lock.installed(Path(sys.prefix))
+    assert {n: (PINS.get(n), v) for n, v in now.items() if PINS.get(n) != v} == {}
+    assert set(PINS) - set(now) == set()
+
+
 def test_local_version_labels_are_dropped():
     assert lock.parse_pins("torch==2.13.0+cpu\n-e git+x#egg=y\n# c\nNumPy==2.4.6") == {
         "torch": "2.13.0",
@@ -198,7 +210,7 @@ def test_readme_commands_are_make_targets():
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for target in re.findall(r"`make ([a-z-]+)", page.read_text()):
             assert re.search(rf"^{target}:", makefile, re.M), f"{page.name}: no `make {target}`"
-    assert re.search(r"^test: .*\n(\t.*\n)*?\t\$\(BIN\)/pytest --nbmake", makefile, re.M)
+    assert re.search(r"^test: .*\n(\t.*\n)*?\t(\w+=\S+ )*\$\(BIN\)/pytest --nbmake", makefile, re.M)
 
 
 def test_readme_and_docs_python_examples_run():
