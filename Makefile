@@ -76,7 +76,7 @@ endef
 # the lessons as a static site: every lesson executed, a page each (book/conf.py)
 book: $(VENV)/.installed
 	rm -rf $(BOOK_OUT)
-	$(BIN)/sphinx-build -W --keep-going -q -b html -c book . $(BOOK_OUT)
+	$(BIN)/sphinx-build -q -b html -c book . $(BOOK_OUT)  # warnings on stderr; a failed cell stops it
 
 # every page of the built site in headless Chromium: figures present, no cell failed
 test-book: $(VENV)/.installed
