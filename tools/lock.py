@@ -37,7 +37,6 @@ PROJECT = "accumlab"
 # pip itself is not part of what the suite tested; everything else in the environment is
 UNLOCKED = {"pip", PROJECT}
 MARKERS = {
-    "lock": ("<!-- lock:start -->", "<!-- lock:end -->"),
     "latest": ("<!-- latest:start -->", "<!-- latest:end -->"),
     "floors": ("<!-- floors:start -->", "<!-- floors:end -->"),
 }
@@ -133,19 +132,6 @@ def replace_block(path: Path, kind: str, body: str) -> None:
     path.write_text(f"{head}{start}\n{body.strip()}\n{end}{rest.split(end, 1)[1]}")
 
 
-def lock_summary(pins: dict[str, str], header: dict[str, str]) -> str:
-    shown = ", ".join(
-        f"{p} {pins[p]}"
-        for p in ("torch", "transformers", "accelerate", "lightning", "deepspeed", "jupyterlab")
-        if p in pins
-    )
-    return (
-        f"Tested set ([constraints.txt](constraints.txt), {len(pins)} packages): the suite passed "
-        f"with it on {header['date']}, Python {header['python']} ({header['system']} "
-        f"{header['machine']}): {shown}."
-    )
-
-
 def diff(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, str, str]]:
     names = sorted(set(old) | set(new))
     return [(n, old.get(n, "—"), new.get(n, "—")) for n in names if old.get(n) != new.get(n)]
@@ -216,7 +202,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ran", default="pytest --nbmake", help="the command that passed")
     p = sub.add_parser("lock", help="write constraints.txt from VENV's passing run")
     p.add_argument("venv", type=Path)
-    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
     p = sub.add_parser("report", help="VENV's run (test-latest or test-floors), written down")
     p.add_argument("venv", type=Path)
     p.add_argument("--kind", choices=("latest", "floors"), required=True)
@@ -230,8 +215,6 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "lock":
         record = passed_record(args.venv)
         LOCK.write_text(lock_text(record, args.venv))
-        if args.readme:
-            replace_block(args.readme, "lock", lock_summary(record["pins"], lock_header()))
         print(f"wrote {LOCK.name}: {len(record['pins'])} packages from {args.venv}")
     elif args.command == "report":
         print(report(args.venv, args.kind, args.status, args.readme, args.page))
