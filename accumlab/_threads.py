@@ -5,7 +5,7 @@ process often gets less CPU than that: a container's quota (cgroup `cpu.max`: a 
 core of its node and be allowed the time of one), or cores busy with other work, which no setting
 shows. A parallel op waits for its slowest thread, so a thread that has to share a core stalls
 every op: on this project's 2-core machine with one core busy, lesson 05 took 33 s with 2 threads
-and 6 s with 1 (README, "Threads on a shared or quota-limited CPU").
+and 6 s with 1 (docs/measurements.md, "Threads on a shared or quota-limited CPU").
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def choose_threads(environ=None, *, quota=None, affinity=None) -> ThreadChoice:
     waits for the rest of it), less one CPU left to the rest of the machine — the Jupyter server,
     the browser drawing the widgets, other work — where there are more than two; on two or fewer,
     one thread: the lessons' models are small, and a second thread sharing a busy core made a
-    lesson several times slower, while on an idle core it saved nothing measurable (README).
+    lesson several times slower, while on an idle core it saved nothing measurable (docs/measurements.md).
     """
     environ = os.environ if environ is None else environ
     given = environ.get("OMP_NUM_THREADS", "").strip()

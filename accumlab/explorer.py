@@ -21,6 +21,7 @@ from collections.abc import Callable
 import ipywidgets as W
 from IPython.display import display
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 DPI = 100  # the resolution of the explorer's image: the same as a figure shown in a static cell
 
 
@@ -117,7 +118,18 @@ class Explorer:
             self.output.clear_output()
 
     def _ipython_display_(self) -> None:
-        display(self.widget)
+        """The live widget, and beside it, in the same output, the PNG it shows now: a page
+        rendered without a kernel (the lessons' static site, an untrusted notebook, GitHub's
+        viewer) has no widget to draw and shows that figure of the default state instead. A
+        frontend with a widget manager ranks the widget first and shows only the widget."""
+        import base64
+
+        bundle = {
+            "text/plain": f"{type(self).__name__} of {', '.join(self.controls) or 'no controls'}",
+            WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id},
+            "image/png": base64.b64encode(self.image.value).decode("ascii"),
+        }
+        display(bundle, raw=True)
 
 
 def _spare_from_full_collections() -> None:

@@ -2,7 +2,7 @@
 encode the PNG and send it to the page.
 
     python benchmarks/widget_latency.py                     # table on stdout
-    python benchmarks/widget_latency.py --pinned --out benchmarks/widget_latency.md --readme README.md
+    python benchmarks/widget_latency.py --pinned --out benchmarks/widget_latency.md --page docs/measurements.md
 
 Explorers are discovered, not listed: every public `al.<topic>.*_explorer` factory (arguments from
 its `example_arguments()` when it needs some, see `accumlab.explorer.explorer_example`), and every
@@ -399,7 +399,7 @@ def main(argv=None) -> int:
     parser.add_argument("--pinned", action="store_true", help="also run under `taskset -c 0`")
     parser.add_argument("--json", type=Path, help="write the raw timings here")
     parser.add_argument("--out", type=Path, help="write the Markdown tables here")
-    parser.add_argument("--readme", type=Path, help="replace the table between the markers")
+    parser.add_argument("--page", type=Path, help="replace the table between the markers")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--only", default="", help="only explorers whose name contains this")
     parser.add_argument(
@@ -435,13 +435,13 @@ def main(argv=None) -> int:
         args.json.write_text(json.dumps(runs, indent=1))
     if args.out:
         args.out.write_text(text)
-    if args.readme:
-        readme = args.readme.read_text()
+    if args.page:
+        page = args.page.read_text()
         start, end = MARKERS
-        if start not in readme or end not in readme:
-            raise SystemExit(f"{args.readme} has no {start} ... {end} markers")
-        head, rest = readme.split(start, 1)
-        args.readme.write_text(f"{head}{start}\n{text}{end}{rest.split(end, 1)[1]}")
+        if start not in page or end not in page:
+            raise SystemExit(f"{args.page} has no {start} ... {end} markers")
+        head, rest = page.split(start, 1)
+        args.page.write_text(f"{head}{start}\n{text}{end}{rest.split(end, 1)[1]}")
     return 0
 
 

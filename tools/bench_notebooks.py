@@ -46,7 +46,7 @@ def main() -> int:
     parser.add_argument("paths", nargs="*", default=["notebooks"])
     parser.add_argument("--out", type=Path, help="write a Markdown table here")
     parser.add_argument(
-        "--readme", type=Path, help="also replace the table between the bench markers of this file"
+        "--page", type=Path, help="also replace the table between the bench markers of this file"
     )
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell")
     parser.add_argument(
@@ -96,16 +96,16 @@ def main() -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("\n".join(lines) + "\n")
         print(f"wrote {args.out}")
-    if args.readme and not failed:
-        text = args.readme.read_text()
+    if args.page and not failed:
+        text = args.page.read_text()
         start, end = "<!-- bench:start -->", "<!-- bench:end -->"
         if start not in text or end not in text:
-            raise SystemExit(f"{args.readme} has no {start} ... {end} markers")
+            raise SystemExit(f"{args.page} has no {start} ... {end} markers")
         head, rest = text.split(start, 1)
-        args.readme.write_text(
+        args.page.write_text(
             head + start + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1]
         )
-        print(f"updated {args.readme}")
+        print(f"updated {args.page}")
     return 1 if failed else 0
 
 

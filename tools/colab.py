@@ -57,15 +57,23 @@ def sync(notebook: Path) -> bool:
     while kept and not kept[-1].strip():
         kept.pop()
     title["source"] = _lines("\n".join([*kept, "", badge(notebook)]))
+    # the install cell already there (by id, or by its first line) keeps its id
+    first_line = INSTALL_CELL.split("\n", 1)[0]
+    present = [
+        c
+        for c in nb["cells"]
+        if c.get("id") == INSTALL_ID
+        or (c["cell_type"] == "code" and "".join(c["source"]).startswith(first_line))
+    ]
     cell = {
         "cell_type": "code",
         "execution_count": None,
-        "id": INSTALL_ID,
+        "id": present[0].get("id", INSTALL_ID) if present else INSTALL_ID,
         "metadata": {},
         "outputs": [],
         "source": _lines(INSTALL_CELL),
     }
-    nb["cells"] = [c for c in nb["cells"] if c.get("id") != INSTALL_ID]
+    nb["cells"] = [c for c in nb["cells"] if all(c is not p for p in present)]
     first_code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
     nb["cells"].insert(first_code, cell)
     updated = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
