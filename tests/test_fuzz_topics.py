@@ -51,7 +51,7 @@ CASES = [c for table in TABLES.values() for c in table.CASES]
 
 # Records accumlab hands back (lessons read their fields and never build one), and exceptions
 NOT_ENTRY_POINTS = {
-    "scaling": {"Weights", "WindowCheck"},
+    "scaling": {"Weights", "WindowCheck", "Multiple"},
     "memory": {"Footprint", "Choice"},
     "precision": {"AmpTrace"},
     "dist": {"Plan"},

@@ -123,11 +123,6 @@ class Ranks:
     ) -> list:
         """Run `task(ctx, **kwargs)` on every rank; return the results by rank. WorkerFailed or
         WorkerTimeout (after `timeout` seconds, not counting the ranks' start-up) stop every rank."""
-        if not self.running:
-            raise DistError(
-                f"these ranks are stopped ({self._stopped or 'closed'}): start new ones "
-                "(al.dist.Ranks or al.dist.SyncLab)"
-            )
         name = task_name(task)
         kwargs = mapping("kwargs", kwargs if kwargs is not None else {})
         timeout = check_timeout(timeout)
@@ -140,6 +135,11 @@ class Ranks:
             raise ValueError(
                 f"kwargs must be picklable to reach the worker processes; {type(err).__name__}: {err}"
             ) from None
+        if not self.running:  # after the arguments: a bad one is named whatever the ranks' state
+            raise DistError(
+                f"these ranks are stopped ({self._stopped or 'closed'}): start new ones "
+                "(al.dist.Ranks or al.dist.SyncLab)"
+            )
         self._wait_ready()
         job_dir = self._state["spec_dir"] / f"job{self._jobs}"
         job_dir.mkdir()

@@ -19,6 +19,21 @@ def _sync(**kw):
     return D.sync_experiments(2, progress=False, **kw)
 
 
+def _stopped_ranks():
+    """A Ranks whose processes have stopped, built without starting any: `run` must name a bad
+    argument before it looks at the ranks (tests/test_dist.py runs it on live ranks)."""
+    ranks = object.__new__(D.Ranks)
+    ranks.world_size, ranks._stopped, ranks._state = 2, "closed", {}
+    return ranks
+
+
+def _stopped_lab():
+    lab = object.__new__(D.SyncLab)
+    lab.k, lab.micro_batch, lab.seed, lab.timeout = 4, 8, 0, 120.0
+    lab.sweep_options, lab.ranks, lab.summary = None, _stopped_ranks(), {}
+    return lab
+
+
 # fmt: off
 CASES = [
     bad("dist.sync_experiments", "k=10**6", lambda: _sync(k=10**6), "k", no_processes=True),
@@ -71,6 +86,15 @@ CASES = [
     bad("dist.SyncLab", "timeout=nan", lambda: D.SyncLab(2, timeout=NAN), "timeout", "nan", no_processes=True),
     bad("dist.SyncLab", "sweep_options 'fast'", lambda: D.SyncLab(2, sweep_options="fast"), "sweep_options", "str", no_processes=True),
     bad("dist.SyncLab", "seed=-1", lambda: D.SyncLab(2, seed=-1), "seed", "-1", no_processes=True),
+    bad("dist.Ranks.run", "a notebook lambda", lambda: _stopped_ranks().run(lambda ctx: 0), "task", no_processes=True),
+    bad("dist.Ranks.run", "kwargs 'x'", lambda: _stopped_ranks().run("accumlab.dist.faults:echo", "x"), "kwargs", "str", no_processes=True),
+    bad("dist.Ranks.run", "timeout=nan", lambda: _stopped_ranks().run("accumlab.dist.faults:echo", timeout=NAN), "timeout", "nan", no_processes=True),
+    bad("dist.Ranks.run", "progress_total=0", lambda: _stopped_ranks().run("accumlab.dist.faults:echo", progress_total=0), "progress_total", "0", no_processes=True),
+    bad("dist.Ranks.run", "kwargs not picklable", lambda: _stopped_ranks().run("accumlab.dist.faults:echo", {"f": lambda: 0}), "kwargs", "picklable", no_processes=True),
+    bad("dist.SyncLab.run", "parts 'DDP'", lambda: _stopped_lab().run("DDP"), "parts", "'DDP'", no_processes=True),
+    bad("dist.SyncLab.run", "no parts", lambda: _stopped_lab().run(), "parts", no_processes=True),
+    bad("dist.SyncLab.run", "progress 'no'", lambda: _stopped_lab().run("ddp", progress="no"), "progress", "'no'", no_processes=True),
+    bad("dist.SyncLab.run", "timeout=-1", lambda: _stopped_lab().run("ddp", timeout=-1), "timeout", "-1", no_processes=True),
     bad("dist.SyncLab", "device 'gpu'", lambda: D.SyncLab(2, device="gpu"), "device", "'gpu'", no_processes=True),
     bad("dist.sampler_split", "n_samples=0", lambda: D.sampler_split(0, 2), "n_samples", "0"),
     bad("dist.sampler_split", "n_samples=10**9", lambda: D.sampler_split(10**9, 2), "n_samples", "1000000000"),
