@@ -92,7 +92,7 @@ def test_position_rules():
     for step in range(s.steps + 1):
         assert bk.position_from_step(step, 103, 4, "per_epoch") == s.position_after(step)
     assert bk.position_from_step(38, 103, 4, "step_times_k") == 152
-    assert bk.position_from_step(38, 103, 4, "step") == 103 + 12
+    assert bk.position_from_step(38, 103, 4, "forgets_k") == 103 + 12
     with pytest.raises(ValueError, match="rule.*'steps'"):
         bk.position_from_step(1, 10, 2, "steps")
     with pytest.raises(ValueError, match="step must be a non-negative integer, got -1"):
@@ -206,7 +206,7 @@ def test_every_omission_is_measured():
     assert [c.omission for c in checks] == list(bk.OMISSIONS)
     assert damage["none"].bit_exact and damage["none"].rel_error == 0.0
     assert all(not c.bit_exact and c.rel_error > 1e-6 for c in checks[1:])
-    assert damage["data position = step"].extra_reads > 0
+    assert damage["position forgets × k"].extra_reads > 0
     assert damage["RNG states"].extra_reads == damage["RNG states"].missed_reads > 0
     assert damage["a different k"].steps < damage["none"].steps
 
@@ -358,6 +358,37 @@ def test_explorer_controls():
     ex.controls["k"].value = 16
     ex.controls["counter"].value = "per_epoch"
     assert ex.data["schedule"].leftover and ex.error is None
+
+
+@pytest.mark.parametrize(
+    "moves",
+    [
+        # an epoch shorter than k under the per-epoch counter: (i + 1) % k is never 0
+        {"batches_per_epoch": 2, "k": 3, "counter": "per_epoch"},
+        # a whole run shorter than k under the global counter
+        {"k": 16, "batches_per_epoch": 10, "epochs": 1, "counter": "global"},
+    ],
+)
+def test_explorer_draws_a_run_that_never_steps(moves):
+    ex = bk.bookkeeping_explorer()
+    for name, value in moves.items():
+        ex.controls[name].value = value
+    assert ex.error is None and ex.data["schedule"].steps == 0
+    assert "0 optimizer steps: the loop never steps" in ex.summary.value
+    ex.controls["batches_per_epoch"].value = 23  # and the explorer goes on from there
+    assert ex.error is None and ex.data["schedule"].batches_per_epoch == 23
+
+
+def test_explorer_says_what_the_partial_window_holds():
+    # 33 = 8 windows of 4 + 1 under the global counter; 32 ends a window
+    for stop, held in ((33, 1), (32, 0)):
+        d = bk.bookkeeping_data(counter="global", stop_at=stop, omission="partial window's .grad")
+        assert d["in_window"] == held and d["bit_exact"] == (held == 0)
+        said = f"{held} micro-batch(es) in .grad{' (lost)' if held else ''}"
+        assert said in bk.explorer_summary(d)
+    fig = bk.plot_bookkeeping_explorer(bk.bookkeeping_data())
+    exact = next(line for line in fig.axes[2].lines if line.get_gid() == "exact")
+    assert len(exact.get_xdata()) > 0  # a bit-exact resume is drawn green, not as a red error
 
 
 # --- the real frameworks count the same steps -------------------------------------------------

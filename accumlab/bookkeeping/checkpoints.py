@@ -21,8 +21,10 @@ from .loop import stop_at_in as _stop_at
 # What a resumed run gets wrong (lesson 10):
 #   none                  — everything restored: the run continues bit for bit
 #   rewind to the window  — the position is derived from the step counter (the Transformers
-#                           Trainer's rule) and the partial window is read again: also exact
-#   data position = step  — skips `step` micro-batches of the epoch instead of step × k
+#                           Trainer's rule) and the partial window is read again: exact only if
+#                           the window drew no random numbers (no dropout)
+#   position forgets × k  — the Trainer's rule without the × k: whole epochs, then (step mod
+#                           steps per epoch) micro-batches (position_from_step's "forgets_k")
 #   data position = step × k — ignores the short window that ends every epoch
 #   partial window's .grad — interrupted inside a window, the accumulated .grad is not saved
 #   RNG states            — the data order and dropout masks restart from the seed
@@ -32,7 +34,7 @@ from .loop import stop_at_in as _stop_at
 OMISSIONS = (
     "none",
     "rewind to the window",
-    "data position = step",
+    "position forgets × k",
     "data position = step × k",
     "partial window's .grad",
     "RNG states",
@@ -42,7 +44,7 @@ OMISSIONS = (
 )
 _POSITION_RULE = {
     "rewind to the window": "per_epoch",
-    "data position = step": "step",
+    "position forgets × k": "forgets_k",
     "data position = step × k": "step_times_k",
 }
 

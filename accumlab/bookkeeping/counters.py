@@ -153,7 +153,8 @@ def position_from_step(
                   exact at every window boundary of a sync_at_epoch_end run
     step_times_k: step × k — exact only while every window holds k micro-batches (global counter,
                   or k dividing the epoch)
-    step:         whole epochs, then (step mod steps per epoch) micro-batches — forgets the × k
+    forgets_k:    whole epochs, then (step mod steps per epoch) micro-batches — the per_epoch
+                  rule without the × k (the Transformers Trainer before PR #8624)
     """
     if not _is_int(step) or step < 0:
         raise ValueError(f"step must be a non-negative integer, got {step!r}")
@@ -168,7 +169,7 @@ def position_from_step(
     return epochs * b + in_epoch * (k if rule == "per_epoch" else 1)
 
 
-POSITION_RULES = ("per_epoch", "step_times_k", "step")
+POSITION_RULES = ("per_epoch", "step_times_k", "forgets_k")
 
 
 def warmup_lrs(total_steps: int, warmup_steps: int, steps_taken: int) -> list[float]:

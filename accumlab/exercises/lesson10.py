@@ -68,6 +68,11 @@ def carried_over(answer):
         return "look at the first window of the second epoch: what is already in .grad?"
     if largest != max(s.sizes):
         return "the leftover micro-batches of an epoch join the next epoch's first k"
+    if never == EPOCHS * len(s.leftover):
+        return (
+            "an epoch's leftover micro-batches stay in .grad and are stepped with the next "
+            "epoch's first window: only the last epoch has no next window"
+        )
     if never != len(s.leftover):
         return "after the last epoch nothing comes to carry the leftover micro-batches into a step"
     return None

@@ -68,6 +68,7 @@ WRONG = {
         ("the lesson's run", (7, 3)),
         ("nothing carried over", (8, 2)),
         ("the last leftovers stepped", (10, 0)),
+        ("every epoch's leftovers lost", (10, 6)),
     ],
     "10.3": [
         ("accumlab's position_from_step", _position_library),
@@ -76,4 +77,12 @@ WRONG = {
     ],
 }
 
-STUBS: dict = {}
+
+def _resume_position_stub(step, batches_per_epoch, k): ...
+
+
+STUBS = {
+    "10.1": [("the cell as handed out", None)],
+    "10.2": [("the cell as handed out", None)],
+    "10.3": [("an empty body", _resume_position_stub)],
+}
