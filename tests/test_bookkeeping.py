@@ -589,3 +589,10 @@ def test_counts_accept_numpy_integers_and_0d_tensors():
     setup = bk.Setup(batches_per_epoch=5, epochs=2, accumulation_steps=2)
     assert bk.train(setup, stop_at=np.int64(3)).checkpoint["micro_step"] == 3
     assert bk.tokens_per_step(np.array([3, 4, 5]), 2, 1).real == [7, 5]
+
+
+def test_exercise_10_2_tells_the_two_leftover_mistakes_apart():
+    # (10, 6): every epoch's leftovers counted lost; (10, 0): the last epoch's counted stepped
+    six, zero = al.check("10.2", (10, 6)), al.check("10.2", (10, 0))
+    assert not six.ok and not zero.ok and six.message != zero.message
+    assert "next epoch's first window" in six.message and "last epoch" in six.message
