@@ -90,7 +90,7 @@ def test_scheduler_total_steps_rejects():
 def test_position_rules():
     s = bk.step_schedule(103, 4, 3)
     for step in range(s.steps + 1):
-        assert bk.position_from_step(step, 103, 4, "per_epoch") == s.position_after(step)
+        assert bk.position_from_step(step, 103, 4, "trainer") == s.position_after(step)
     assert bk.position_from_step(38, 103, 4, "step_times_k") == 152
     assert bk.position_from_step(38, 103, 4, "forgets_k") == 103 + 12
     with pytest.raises(ValueError, match="rule.*'steps'"):
@@ -207,7 +207,9 @@ def test_every_omission_is_measured():
     assert damage["none"].bit_exact and damage["none"].rel_error == 0.0
     assert all(not c.bit_exact and c.rel_error > 1e-6 for c in checks[1:])
     assert damage["position forgets × k"].extra_reads > 0
-    assert damage["RNG states"].extra_reads == damage["RNG states"].missed_reads > 0
+    assert damage["sampler RNG"].extra_reads > 0  # the epoch reshuffled: some samples read twice
+    # the dropout masks alone: every sample read once, the weights still move
+    assert damage["dropout RNG"].extra_reads == 0 and not damage["dropout RNG"].bit_exact
     assert damage["a different k"].steps < damage["none"].steps
 
 
@@ -426,7 +428,9 @@ def test_accelerate_sync_with_dataloader(sync, counter):
 
 
 @pytest.mark.slow
-def test_lightning_accumulate_grad_batches():
+# (3, 4, 2): an epoch shorter than k — Lightning steps once per epoch, on its last batch
+@pytest.mark.parametrize("batches, k, epochs", [(B, K, EPOCHS), (3, 4, 2)])
+def test_lightning_accumulate_grad_batches(batches, k, epochs):
     L = pytest.importorskip("lightning")
 
     class Module(L.LightningModule):
@@ -447,13 +451,13 @@ def test_lightning_accumulate_grad_batches():
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
         def train_dataloader(self):
-            data = torch.utils.data.TensorDataset(torch.ones(B, 1))
+            data = torch.utils.data.TensorDataset(torch.ones(batches, 1))
             return torch.utils.data.DataLoader(data, batch_size=1)
 
     module = Module()
     trainer = L.Trainer(
-        max_epochs=EPOCHS,
-        accumulate_grad_batches=K,
+        max_epochs=epochs,
+        accumulate_grad_batches=k,
         accelerator="cpu",
         logger=False,
         enable_checkpointing=False,
@@ -461,11 +465,12 @@ def test_lightning_accumulate_grad_batches():
         enable_model_summary=False,
     )
     trainer.fit(module)
-    assert module.stepped == _ends("sync_at_epoch_end")
+    ends = [w[-1] for w in bk.step_schedule(batches, k, epochs, "sync_at_epoch_end").windows]
+    assert module.stepped == ends
     assert (
         trainer.global_step
         == trainer.estimated_stepping_batches
-        == bk.scheduler_total_steps(B, K, EPOCHS)
+        == bk.scheduler_total_steps(batches, k, epochs)
     )
 
 
@@ -519,7 +524,7 @@ def test_transformers_trainer_steps_and_resumes_where_the_lesson_says(tmp_path):
         == bk.scheduler_total_steps(B, K, EPOCHS)
     )
     _, resumed = train(tmp_path / "again", resume=str(tmp_path / "full" / "checkpoint-38"))
-    start = bk.position_from_step(38, B, K, "per_epoch")
+    start = bk.position_from_step(38, B, K, "trainer")
     assert start == 151 and resumed.seen == full.seen[start:]
 
 
