@@ -428,6 +428,28 @@ def test_accelerate_sync_with_dataloader(sync, counter):
 
 
 @pytest.mark.slow
+def test_accelerate_steps_a_prepared_scheduler_once_per_optimizer_step():
+    # the docstring says lengths "should not be changed" for accumulation; the learning rate
+    # still moves only when the gradients sync: 16 micro-batches at k = 4 are 4 scheduler steps
+    accelerate = pytest.importorskip("accelerate")
+    acc = accelerate.Accelerator(cpu=True, gradient_accumulation_steps=4)
+    model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+    data = torch.utils.data.TensorDataset(torch.ones(16, 1))
+    loader = torch.utils.data.DataLoader(data, batch_size=1)
+    model, opt, sched, loader = acc.prepare(model, opt, sched, loader)
+    for (x,) in loader:
+        with acc.accumulate(model):
+            acc.backward(model(x).sum())
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+    acc.free_memory()
+    assert sched.scheduler.last_epoch == 16 // 4
+
+
+@pytest.mark.slow
 # (3, 4, 2): an epoch shorter than k — Lightning steps once per epoch, on its last batch
 @pytest.mark.parametrize("batches, k, epochs", [(B, K, EPOCHS), (3, 4, 2)])
 def test_lightning_accumulate_grad_batches(batches, k, epochs):
