@@ -1,14 +1,15 @@
 """Solutions to lesson 10's exercises (and one wrong answer each, which the checker must reject)."""
 
-import math
-
 
 def resume_position(step, batches_per_epoch, k):
-    # a loop that steps at every epoch end takes ⌈batches / k⌉ steps per epoch; inside the
-    # current epoch every completed window held k micro-batches
-    per_epoch = math.ceil(batches_per_epoch / k)
-    epochs, in_epoch = divmod(step, per_epoch)
-    return epochs * batches_per_epoch + in_epoch * k
+    # the per-epoch counter takes ⌊batches / k⌋ steps per epoch, each after k micro-batches of
+    # that epoch; step number `step` is the ((step - 1) mod that) + 1-th of its epoch, and the
+    # epoch's leftover micro-batches come after it
+    if step == 0:
+        return 0
+    per_epoch = batches_per_epoch // k
+    epochs, before = divmod(step - 1, per_epoch)
+    return epochs * batches_per_epoch + (before + 1) * k
 
 
 def resume_position_step_times_k(step, batches_per_epoch, k):

@@ -21,28 +21,32 @@ from .loop import stop_at_in as _stop_at
 # What a resumed run gets wrong (lesson 10):
 #   none                  — everything restored: the run continues bit for bit
 #   rewind to the window  — the position is derived from the step counter (the Transformers
-#                           Trainer's rule) and the partial window is read again: also exact
-#   data position = step  — skips `step` micro-batches of the epoch instead of step × k
+#                           Trainer's rule) and the partial window is read again: exact only if
+#                           the window drew no random numbers (no dropout)
+#   position forgets × k  — the Trainer's rule without the × k: whole epochs, then (step mod
+#                           steps per epoch) micro-batches (position_from_step's "forgets_k")
 #   data position = step × k — ignores the short window that ends every epoch
 #   partial window's .grad — interrupted inside a window, the accumulated .grad is not saved
-#   RNG states            — the data order and dropout masks restart from the seed
+#   sampler RNG           — the data order restarts from the seed (this epoch reshuffled)
+#   dropout RNG           — the dropout masks restart from the seed
 #   optimizer state       — AdamW's moments and step count start again from zero
 #   scheduler state       — the warm-up starts again
 #   a different k         — resumed with twice the accumulation steps
 OMISSIONS = (
     "none",
     "rewind to the window",
-    "data position = step",
+    "position forgets × k",
     "data position = step × k",
     "partial window's .grad",
-    "RNG states",
+    "sampler RNG",
+    "dropout RNG",
     "optimizer state",
     "scheduler state",
     "a different k",
 )
 _POSITION_RULE = {
-    "rewind to the window": "per_epoch",
-    "data position = step": "step",
+    "rewind to the window": "trainer",
+    "position forgets × k": "forgets_k",
     "data position = step × k": "step_times_k",
 }
 
@@ -117,8 +121,9 @@ def resume(
             if name in checkpoint["grads"]:
                 p.grad = checkpoint["grads"][name].clone()
         loop.window = dict(checkpoint["window"])
-    if omit != "RNG states":
+    if omit != "dropout RNG":
         loop.torch_rng = checkpoint["torch_rng"].clone()
+    if omit != "sampler RNG":  # without it the epoch's order is drawn from the seed again
         loop.sampler.set_state(checkpoint["sampler_epoch_start"])
         if loop.micro_step % setup.batches_per_epoch:  # mid-epoch: draw its order again now
             loop.order = torch.randperm(setup.samples, generator=loop.sampler)

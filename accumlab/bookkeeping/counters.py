@@ -144,16 +144,18 @@ def scheduler_total_steps(batches_per_epoch: int, accumulation_steps: int, epoch
 
 
 def position_from_step(
-    step: int, batches_per_epoch: int, accumulation_steps: int, rule: str = "per_epoch"
+    step: int, batches_per_epoch: int, accumulation_steps: int, rule: str = "trainer"
 ) -> int:
     """Where a resumed run starts reading data (micro-steps to skip), derived from the optimizer
     step counter alone, by one of three rules (lesson 10):
 
-    per_epoch:    whole epochs of ⌈batches / k⌉ steps, then (step mod that) × k micro-batches —
-                  exact at every window boundary of a sync_at_epoch_end run
+    trainer:      whole epochs of ⌈batches / k⌉ steps, then (step mod that) × k micro-batches —
+                  the Transformers Trainer's rule, exact at every window boundary of a
+                  sync_at_epoch_end run (not of a per_epoch-counter run: ⌊batches / k⌋ steps)
     step_times_k: step × k — exact only while every window holds k micro-batches (global counter,
                   or k dividing the epoch)
-    step:         whole epochs, then (step mod steps per epoch) micro-batches — forgets the × k
+    forgets_k:    whole epochs, then (step mod steps per epoch) micro-batches — the trainer
+                  rule without the × k (the Transformers Trainer before PR #8624)
     """
     if not _is_int(step) or step < 0:
         raise ValueError(f"step must be a non-negative integer, got {step!r}")
@@ -165,10 +167,10 @@ def position_from_step(
         return step * k
     per_epoch = math.ceil(b / k)
     epochs, in_epoch = divmod(step, per_epoch)
-    return epochs * b + in_epoch * (k if rule == "per_epoch" else 1)
+    return epochs * b + in_epoch * (k if rule == "trainer" else 1)
 
 
-POSITION_RULES = ("per_epoch", "step_times_k", "step")
+POSITION_RULES = ("trainer", "step_times_k", "forgets_k")
 
 
 def warmup_lrs(total_steps: int, warmup_steps: int, steps_taken: int) -> list[float]:

@@ -1,6 +1,6 @@
-"""Lesson 10's explorer: k, epochs, step counter, where the run is interrupted and what the
-checkpoint forgets → windows per optimizer step, their sizes, the logged loss, and how far the
-resumed run drifts from the uninterrupted one."""
+"""Lesson 10's explorer: k, epochs, step counter, where the run is interrupted and how the resume
+differs (what the checkpoint forgets) → windows per optimizer step, their sizes, the logged loss,
+and how far the resumed run drifts from the uninterrupted one."""
 
 from __future__ import annotations
 
@@ -64,8 +64,9 @@ def bookkeeping_data(
 ) -> dict:
     """Plain compute behind the explorer (tests call it directly). Lesson 10.
 
-    Returns {"setup", "schedule", "logs" (uninterrupted run), "stop_at", "stop_step" (optimizer
-    steps done at the interruption), "omission", "bit_exact", "rel_error" (final weights),
+    Returns {"setup", "schedule", "logs" (uninterrupted run; empty when the run never steps),
+    "stop_at", "stop_step" (optimizer steps done at the interruption), "in_window" (micro-batches
+    of the window in progress, their gradient in .grad, at the interruption), "omission", "bit_exact", "rel_error" (final weights),
     "error_steps"/"errors" (relative distance from the uninterrupted weights after each step of
     the resumed run), "steps" (of the resumed run), "extra_reads", "missed_reads"}.
     """
@@ -90,6 +91,7 @@ def bookkeeping_data(
         "logs": reference.logs,
         "stop_at": stop_at,
         "stop_step": checkpoint["step"],
+        "in_window": stop_at - setup.schedule().position_after(checkpoint["step"]),
         "omission": omission,
         "bit_exact": exact,
         "rel_error": err,
@@ -103,7 +105,8 @@ def bookkeeping_data(
 
 def bookkeeping_explorer() -> Explorer:
     """Build the lesson 10 explorer. The interruption slider's range follows the epochs and
-    batches sliders, so every reachable setting is valid. Its numbers are a line of text above
+    batches sliders, so every reachable setting is valid (one that never reaches an optimizer
+    step, k above the micro-batches the counter ever sees, is drawn and said as such). Its numbers are a line of text above
     the figure (`explorer_summary`): text in HTML costs nothing to redraw."""
     from .plots import explorer_summary, plot_bookkeeping_explorer, update_bookkeeping_explorer
 
@@ -112,7 +115,7 @@ def bookkeeping_explorer() -> Explorer:
     batches = int_slider("micro-batches per epoch", BATCHES, MIN_BATCHES, MAX_BATCHES)
     stop = int_slider("interrupt after micro-batches", 33, 1, BATCHES * 3 - 1)
     counter = W.Dropdown(options=list(COUNTERS), value="sync_at_epoch_end", description="counter")
-    omission = W.Dropdown(options=list(OMISSIONS), value="none", description="checkpoint forgets")
+    omission = W.Dropdown(options=list(OMISSIONS), value="none", description="resume")
 
     def clamp_stop(_change):
         stop.max = batches.value * epochs.value - 1  # ipywidgets clamps the value too

@@ -48,13 +48,20 @@ def plot_schedules(schedules: dict) -> Figure:
     axes = fig.subplots(len(schedules), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (label, s) in zip(axes, schedules.items()):
         steps = list(range(1, s.steps + 1))
-        ax.bar(steps, s.sizes, width=1.0, color="tab:blue", alpha=0.6)
+        ax.bar(steps, s.sizes, width=1.0, color="tab:blue", alpha=0.6, label="window size")
         straddle = s.straddling()
-        ax.plot([t + 1 for t in straddle], [s.sizes[t] for t in straddle], "o", color="tab:red")
+        ax.plot(
+            [t + 1 for t in straddle],
+            [s.sizes[t] for t in straddle],
+            "o",
+            color="tab:red",
+            label="window spanning two epochs",
+        )
         done = 0
-        for n in s.steps_per_epoch()[:-1]:
+        for i, n in enumerate(s.steps_per_epoch()[:-1]):
             done += n
-            ax.axvline(done + 0.5, color="black", linestyle=":", linewidth=1)
+            end = "end of an epoch" if i == 0 else None  # one legend entry for all the lines
+            ax.axvline(done + 0.5, color="black", linestyle=":", linewidth=1, label=end)
         ax.set_ylabel("micro-batches")
         ax.set_ylim(0, max(s.sizes) + 1.5)
         left = f", {len(s.leftover)} never stepped" if s.leftover else ""
@@ -63,6 +70,11 @@ def plot_schedules(schedules: dict) -> Figure:
             fontsize=9,
         )
     axes[-1].set_xlabel("optimizer step")
+    handles = {}  # one entry per meaning, from whichever panel draws it
+    for ax in axes:
+        for handle, name in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(name, handle)
+    fig.legend(handles.values(), handles.keys(), loc="outside upper center", ncols=3, fontsize=8)
     return fig
 
 
@@ -144,7 +156,7 @@ def plot_bookkeeping_explorer(data: dict) -> Figure:
     # every text costs a layout on each redraw (a legend ~15 ms): short labels here; the
     # numbers and the colours' meaning go in the explorer's summary line (explorer_summary)
     fig = Figure(figsize=(9.5, 2.9))
-    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.17, top=0.96, wspace=0.3)
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.17, top=0.96, wspace=0.36)
     ax_w, ax_l, ax_e = fig.subplots(1, 3)
     for ax, name in ((ax_w, "ax_w"), (ax_l, "ax_l"), (ax_e, "ax_e")):
         ax.set_gid(name)
@@ -161,6 +173,8 @@ def plot_bookkeeping_explorer(data: dict) -> Figure:
     ax_l.set_xlabel("optimizer step")
     ax_l.set_ylabel("logged loss")
     ax_e.plot([], [], color="tab:red", marker=".", gid="errors")
+    # a step where the resumed weights equal the uninterrupted ones exactly: green, at the floor
+    ax_e.plot([], [], "o", color="tab:green", markersize=3, gid="exact")
     ax_e.axvline(0, color="tab:purple", linewidth=1.5, gid="stop_e")
     ax_e.set_yscale("log")
     ax_e.set_ylim(FLOOR / 10, 10)
@@ -169,7 +183,7 @@ def plot_bookkeeping_explorer(data: dict) -> Figure:
     ax_e.yaxis.set_major_formatter(FixedFormatter([f"{t:.0e}" for t in _ERROR_TICKS]))
     ax_e.yaxis.set_minor_locator(NullLocator())
     ax_e.set_xlabel("optimizer step")
-    ax_e.set_ylabel("resumed weights' error")
+    ax_e.set_ylabel("resumed error")  # short: a long label runs into the middle panel
     # three labelled ticks per axis: tick labels are most of a redraw's cost
     for ax in (ax_w, ax_l, ax_e):
         ax.xaxis.set_major_locator(MaxNLocator(3, integer=True))
@@ -187,10 +201,10 @@ def update_bookkeeping_explorer(fig: Figure, d: dict) -> None:
     a, s = named_artists(fig), d["schedule"]
     steps = list(range(1, s.steps + 1))
     boundaries, done = [], 0
-    for n in s.steps_per_epoch()[:-1]:
+    for n in s.steps_per_epoch()[:-1] if s.steps else []:  # no steps: no step axis to mark
         done += n
         boundaries.append(done + 0.5)
-    top = max(s.sizes) + 1
+    top = max(s.sizes, default=s.accumulation_steps) + 1  # no sizes: the run never steps
     a["sizes"].set_data(steps, s.sizes)
     straddle = s.straddling()
     a["straddle"].set_data([t + 1 for t in straddle], [s.sizes[t] for t in straddle])
@@ -202,11 +216,13 @@ def update_bookkeeping_explorer(fig: Figure, d: dict) -> None:
     a["log_window"].set_data(steps, logs["window"])
     a["log_scaled"].set_data(steps, logs["sum_of_scaled"])
     values = logs["window"] + logs["sum_of_scaled"]
-    lo, hi = min(values), max(values)
+    lo, hi = min(values, default=0.0), max(values, default=1.0)
     a["epochs_l"].set_segments([[(x, lo), (x, hi * 1.05)] for x in boundaries])
     a["ax_l"].set_xlim(0, s.steps + 1)
     a["ax_l"].set_ylim(lo * 0.95 if lo > 0 else lo, hi * 1.05)
-    a["errors"].set_data(d["error_steps"], [max(e, FLOOR) for e in d["errors"]])
+    pairs = list(zip(d["error_steps"], d["errors"], strict=True))
+    a["errors"].set_data([t for t, e in pairs if e > 0], [e for t, e in pairs if e > 0])
+    a["exact"].set_data([t for t, e in pairs if e == 0], [FLOOR for t, e in pairs if e == 0])
     a["stop_e"].set_xdata([d["stop_step"] + 0.5] * 2)
     a["ax_e"].set_xlim(0, max(s.steps, d["steps"]) + 1)
 
@@ -217,14 +233,27 @@ def explorer_summary(d: dict) -> str:
     s = d["schedule"]
     left = f", {len(s.leftover)} micro-batch(es) never stepped" if s.leftover else ""
     verdict = "bit for bit" if d["bit_exact"] else f"final weights off by {d['rel_error']:.2e}"
+    if s.steps == 0:  # k above what the counter ever accumulates: nothing to log or compare
+        run = (
+            f"<b>0 optimizer steps: the loop never steps</b> (its counter never reaches "
+            f"k = {s.accumulation_steps}{left})."
+        )
+    else:
+        run = (
+            f"{s.steps} optimizer steps, window sizes {s.histogram()}, "
+            f"{len(s.straddling())} spanning two epochs{left}."
+        )
+    held = d["in_window"]
+    lost = " (lost)" if held and d["omission"] == "partial window's .grad" else ""
     return (
         f"{s.counter}, k = {s.accumulation_steps}, {s.epochs} epoch(s) of "
-        f"{s.batches_per_epoch} micro-batches: {s.steps} optimizer steps, window sizes "
-        f"{s.histogram()}, {len(s.straddling())} spanning two epochs{left}. "
-        f"Interrupted after {d['stop_at']} micro-batches ({d['stop_step']} optimizer steps); the "
-        f"checkpoint forgets <b>{d['omission']}</b> → resumed run: {d['steps']} steps, "
+        f"{s.batches_per_epoch} micro-batches: {run} "
+        f"Interrupted after {d['stop_at']} micro-batches ({d['stop_step']} optimizer steps, "
+        f"{held} micro-batch(es) in .grad{lost}); resume: "
+        f"<b>{d['omission']}</b> → resumed run: {d['steps']} steps, "
         f"{d['extra_reads']} extra / {d['missed_reads']} missed sample reads, <b>{verdict}</b>."
         "<br>Left: red dots, windows spanning two epochs; dotted, epoch ends; purple, the "
         "interruption. Middle: green, the true window mean; orange, Σ loss / k. Right: the resumed "
-        "run's distance from the uninterrupted one after each step."
+        "run's distance from the uninterrupted one after each step (red; green at "
+        f"{FLOOR:g}: equal bit for bit)."
     )

@@ -152,9 +152,11 @@ def dropout_masks_split_alike(
     rows: int = 4, parts: int = 2, features: int = 8, p: float = 0.1, seed: int = 0
 ) -> bool:
     """Does one dropout mask of shape (rows, features) equal `parts` masks of (rows / parts,
-    features) drawn one after the other from the same CPU generator state? True when the generator
-    draws element by element in row-major order: then halving the micro-batch while doubling k
-    keeps every sample's dropout mask. A property of the generator, not of accumulation. Lesson 10."""
+    features) drawn one after the other from the same CPU generator state? True when this build's
+    CPU dropout kernel draws element by element in row-major order: then halving the micro-batch
+    while doubling k keeps every sample's dropout mask. A property of the kernel (a kernel that
+    draws one seed per call, or CUDA's, which advances its offset per launch, need not have it),
+    not of accumulation. Lesson 10."""
     parts = positive_int("parts", parts)
     rows = positive_int("rows", rows, maximum=MAX_STEPS)
     features = positive_int("features", features, maximum=MAX_STEPS)

@@ -21,9 +21,11 @@ from .tokens import TokenBudget
 
 EXPLORER = {
     "schedule": Schedule,
-    "logs": {"window": nonempty([float]), "sum_of_scaled": nonempty([float])},
+    # empty logs: a setting that never reaches an optimizer step (k above every window's reach)
+    "logs": {"window": [float], "sum_of_scaled": [float]},
     "stop_at": int,
     "stop_step": int,
+    "in_window": int,
     "omission": str,
     "bit_exact": bool,
     "rel_error": float,

@@ -9,36 +9,64 @@ import accumlab as al
 
 
 def _position_by_walking(step, batches_per_epoch, k):
-    # another algorithm: walk the windows one by one
-    position, steps = 0, 0
+    # another algorithm: run the per-epoch counter micro-batch by micro-batch
+    position, steps, i = 0, 0, 0
     while steps < step:
-        in_epoch = position % batches_per_epoch
-        position += min(k, batches_per_epoch - in_epoch)
-        steps += 1
+        position, i = position + 1, i + 1
+        if i % k == 0:
+            steps += 1
+        if i == batches_per_epoch:
+            i = 0
     return position
 
 
 def _position_numpy(step, batches_per_epoch, k):
-    per_epoch = -(-batches_per_epoch // k)
-    epochs, in_epoch = divmod(step, per_epoch)
-    return np.int64(epochs * batches_per_epoch + in_epoch * k)
+    if step == 0:
+        return np.int64(0)
+    epochs, before = divmod(np.int64(step) - 1, batches_per_epoch // k)
+    return epochs * batches_per_epoch + (before + 1) * k
 
 
 def _position_library(step, batches_per_epoch, k):
     return al.bookkeeping.position_from_step(step, batches_per_epoch, k)
 
 
+def _schedule(batches_per_epoch, k):
+    return al.bookkeeping.Setup(
+        batches_per_epoch=batches_per_epoch, accumulation_steps=k, epochs=4, counter="per_epoch"
+    ).schedule()
+
+
 def _position_schedule(step, batches_per_epoch, k):
-    setup = al.bookkeeping.Setup(
-        batches_per_epoch=batches_per_epoch, accumulation_steps=k, epochs=4
-    )
-    return setup.schedule().position_after(step)
+    return _schedule(batches_per_epoch, k).position_after(step)
+
+
+def _position_windows(step, batches_per_epoch, k):
+    # position_after inlined: the end of the window of step number `step`
+    return 0 if step == 0 else _schedule(batches_per_epoch, k).windows[step - 1][-1] + 1
+
+
+def _position_ends(step, batches_per_epoch, k):
+    ends = _schedule(batches_per_epoch, k).ends_window()
+    done = 0
+    for g, end in enumerate(ends):
+        if done == step:
+            return g
+        done += end
+    return len(ends)
+
+
+def _position_trainer_rule(step, batches_per_epoch, k):
+    # the rule of a loop that also steps at every epoch end: ⌈batches / k⌉ steps per epoch
+    epochs, in_epoch = divmod(step, math.ceil(batches_per_epoch / k))
+    return epochs * batches_per_epoch + in_epoch * k
 
 
 def _position_without_k(step, batches_per_epoch, k):
-    per_epoch = math.ceil(batches_per_epoch / k)
-    epochs, in_epoch = divmod(step, per_epoch)
-    return epochs * batches_per_epoch + in_epoch  # the Trainer before PR #8624
+    if step == 0:
+        return 0
+    epochs, before = divmod(step - 1, batches_per_epoch // k)
+    return epochs * batches_per_epoch + before + 1  # the × k forgotten
 
 
 RIGHT = {
@@ -68,12 +96,27 @@ WRONG = {
         ("the lesson's run", (7, 3)),
         ("nothing carried over", (8, 2)),
         ("the last leftovers stepped", (10, 0)),
+        ("every epoch's leftovers lost", (10, 6)),
     ],
     "10.3": [
         ("accumlab's position_from_step", _position_library),
         ("accumlab's Schedule", _position_schedule),
+        ("accumlab's Schedule.windows, position_after inlined", _position_windows),
+        ("accumlab's Schedule.ends_window, summed", _position_ends),
+        (
+            "the Trainer's rule of the lesson, for a loop that steps at epoch ends",
+            _position_trainer_rule,
+        ),
         ("forgetting the × k", _position_without_k),
     ],
 }
 
-STUBS: dict = {}
+
+def _resume_position_stub(step, batches_per_epoch, k): ...
+
+
+STUBS = {
+    "10.1": [("the cell as handed out", None)],
+    "10.2": [("the cell as handed out", None)],
+    "10.3": [("an empty body", _resume_position_stub)],
+}
