@@ -100,9 +100,9 @@ def _options(options: dict) -> str:
     return "".join(f", {k}={v!r}" for k, v in options.items())
 
 
-@exercise("08.2", 2, "A token loop that weighs every token equally")
-def _token_loop(answer):
-    return _observed(answer, "tokens")
+@exercise("08.2", 2, "Micro-batches of unequal size: every sample weighs the same")
+def _sample_loop(answer):
+    return _observed(answer, "uneven")
 
 
 CAPSTONE = {"max_norm": 0.5, "scheduler": True, "scaler": True}
