@@ -17,6 +17,20 @@ def sample_loop(model, optimizer, batches, k):
         optimizer.zero_grad()
 
 
+def token_loop(model, optimizer, batches, k):
+    """Section 5's fix on the tokens setup: every real token weighs 1 / the window's real tokens."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        tokens = sum(int((y != -100).sum()) for _, y in window)
+        for x, y in window:
+            loss = F.cross_entropy(
+                model(x).flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum"
+            )
+            (loss / tokens).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 def full_loop(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
     for i, (x, y) in enumerate(batches):
         window = min(k, len(batches) - (i - i % k))  # the last window may be short
