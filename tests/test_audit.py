@@ -215,6 +215,7 @@ def _solutions():
 def test_correct_token_loop_and_full_loop_are_clean():
     solutions = _solutions()
     assert al.audit(solutions.token_loop, **al.audit.audit_setup("tokens")).findings == []
+    assert al.audit(solutions.sample_loop, **al.audit.audit_setup("uneven")).findings == []
     full = al.audit.audit_setup(max_norm=0.5, scheduler=True, scaler=True)
     report = al.audit(solutions.full_loop, **full)
     assert report.findings == [] and len(report.seen_steps) == 6

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import accumlab as al
+from accumlab.audit.unexplained import EPSILON_ONLY
 
 
 def test_a_double_division_is_one_bug_at_every_step_even_where_a_policy_fits_too():
@@ -98,3 +99,116 @@ def test_an_unexplained_difference_of_no_particular_shape_gets_no_hint():
     report = al.audit(stray_noise, **al.audit.audit_setup())
     text = report["UNEXPLAINED_GRADIENT"].message
     assert "Same direction" not in text and "rounding" not in text
+
+
+def _clipped_loop(how: str):
+    """The capstone's correct loop, its clipping done by `how`: "by hand" (max_norm / norm, no
+    epsilon), "scaled" (clip_grad_norm_ on still-scaled gradients with max_norm × scale)."""
+
+    def loop(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+        for i, (x, y) in enumerate(batches):
+            window = min(k, len(batches) - (i - i % k))
+            scaler.scale(F.mse_loss(model(x), y) / window).backward()
+            if (i + 1) % k == 0 or i + 1 == len(batches):
+                if how == "by hand":
+                    scaler.unscale_(optimizer)
+                    total = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).norm()
+                    for p in model.parameters():
+                        p.grad *= min(1.0, max_norm / float(total))
+                else:
+                    torch.nn.utils.clip_grad_norm_(
+                        model.parameters(), max_norm * scaler.get_scale()
+                    )
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                optimizer.zero_grad()
+
+    return loop
+
+
+CAPSTONE = {"max_norm": 0.5, "scheduler": True, "scaler": True}
+
+
+def test_ratios_are_against_the_clipped_reference():
+    # no ÷k under max_norm = 1: both updates have norm 1, so the ratio is 1, not ‖seen‖ / the
+    # unclipped mean (0.16-0.33 here)
+    report = al.audit.catalogue_loop("undivided_under_clipping").audit()
+    ratios = report["LOSS_NOT_DIVIDED"].evidence["‖seen‖ / ‖reference‖"]
+    assert ratios == pytest.approx([1] * 6, abs=1e-5)
+    # clipping before unscale_: the first step is 1/scale of the clipped reference, exactly
+    start = al.audit(_starting_point, **al.audit.audit_setup(**CAPSTONE))
+    first = start["UNSCALE_MISUSE"].evidence["‖seen‖ / ‖reference‖"][0]
+    assert first == pytest.approx(1 / 1024, rel=1e-6)
+
+
+def _starting_point(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    for i, (x, y) in enumerate(batches):
+        scaler.scale(F.mse_loss(model(x), y) / k).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+@pytest.mark.parametrize("how", ["by hand", "scaled"])
+def test_clipping_done_another_way_is_named_not_blamed_on_the_normaliser(how):
+    report = al.audit(_clipped_loop(how), **al.audit.audit_setup(**CAPSTONE))
+    finding = report["UNEXPLAINED_GRADIENT"]
+    assert report.codes == {"UNEXPLAINED_GRADIENT"}, str(report)
+    assert finding.evidence[EPSILON_ONLY] is True
+    assert "normaliser" not in finding.message and "1e-6 epsilon" in finding.message
+    # a real normaliser bug under the same clipping is not taken for an epsilon
+    stray = al.audit.catalogue_loop("stray_factor")
+    unclipped = al.audit(stray.fn, **al.audit.audit_setup())["UNEXPLAINED_GRADIENT"]
+    assert EPSILON_ONLY not in unclipped.evidence
+    # and 08.3 accepts both: where clipping cannot bite their scale is measured right
+    assert al.check("08.3", _clipped_loop(how)).ok
+
+
+def test_the_short_window_policy_message_weighs_samples_as_the_weights_do():
+    message = (
+        al.audit.catalogue_loop("last_window_underweighted")
+        .audit()["LAST_WINDOW_UNDERWEIGHTED"]
+        .message
+    )
+    # divide_by_k gives every sample the same weight; divide_by_actual doubles the short window's
+    by_k = al.scaling.sample_weights(40, 4, 4, last_window="divide_by_k").per_item
+    by_actual = al.scaling.sample_weights(40, 4, 4, last_window="divide_by_actual").per_item
+    assert len(set(by_k.tolist())) == 1 and by_actual[-1] == 2 * by_actual[0]
+    assert "each of its samples weighs what a sample of a full window weighs" in message
+    assert "then weigh 4/2 times as much as the others" in message
+    assert "To weigh every sample equally" not in message
+
+
+def test_a_window_backpropagated_at_once_is_seen_keeping_its_graphs_together():
+    def one_backward(model, optimizer, batches, k):
+        for s in range(0, len(batches), k):
+            window = batches[s : s + k]
+            out = torch.cat([model(x) for x, _ in window])
+            F.mse_loss(out, torch.cat([y for _, y in window])).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    assert al.audit(one_backward, **al.audit.audit_setup()).graphs_together == 4
+    assert al.audit.catalogue_loop("correct_loop").audit().graphs_together == 1
+
+    def summed_tokens(model, optimizer, batches, k):  # 08.2's weights, one backward per window
+        for s in range(0, len(batches), k):
+            window = batches[s : s + k]
+            tokens = sum(int((y != -100).sum()) for _, y in window)
+            losses = [
+                F.cross_entropy(
+                    model(x).flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum"
+                )
+                for x, y in window
+            ]
+            (sum(losses) / tokens).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    assert al.audit(summed_tokens, **al.audit.audit_setup("tokens")).findings == []  # weights right
+    result = al.check("08.2", summed_tokens)
+    assert not result.ok and "alive together" in result.message

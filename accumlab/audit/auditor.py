@@ -140,6 +140,7 @@ def _audit(train_fn: Callable, setup: Setup, device: str, time_limit: float) -> 
         dtype=str(dtypes[0]).removeprefix("torch.") if dtypes else "float32",
         last_window=setup.last_window,
         epochs=setup.epochs,
+        graphs_together=rec.graphs_together,
     )
     broken = error_findings(rec, setup)
     if broken:

@@ -56,7 +56,7 @@ from .loops_hidden import (
 from .setups import audit_setup
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CatalogueLoop:
     """One loop of the gallery: its code, the setup it runs on, and the codes the audit must find."""
 
@@ -81,6 +81,10 @@ class CatalogueLoop:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
         on = f"setup `{self.setup}`" + (f", with {opts}" if opts else "")
         return f"**{self.name}** ({on}) — {self.question}\n\n```python\n{self.source}```"
+
+    def __repr__(self) -> str:
+        # no name and no expected codes: print(loop) must not answer exercise 08.1
+        return f"CatalogueLoop(setup={self.setup!r}, options={self.options!r}): {self.question}"
 
 
 # ------------------------------------------------------------------------------- the catalogue

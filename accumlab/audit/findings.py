@@ -35,7 +35,10 @@ CODES: dict[str, tuple[str, str]] = {
     "SCHEDULER_STEPS_WRONG": ("bug", "scheduler stepped a wrong number of times"),
     "UNSCALE_MISUSE": ("bug", "GradScaler.unscale_ misused"),
     "SCALER_MISUSE": ("bug", "GradScaler called in the wrong order"),
-    "SCALER_STEP_SKIPPED": ("bug", "optimizer.step() without scaler.step: no inf/NaN check"),
+    "SCALER_STEP_SKIPPED": (
+        "bug",
+        "optimizer.step() without scaler.step: its inf/NaN check bypassed",
+    ),
     "GRAPHS_KEPT_ALIVE": ("bug", "autograd graphs kept alive across windows"),
     "BATCH_MODIFIED": ("bug", "micro-batches modified in place"),
     "BATCHNORM_STATS": ("caveat", "BatchNorm sees micro-batch statistics"),
@@ -133,6 +136,9 @@ class AuditReport:
     last_window: str = "divide_by_actual"  # the policy the reference applies to a short window
     seconds: float = 0.0
     epochs: int = 1  # epochs the loop was asked to train (micro_batches is per epoch)
+    # the most forwards whose graphs were alive together before one backward used them: 1 when
+    # every micro-batch's backward follows its forward, k for one backward per window
+    graphs_together: int = 0
 
     @property
     def ok(self) -> bool:

@@ -1,7 +1,8 @@
 """Lesson 08's "spot the bug" gallery: catalogue loops under neutral labels (Loop A, B, ...),
 shown without the function's name and without comments, so nothing names the bug before the
 learner has predicted it and run the audit; `.name` reveals it afterwards. Loops A-H are the
-gallery; I-K, the lesson's loops that treat an epoch's short last window three more ways."""
+gallery; I-K, the lesson's loops that treat an epoch's short last window three more ways; L and M,
+two bugs that hide (section 4)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ GALLERY = {
     "I": "last_window_dropped",
     "J": "windows_across_epochs",
     "K": "count_across_epochs",
+    # section 4's loops, shown as blind as the gallery's under their prompts
+    "L": "zero_grad_and_undivided",
+    "M": "undivided_under_clipping",
 }
 
 
@@ -51,7 +55,7 @@ def blind_source(fn) -> str:
     return re.sub(r"^class \w+", "class TrainEpochs", text, count=1, flags=re.MULTILINE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GalleryLoop:
     """A catalogue loop under a neutral label: `.source` (blind), `.audit()`, `.name` (the
     catalogue's name, which says what the bug is)."""
@@ -79,8 +83,11 @@ class GalleryLoop:
         on = f"setup `{self.entry.setup}`" + (f", with {opts}" if opts else "")
         return f"**Loop {self.label}** ({on})\n\n```python\n{self.source}```"
 
+    def __repr__(self) -> str:  # a text front end sees the blind code too, never the name
+        return f"Loop {self.label} (setup {self.entry.setup!r})\n{self.source}"
+
 
 def gallery_loop(label: str) -> GalleryLoop:
-    """Loop `label` ("A" to "K") of lesson 08, shown without its name."""
+    """Loop `label` ("A" to "M") of lesson 08, shown without its name."""
     one_of("label", label, GALLERY)
     return GalleryLoop(label, CATALOGUE[GALLERY[label]])

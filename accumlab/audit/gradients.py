@@ -73,7 +73,9 @@ class StepMatch:
 
     @property
     def ratio(self) -> float:
-        return ratio(self.seen, self.reference)
+        """‖seen‖ / ‖expected‖: against what the reference loop's optimizer sees (clipped, the
+        stated policy applied), the reference the lesson defines; not the unclipped mean."""
+        return ratio(self.seen, self.expected)
 
     @property
     def diff(self):

@@ -162,6 +162,16 @@ class Instruments:
             self.pending.append(b)
             if b is not None:
                 self.seen.add(b)
+        # graphs of earlier forwards still alive that backward has not reached yet: whether the
+        # loop keeps a window's graphs together (one backward for several forwards)
+        waiting = [t() for t in self.tags]
+        self.rec.waiting_at_forward.append(
+            tuple(
+                t.forward
+                for t in waiting
+                if t is not None and t.forward not in self.rec.backpropagated
+            )
+        )
         self.rec.forwards.append(b)
         self.rec.events.append(("forward", self.rec.position))
 

@@ -133,14 +133,17 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         "total number of items."
     ),
     "LAST_WINDOW_UNDERWEIGHTED": (
-        "The short last window ({size} of k = {k} micro-batches) is divided by k, so its samples "
-        "weigh {size}/{k} = {weight:.3g} of what a full window's weigh. This is a documented "
-        "policy, not a slip: Hugging Face Accelerate (Accelerator.backward divides every loss by "
+        "The short last window ({size} of k = {k} micro-batches) is divided by k, so its step's "
+        "gradient is {size}/{k} = {weight:.3g} of the window's mean: with micro-batches of equal "
+        "size each of its samples weighs what a sample of a full window weighs, and the step is "
+        "{weight:.3g} times as long as a full window's. This is a documented policy, not a slip: "
+        "Hugging Face Accelerate (Accelerator.backward divides every loss by "
         "gradient_accumulation_steps) and PyTorch Lightning (every loss divided by "
         "accumulate_grad_batches, with a step at the epoch's last batch) do the same."
         + _LAST_WINDOW_FIX
-        + " To weigh every sample equally, divide by the number of micro-batches actually in "
-        "the window, as the Transformers Trainer does."
+        + " To make every step the mean of its own window instead (the short window's samples "
+        "then weigh {k}/{size} times as much as the others), divide by the number of "
+        "micro-batches actually in the window, as the Transformers Trainer does."
     ),
     "LAST_WINDOW_AVERAGED": (
         'You stated last_window="divide_by_k", but the short last window ({size} of k = {k} '
@@ -192,11 +195,12 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         ),
     },
     "SCALER_STEP_SKIPPED": (
-        "optimizer.step() ran without scaler.step(optimizer) at step(s) {steps}{unscaled}: nothing "
-        "checked the gradients for inf or NaN before the update. One micro-batch whose scaled "
-        "gradient overflows then writes inf or NaN into every weight it reaches, where "
-        "scaler.step would have skipped that update and scaler.update() lowered the scale. Call "
-        "scaler.step(optimizer) in place of optimizer.step()."
+        "optimizer.step() ran without scaler.step(optimizer) at step(s) {steps}{unscaled}: the "
+        "GradScaler's own inf/NaN check, which skips an update whose scaled gradients "
+        "overflowed, did not run there. Unless your loop makes that check itself and skips the "
+        "step, one micro-batch whose scaled gradient overflows writes inf or NaN into every "
+        "weight it reaches, where scaler.step would have skipped that update (scaler.update() "
+        "lowers the scale either way). Call scaler.step(optimizer) in place of optimizer.step()."
     ),
     # ------------------------------------------------------------------ the learning-rate schedule
     "SCHEDULER_PER_MICRO_BATCH": (

@@ -40,6 +40,15 @@ PHRASES: dict[str, str] = {
         "‖reference‖ = {ratios}), so every item of a window got the same weight but the weights "
         "do not add up to 1. Look at your normaliser, the number each loss is divided by"
     ),
+    "clipping_epsilon": (
+        " Clipping bit at every one of these steps: the gradient points where the reference's "
+        "does and has its length, max_norm = {max_norm:g}, to within {rel:.2g} relative, the size "
+        "of clip_grad_norm_'s 1e-6 epsilon (clip_grad_norm_ multiplies by max_norm / (norm + "
+        "1e-6)). Clipping computed another way gives this: by hand (max_norm / norm), or with "
+        "clip_grad_norm_ on still-scaled gradients and max_norm × scale. That is not a bug; the "
+        "loss's scale is hidden by the clipping, so audit with max_norm above the gradient's norm "
+        "to check it"
+    ),
     "constant_factor": (
         ": the same factor {factor:.4g} at every step, a constant multiplying the loss"
     ),

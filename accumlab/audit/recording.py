@@ -36,6 +36,8 @@ class Recording:
     scaler_calls: list[tuple[str, int, float]] = field(default_factory=list)  # method, pos, scale
     events: list[tuple[str, int]] = field(default_factory=list)  # (kind, position) in call order
     tagged: set[int] = field(default_factory=set)  # forwards whose output has an autograd graph
+    # at each forward with grad on: earlier forwards whose graph was alive and not yet reached
+    waiting_at_forward: list[tuple[int, ...]] = field(default_factory=list)
     backpropagated: set[int] = field(default_factory=set)  # forwards whose graph backward reached
     first_nonfinite_output: tuple[int, object] | None = None  # (forward, micro-batch)
     first_nonfinite_backward: tuple[int, object] | None = None  # gradient into a forward's output
@@ -50,6 +52,20 @@ class Recording:
     warnings: list[str] = field(default_factory=list)
     model: nn.Module | None = None
     seconds: float = 0.0
+
+    @property
+    def graphs_together(self) -> int:
+        """The most forwards whose graphs were alive at once before backward reached them, counting
+        only graphs backward later used: 1 when each micro-batch's backward follows its forward."""
+        used = self.backpropagated
+        return max(
+            (
+                1 + sum(f in used for f in w)
+                for f, w in enumerate(self.waiting_at_forward)
+                if f in used
+            ),
+            default=0,
+        )
 
     @property
     def position(self) -> int:

@@ -18,6 +18,8 @@ def audit_setup(name: str = "regression", **options) -> dict:
     tokens: 14 padded sequences of 2–12 real tokens, micro-batches of 2, k = 3 (windows 3, 3, 1).
     batchnorm: the regression setup with a BatchNorm MLP.
     float32: the regression setup in float32 (match tolerance 1e-5 instead of 1e-9).
+    uneven: the regression setup in micro-batches of 3, so each epoch's last one holds 1 sample
+    (windows of 4, 4, 4 and 2 micro-batches, the last of 3 + 1 samples).
     `options` (max_norm, scheduler, scaler, ...) are passed on to `al.audit`.
     """
     one_of("name", name, SETUPS)
@@ -32,11 +34,11 @@ def audit_setup(name: str = "regression", **options) -> dict:
     return {**SETUPS[name](), **options}
 
 
-def _regression(norm: str = "none", dtype: torch.dtype = torch.float64) -> dict:
+def _regression(norm: str = "none", dtype: torch.dtype = torch.float64, size: int = 4) -> dict:
     return {
         "model": mlp(features=4, hidden=8, depth=1, norm=norm, seed=0, dtype=dtype),
         "data": regression_data(n=40, features=4, seed=0).to(dtype),
-        "micro_batch_size": 4,
+        "micro_batch_size": size,
         "accumulation_steps": 4,
         "loss": "mse",
     }
@@ -69,4 +71,5 @@ SETUPS: dict[str, Callable[[], dict]] = {
     "tokens": _tokens,
     "batchnorm": lambda: _regression("batch"),
     "float32": lambda: _regression(dtype=torch.float32),
+    "uneven": lambda: _regression(size=3),
 }

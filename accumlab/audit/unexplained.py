@@ -26,11 +26,13 @@ from .spec import MAX_RTOL, RTOL_BY_DTYPE, Setup
 PARALLEL = 1e-8  # 1 − cosine below this: the same direction, to rounding
 ROUNDING = RTOL_BY_DTYPE[torch.bfloat16]  # bfloat16's tolerance: its rounding moves a gradient less
 NEAR = 1e-4  # 1 − cosine below this, with a difference under ROUNDING: looks like rounding
+EPSILON = 1.5  # |ratio − 1| up to this × 1e-6 / ‖g‖ under clipping: the clip's epsilon, no more
+EPSILON_ONLY = "only clip_grad_norm_'s epsilon differs"  # evidence key: clipping done another way
 RTOL_STEPS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 2e-2, MAX_RTOL)  # tolerances a hint may suggest
 
 
 def cosine(m: StepMatch) -> float:
-    a, b = m.seen, m.reference
+    a, b = m.seen, m.expected
     denom = float(a.norm()) * float(b.norm())
     return float(a @ b) / denom if denom else math.nan
 
@@ -54,8 +56,22 @@ def _padding_fractions(ms: list[StepMatch], setup: Setup) -> list[float] | None:
     return out if any(f < 1 for f in out) else None
 
 
+def _clipping_epsilon(ms: list[StepMatch]) -> bool:
+    """Clipping bit at every step and the lengths differ only at clip_grad_norm_'s 1e-6 epsilon:
+    clipping done another way (by hand, or on scaled gradients with a scaled max_norm), not a
+    normaliser, which clipping to max_norm hides."""
+    # clip_grad_norm_ gives max_norm · ‖g‖ / (‖g‖ + 1e-6): a clip without the epsilon is longer
+    # by a factor 1 + 1e-6 / ‖g‖ at most, ‖g‖ the norm before clipping
+    return all(
+        m.saturated and abs(m.ratio - 1) <= EPSILON * 1e-6 / float(m.reference.norm()) for m in ms
+    )
+
+
 def _scale_hint(ms: list[StepMatch], setup: Setup) -> str:
     ratios = [m.ratio for m in ms]
+    if _clipping_epsilon(ms):
+        worst = max(m.diff.rel_l2 for m in ms)
+        return phrase("clipping_epsilon", rel=worst, max_norm=setup.max_norm) + "."
     detail = ""
     if max(ratios) - min(ratios) <= 1e-6 * max(ratios):
         detail = phrase("constant_factor", factor=ratios[0])
@@ -96,7 +112,8 @@ def unexplained_finding(
     compared = sum(c.rel_error is not None for c in result.checks)
     why = phrase("dropout") if _has_dropout(setup.model) else ""
     why += phrase("modified") if rec.modified else ""
-    if not why:
+    plain = not why  # no dropout, no data changed in place: the difference is the loop's
+    if plain:
         why = hint(ms, setup)
     text = message(
         "UNEXPLAINED_GRADIENT",
@@ -112,4 +129,6 @@ def unexplained_finding(
         "relative L2 difference": [m.diff.rel_l2 for m in ms],
         "cosine": [cosine(m) for m in ms],
     }
+    if plain and all(1 - cosine(m) <= PARALLEL for m in ms) and _clipping_epsilon(ms):
+        evidence[EPSILON_ONLY] = True
     return Finding("UNEXPLAINED_GRADIENT", text, evidence, tuple(m.step for m in ms))

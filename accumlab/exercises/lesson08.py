@@ -13,6 +13,7 @@ from collections.abc import Set
 
 from ..audit import CATALOGUE, CODES, audit, audit_setup
 from ..audit.findings import _fmt
+from ..audit.unexplained import EPSILON_ONLY
 from . import exercise
 from ._observe import Hint, Refuse
 
@@ -58,9 +59,18 @@ def _observed(answer, setup: str, **options) -> str | None:
     """Run the answer under the audit; None when the report is clean, else what was observed."""
     if not callable(answer):
         raise Hint("answer with a function train_epoch(model, optimizer, batches, k, ...)")
-    kwargs = audit_setup(setup, **options)
     with Refuse(*REFERENCES):
-        report = audit(answer, **kwargs)
+        report = audit(answer, **audit_setup(setup, **options))
+        if _clipped_another_way(report):
+            # the clip's length hides the loss's scale: check that once where clipping cannot bite
+            report = audit(answer, **audit_setup(setup, **{**options, "max_norm": UNBITTEN}))
+    if report.graphs_together > 1:
+        return (
+            f"your loop kept the graphs of {report.graphs_together} forwards alive together and "
+            "backpropagated them at once: that is the big batch's memory, not accumulation. Call "
+            "backward on each micro-batch's loss right after its forward, so one graph at a time "
+            "is alive"
+        )
     if not report.findings:
         return None
     first = report.findings[0]
@@ -75,13 +85,24 @@ def _observed(answer, setup: str, **options) -> str | None:
     )
 
 
+UNBITTEN = 1e3  # a max_norm far above every gradient norm of these setups: clipping never bites
+
+
+def _clipped_another_way(report) -> bool:
+    """Clean but for clipping computed without clip_grad_norm_'s 1e-6 epsilon (by hand, or on
+    scaled gradients with a scaled max_norm): right, yet the loss's scale is then unmeasured."""
+    return report.codes == {"UNEXPLAINED_GRADIENT"} and bool(
+        report["UNEXPLAINED_GRADIENT"].evidence.get(EPSILON_ONLY)
+    )
+
+
 def _options(options: dict) -> str:
     return "".join(f", {k}={v!r}" for k, v in options.items())
 
 
-@exercise("08.2", 2, "A token loop that weighs every token equally")
-def _token_loop(answer):
-    return _observed(answer, "tokens")
+@exercise("08.2", 2, "Micro-batches of unequal size: every sample weighs the same")
+def _sample_loop(answer):
+    return _observed(answer, "uneven")
 
 
 CAPSTONE = {"max_norm": 0.5, "scheduler": True, "scaler": True}

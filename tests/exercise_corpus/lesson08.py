@@ -2,65 +2,69 @@
 
 from itertools import islice
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 import accumlab as al
 
-PAD = -100
 
-
-# --- 08.2: other right token loops -----------------------------------------------------------------
+# --- 08.2: other right loops (micro-batches of 3 samples, each epoch's last of 1) -------------------
 def _weighted_means(model, optimizer, batches, k):
-    """Each micro-batch's MEAN loss times its share of the window's real tokens: the same weights
-    as a summed loss over the window's count, computed another way."""
+    """Each micro-batch's MEAN loss times its share of the window's samples: the same weights as a
+    summed loss over the window's count, computed another way."""
     for i, (x, y) in enumerate(batches):
         start = i - i % k
         window = batches[start : start + k]
-        tokens = sum(int((t != PAD).sum()) for _, t in window)
-        mine = int((y != PAD).sum())
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=PAD)
-        (loss * mine / tokens).backward()
+        samples = sum(t.shape[0] for _, t in window)
+        loss = F.mse_loss(model(x), y)
+        (loss * y.shape[0] / samples).backward()
         if i + 1 == start + len(window):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
 
-def _per_token_losses(model, optimizer, batches, k):
-    """reduction='none', the padding masked by hand, the window's count taken up front."""
+def _per_sample_losses(model, optimizer, batches, k):
+    """reduction='none', summed by hand, the window's count taken up front (numpy's int)."""
     it = iter(batches)
     while window := list(islice(it, k)):
-        mask = [(y != PAD) for _, y in window]
-        tokens = sum(int(m.sum()) for m in mask)
-        for (x, y), m in zip(window, mask, strict=True):
-            per_token = F.cross_entropy(
-                model(x).flatten(0, 1), y.flatten().clamp(min=0), reduction="none"
-            )
-            (per_token[m.flatten()].sum() / tokens).backward()
+        samples = np.int64(sum(len(y) for _, y in window))
+        for x, y in window:
+            per_sample = F.mse_loss(model(x), y, reduction="none")
+            (per_sample.sum() / float(samples)).backward()
         optimizer.step()
         optimizer.zero_grad()
 
 
-# --- 08.2: wrong token loops ----------------------------------------------------------------------
+# --- 08.2: wrong loops ----------------------------------------------------------------------------
 def _starting_code(model, optimizer, batches, k):
     """The cell's starting code as handed out: the mean of micro-batch means."""
     for start in range(0, len(batches), k):
         window = batches[start : start + k]
         for x, y in window:
-            logits = model(x)
-            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
+            loss = F.mse_loss(model(x), y)
             (loss / len(window)).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _divides_by_full_micro_batches(model, optimizer, batches, k):
+    """A common mistake: the window's count taken as micro-batches × 3, the last one's 1 ignored."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        for x, y in window:
+            loss = F.mse_loss(model(x), y, reduction="sum")
+            (loss / (len(window) * len(batches[0][1]))).backward()
         optimizer.step()
         optimizer.zero_grad()
 
 
 def _copies_the_reference(model, optimizer, batches, k):
     """Skips accumulation: accumlab's full-batch gradient of each window copied into .grad."""
-    loss = al.get_loss("cross_entropy")
     for start in range(0, len(batches), k):
         window = batches[start : start + k]
         joined = al.Data(torch.cat([x for x, _ in window]), torch.cat([y for _, y in window]))
-        grads = al.full_batch_grads(model, joined, loss=loss)
+        grads = al.full_batch_grads(model, joined)
         for name, p in model.named_parameters():
             p.grad = grads[name].clone()
         optimizer.step()
@@ -73,7 +77,18 @@ def _one_forward_per_window(model, optimizer, batches, k):
         window = batches[start : start + k]
         x = torch.cat([x for x, _ in window])
         y = torch.cat([y for _, y in window])
-        F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=PAD).backward()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _one_backward_per_window(model, optimizer, batches, k):
+    """Skips accumulation: a forward per micro-batch, but every graph of the window kept alive for
+    one backward (the big batch's memory)."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        out = torch.cat([model(x) for x, _ in window])
+        F.mse_loss(out, torch.cat([y for _, y in window])).backward()
         optimizer.step()
         optimizer.zero_grad()
 
@@ -113,6 +128,22 @@ class _Trainer:
                 optimizer.zero_grad()
 
 
+def _clipped_by_hand(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """Clipping computed by hand, without clip_grad_norm_'s 1e-6 epsilon."""
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        scaler.scale(F.mse_loss(model(x), y) / window).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            scaler.unscale_(optimizer)
+            total = float(torch.cat([p.grad.reshape(-1) for p in model.parameters()]).norm())
+            for p in model.parameters():
+                p.grad *= min(1.0, max_norm / total)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
 # --- 08.3: wrong full loops -----------------------------------------------------------------------
 def _starting_point(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
     """The capstone's buggy starting point (section 7)."""
@@ -148,6 +179,20 @@ def _optimizer_step(model, optimizer, batches, k, *, scaler, scheduler, max_norm
         scheduler.step()
 
 
+def _one_backward_per_window_full(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """The documented GradScaler order, but every graph of the window alive for one backward."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        out = torch.cat([model(x) for x, _ in window])
+        scaler.scale(F.mse_loss(out, torch.cat([y for _, y in window]))).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+        optimizer.zero_grad()
+
+
 def _copies_the_trajectory(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
     """accumlab's own AMP loop trains, its weights copied in: nothing accumulated here."""
     data = al.Data(torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches]))
@@ -160,7 +205,7 @@ def _copies_the_trajectory(model, optimizer, batches, k, *, scaler, scheduler, m
 
 
 # --- stubs, as the notebook hands them out ----------------------------------------------------------
-def _stub_token_loop(model, optimizer, batches, k): ...
+def _stub_sample_loop(model, optimizer, batches, k): ...
 
 
 def _stub_train_epoch(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
@@ -176,12 +221,13 @@ RIGHT: dict = {
         ("a one-item list", ["GRADS_NEVER_ZEROED"]),
     ],
     "08.2": [
-        ("mean loss times the token share", _weighted_means),
-        ("per-token losses masked by hand", _per_token_losses),
+        ("mean loss times the sample share", _weighted_means),
+        ("per-sample losses summed by hand, np.int64 count", _per_sample_losses),
     ],
     "08.3": [
         ("window first, summed over samples", _window_first),
         ("a class called once per epoch", _Trainer),
+        ("clipping by hand, no epsilon", _clipped_by_hand),
     ],
 }
 WRONG: dict = {
@@ -192,22 +238,21 @@ WRONG: dict = {
     ],
     "08.2": [
         ("the cell's starting code (mean of means)", _starting_code),
-        (
-            "a normaliser that counts padding",
-            al.audit.catalogue_loop("normaliser_counts_padding").fn,
-        ),
+        ("the window's count as micro-batches × 3", _divides_by_full_micro_batches),
         ("accumlab's full-batch gradient copied in", _copies_the_reference),
         ("one forward per window", _one_forward_per_window),
+        ("one backward per window, every graph alive", _one_backward_per_window),
     ],
     "08.3": [
         ("the capstone's starting point", _starting_point),
         ("the GradScaler never used", _without_the_scaler),
         ("optimizer.step() for scaler.step", _optimizer_step),
         ("accumlab's AMP loop, weights copied in", _copies_the_trajectory),
+        ("one backward per window, every graph alive", _one_backward_per_window_full),
     ],
 }
 STUBS: dict = {
     "08.1": [("the cell's answer = None", None)],
-    "08.2": [("a function with ... for a body", _stub_token_loop)],
+    "08.2": [("a function with ... for a body", _stub_sample_loop)],
     "08.3": [("the exercise cell's stub", _stub_train_epoch)],
 }
