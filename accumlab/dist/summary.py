@@ -9,6 +9,7 @@ with no communication.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 import torch
@@ -227,12 +228,25 @@ def _sweep(raw, world, k, micro_batch, seed) -> dict:
     return {"sweep": raw[0]}  # rank 0 timed the rows
 
 
+def _padded_shard_bytes(first: dict, world: int) -> int:
+    """What the rank with the most rows holds of the lesson's model's gradient when it is sharded:
+    FSDP2 pads dimension 0 so every rank gets ceil(rows / ranks) rows of each parameter."""
+    run = first[FSDP_VARIANTS[0]]
+    shapes = run["param_shapes"]
+    numel = sum(math.prod(s) for s in shapes)
+    element = run["param_bytes_full"] // numel
+    return sum(-(-s[0] // world) * math.prod(s[1:]) for s in shapes) * element
+
+
 def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
     """FSDP2's counts and bytes per variant. Bytes read from internals that this torch lacks stay
     None (never 0), with the reason in `internals_error`."""
     first = raw[0]
     out = {
         "param_bytes_full": first[FSDP_VARIANTS[0]]["param_bytes_full"],
+        "param_shapes": first[FSDP_VARIANTS[0]]["param_shapes"],
+        "unit_bytes": first[FSDP_VARIANTS[0]]["unit_bytes"],
+        "shard_bytes_expected": _padded_shard_bytes(first, len(raw)),
         "variants": list(FSDP_VARIANTS),
     }
     errors = {h["error"] for r in raw for v in FSDP_VARIANTS for h in r[v]["grad_bytes"]}
@@ -248,6 +262,7 @@ def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
     for v in FSDP_VARIANTS:
         r0 = first[v]
         held = [worst(v, i, "total") for i in range(k)]
+        extra = [max(r[v]["backward_extra_bytes"][i] for r in raw) for i in range(k)]
         out[v] = {
             "reduce_scatter_calls": r0["reduce_scatter"]["calls"],
             "reduce_scatter_bytes": r0["reduce_scatter"]["bytes"],
@@ -262,7 +277,13 @@ def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
             "unsharded_param_bytes_per_micro_step": [
                 worst(v, i, "unsharded_params") for i in range(k)
             ],
-            "peak_grad_bytes": None if None in held else max(held),
+            "held_grad_bytes": None if None in held else max(held),
+            # the most allocated during each backward above its start (all ranks' largest), and
+            # held gradient + that: what a micro-step really needs at its high point
+            "backward_extra_bytes_per_micro_step": extra,
+            "backward_peak_bytes": None
+            if None in held
+            else max(([0] + held[:-1])[i] + extra[i] for i in range(k)),
             "seconds": max(r[v]["seconds"] for r in raw),
             "rank_max_abs_diff": _rank_spread([r[v]["grads"] for r in raw]),
             "vs_reference": _diff(r0["grads"], ref),
