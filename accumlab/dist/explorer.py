@@ -80,9 +80,18 @@ def _example() -> dict:
 
 
 @explorer_example(_example)
-def sync_explorer(rows: list[dict], *, source: str = "") -> Explorer:
-    """Lesson 07: an Explorer over a measured sweep. Sliders only offer measured values."""
+def sync_explorer(rows: list[dict], *, source: str = "", plan: dict | None = None) -> Explorer:
+    """Lesson 07: an Explorer over a measured sweep. Sliders only offer measured values. With the
+    `plan` the rows were measured under (`summary["plan"]`), the title says what the times measure
+    (gloo on CUDA tensors of ranks sharing one GPU times copies to host memory, not NCCL)."""
     import ipywidgets as W
+
+    from .. import _validate
+    from .backend import timing_note
+
+    if plan is not None:
+        _validate.result("plan", plan, shapes.PLAN, "a plan's as_dict() (summary['plan'])")
+        source = f"{source} ({timing_note(plan)})"
 
     from ..explorer import int_slider, selection_slider
     from .plots import plot_sync_explorer, update_sync_explorer

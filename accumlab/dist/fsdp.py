@@ -199,6 +199,12 @@ def fsdp_accumulation(
             "grads": grads,
             "param_bytes_full": full_bytes,
             "param_shapes": shapes,
+            # what the rank with the most rows holds once sharded: FSDP2 pads dimension 0 so
+            # every rank gets ceil(rows / ranks) rows of each parameter
+            "shard_bytes_expected": sum(
+                -(-p.shape[0] // ctx.world_size) * p[0].numel() * p.element_size()
+                for p in mlp(features, hidden, depth=depth, seed=seed).parameters()
+            ),
             "unit_bytes": units,
         }
         ctx.step(f"FSDP {variant}")

@@ -9,7 +9,6 @@ with no communication.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
 
 import torch
@@ -217,7 +216,23 @@ def _accelerate(raw, world, k, micro_batch, seed) -> dict:
 
 
 def _buckets(raw, world, k, micro_batch, seed) -> dict:
-    return {"ddp_buckets": raw[0]}
+    """Rank 0's bytes, and the same in whole copies of the gradients (None: not a whole number)."""
+    from .report import copies
+
+    b = raw[0]
+    g, n = b["grad_bytes"], b["n_params"]
+    return {
+        "ddp_buckets": {
+            **b,
+            "copies": {
+                v: {when: copies(x, g, n) for when, x in r.items()}
+                for v, r in b["gradient_as_bucket_view"].items()
+            },
+            "window_copies": {
+                key: [copies(x, g, n) for x in xs] for key, xs in b["window"].items()
+            },
+        }
+    }
 
 
 def _fsdp(raw, world, k, micro_batch, seed) -> dict:
@@ -228,16 +243,6 @@ def _sweep(raw, world, k, micro_batch, seed) -> dict:
     return {"sweep": raw[0]}  # rank 0 timed the rows
 
 
-def _padded_shard_bytes(first: dict, world: int) -> int:
-    """What the rank with the most rows holds of the lesson's model's gradient when it is sharded:
-    FSDP2 pads dimension 0 so every rank gets ceil(rows / ranks) rows of each parameter."""
-    run = first[FSDP_VARIANTS[0]]
-    shapes = run["param_shapes"]
-    numel = sum(math.prod(s) for s in shapes)
-    element = run["param_bytes_full"] // numel
-    return sum(-(-s[0] // world) * math.prod(s[1:]) for s in shapes) * element
-
-
 def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
     """FSDP2's counts and bytes per variant. Bytes read from internals that this torch lacks stay
     None (never 0), with the reason in `internals_error`."""
@@ -246,7 +251,7 @@ def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
         "param_bytes_full": first[FSDP_VARIANTS[0]]["param_bytes_full"],
         "param_shapes": first[FSDP_VARIANTS[0]]["param_shapes"],
         "unit_bytes": first[FSDP_VARIANTS[0]]["unit_bytes"],
-        "shard_bytes_expected": _padded_shard_bytes(first, len(raw)),
+        "shard_bytes_expected": first[FSDP_VARIANTS[0]]["shard_bytes_expected"],
         "variants": list(FSDP_VARIANTS),
     }
     errors = {h["error"] for r in raw for v in FSDP_VARIANTS for h in r[v]["grad_bytes"]}
