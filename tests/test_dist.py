@@ -587,3 +587,79 @@ def test_sync_lab_runs_parts_on_demand_and_keeps_a_summary():
             lab.run("nope")
         with pytest.raises(ValueError, match="parts must not be empty"):
             lab.run()
+
+
+def _buckets(after_backward_false=2, window_true_none_false=None, g=297_988, n=6):
+    from accumlab.dist.report import window_pattern
+
+    held = {key: [c * g for c in cs] for key, cs in window_pattern(4, 2).items()}
+    if window_true_none_false is not None:
+        held["view_true_set_to_none_false"] = [c * g for c in window_true_none_false]
+    view = {"false": {"after_wrap": g, "after_backward": after_backward_false * g},
+            "true": {"after_wrap": g, "after_backward": g}}  # fmt: skip
+    return {"grad_bytes": g, "n_params": n, "k": 4, "gradient_as_bucket_view": view,
+            "window": held}  # fmt: skip
+
+
+def test_bucket_checks_count_whole_copies_and_refuse_a_third_or_a_missing_one():
+    from accumlab.dist.report import bucket_checks, copies
+
+    assert all(bucket_checks(_buckets()).values())
+    assert not all(bucket_checks(_buckets(after_backward_false=3)).values())  # a third copy kept
+    assert not all(bucket_checks(_buckets(after_backward_false=1)).values())  # no .grad copy
+    # the views kept across windows although set_to_none=True dropped them: refused
+    assert not all(bucket_checks(_buckets(window_true_none_false=[2] * 8)).values())
+    assert copies(2 * 297_988 + 511 * 6, 297_988, 6) == 2  # CUDA rounds each block to 512 B
+    assert copies(2 * 297_988 + 7_000, 297_988, 6) is None  # more than rounding: not a copy
+
+
+def test_fsdp_checks_want_the_exact_padded_shard_and_the_backward_transient():
+    from accumlab.dist.report import fsdp_checks
+
+    def fsdp(held_each=21_512, extra=(74_168,) * 4):
+        r = {"reduce_scatter_calls": 12, "reduce_scatter_bytes": 4 * 43_024,
+             "reduce_scatter_per_backward": [3] * 4, "collectives_counted": True,
+             "vs_reference": {"max_rel": 0.0}, "held_grad_bytes": held_each,
+             "backward_extra_bytes_per_micro_step": list(extra),
+             "backward_peak_bytes": held_each + max(extra)}  # fmt: skip
+        last = {**r, "reduce_scatter_bytes": 43_024, "reduce_scatter_per_backward": [0, 0, 0, 3],
+                "held_grad_bytes": 42_504}  # fmt: skip
+        return {"param_bytes_full": 42_504, "shard_bytes_expected": 21_512,
+                "unit_bytes": [8704, 33280, 520], "sync_each": r, "sync_last": last}  # fmt: skip
+
+    name = "FSDP2: syncing every micro-step, a rank holds its padded shard between micro-steps"
+    assert all(fsdp_checks(fsdp(), 4, 2).values())
+    assert not fsdp_checks(fsdp(held_each=0), 4, 2)[name]  # the shards not counted
+    assert not fsdp_checks(fsdp(held_each=21_252), 4, 2)[name]  # unpadded
+    assert not all(fsdp_checks(fsdp(extra=(100,) * 4), 4, 2).values())  # no unit unsharded
+
+
+def test_explorer_sends_nothing_between_ranks_at_one_rank_and_states_its_noise():
+    one = al.dist.sweep_view(_rows(), 1, 4, 8, False)
+    assert one["selected"]["allreduce_calls"] == 4  # DDP's hook ran on the 1-rank group
+    assert one["series"][False]["bytes_between_ranks"] == [0, 0, 0]
+    two = al.dist.sweep_view(_rows(), 2, 4, 8, False)
+    assert two["series"][False]["bytes_between_ranks"] == two["series"][False]["allreduce_bytes"]
+    rows = [dict(r) for r in _rows()]
+    for r in rows:  # k = 1 timed 2 ms apart although both modes run the same code there
+        r["step_time_s"] += 0.002 if (r["k"], r["no_sync"]) == (1, True) else 0.0
+    view = al.dist.sweep_view(rows, 2, 4, 8, True)
+    assert abs(view["noise_s"] - 0.002) < 1e-12
+    title = al.dist.plot_sync_explorer(view)._suptitle.get_text()
+    assert "2.00 ms" in title and "noisy" in title
+    title = al.dist.plot_sync_explorer(one)._suptitle.get_text()
+    assert "nothing sent between ranks" in title and "KiB" not in title.split("\n")[0]
+
+
+def test_exercise_07_hints_name_no_missing_loop_and_ask_for_digits():
+    for partial in ("A", "C", "D", "AC", "AD", "CD"):
+        message = al.check("07.2", partial).message
+        assert "Hint:" in message
+        hint = message.split("Hint:")[1]
+        assert not any(f" {c} " in f" {hint} " or f"{c}:" in hint for c in "ACD"), hint
+    coarse = al.check("07.3", lambda local, total, world, k: round(total / (world * k), 3))
+    assert "close — give more digits" in coarse.message
+    own = al.check(
+        "07.4", __import__("accumlab.exercises.lesson07").exercises.lesson07.fsdp_bytes_expected
+    )
+    assert not own.ok and "write it yourself" in own.message

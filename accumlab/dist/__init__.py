@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "SyncLab": "lesson",
         "sync_experiments": "lesson",
         "sampler_split": "uneven",
+        "bucket_caps": "buckets",
         "checks": "report",
         "format_summary": "text",
         "plot_fsdp_grad_memory": "plots",

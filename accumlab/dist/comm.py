@@ -37,7 +37,7 @@ def count_allreduce(ddp, counter: CommCounter, process_group=None) -> None:
 
     def hook(group, bucket):
         counter.add(bucket.buffer())  # the flattened gradients of one bucket: what goes on the wire
-        return allreduce_hook(group, bucket)  # the default: all-reduce, then divide by group size
+        return allreduce_hook(group, bucket)  # the default: divide by the group size, all-reduce
 
     ddp.register_comm_hook(process_group, hook)
 

@@ -85,46 +85,6 @@ def sync_modes(
     return out
 
 
-def bucket_memory(ctx, *, features: int = 32, hidden: int = 256, seed: int = 0) -> dict:
-    """Bytes this rank allocates for gradients with DDP, measured (`accumlab.device.MemoryMeter`):
-    by wrapping the model (DDP's communication buckets) and after one backward (the .grad
-    tensors), with `gradient_as_bucket_view` False (the default) and True."""
-    from ..device import MemoryMeter
-
-    out = {}
-    for view in (False, True):
-        # model and input on the device BEFORE the meter: on a GPU `.to` allocates the parameters,
-        # which are not DDP's to count (on the CPU it is a no-op, which hid the difference)
-        model = timing_model(features, hidden, seed).to(ctx.ddp_device)
-        x = torch.randn(8, features, generator=torch.Generator().manual_seed(seed)).to(
-            ctx.ddp_device
-        )
-        with MemoryMeter(ctx.ddp_device) as meter:
-            ddp = _wrap(model, ctx, gradient_as_bucket_view=view, **_no_init_broadcast())
-            wrapped = meter.now()
-            ddp(x).sum().backward()
-            after = meter.now()
-        out[str(view).lower()] = {"after_wrap": wrapped, "after_backward": after}
-        del ddp
-    grads = sum(
-        p.numel() * p.element_size() for p in timing_model(features, hidden, seed).parameters()
-    )
-    return {"grad_bytes": grads, "gradient_as_bucket_view": out}
-
-
-def _no_init_broadcast() -> dict:
-    """`init_sync=False` where DDP has it (torch >= 2.7): the replicas are built alike (one seed),
-    so DDP may skip broadcasting them. That broadcast flattens every parameter into one temporary
-    buffer, as large as the gradients, which gloo's worker thread frees when it gets to it: on a
-    busy machine it was sometimes still alive after the backward, and read as a second copy of
-    the gradients that DDP does not keep (10 of 80 wraps, 2 ranks, a load of 9 on 2 cores)."""
-    import inspect
-
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    return {"init_sync": False} if "init_sync" in inspect.signature(DDP).parameters else {}
-
-
 def timing_model(features: int = 32, hidden: int = 256, seed: int = 0) -> nn.Module:
     """A float32 MLP big enough that an all-reduce of its gradients costs measurable time."""
     return mlp(features, hidden, depth=2, seed=seed, dtype=torch.float32)

@@ -43,6 +43,10 @@ def sweep_view(
             key: [r[key] for r in pts]
             for key in ("k", "allreduce_calls", "allreduce_bytes", "step_time_s")
         }
+        # one rank: DDP's hook still runs on its 1-rank group, but no byte leaves the process
+        series[mode]["bytes_between_ranks"] = [
+            r["allreduce_bytes"] if ranks > 1 else 0 for r in pts
+        ]
     selected = next(
         r
         for r in rows
@@ -51,12 +55,20 @@ def sweep_view(
         and r["micro_batch"] == micro_batch
         and r["no_sync"] == bool(no_sync)
     )
+    # at k = 1 both modes run the same code: their difference is the timing noise of this sweep
+    # (the smallest k both modes measured; 0 when they share none)
+    shared = sorted(set(series[False]["k"]) & set(series[True]["k"]))
+    k1 = [
+        series[m]["step_time_s"][series[m]["k"].index(shared[0])] if shared else 0.0
+        for m in (False, True)
+    ]
     return {
         "ranks": ranks,
         "micro_batch": micro_batch,
         "selected": selected,
         "series": series,
         "source": source,
+        "noise_s": abs(k1[0] - k1[1]),
     }
 
 
@@ -68,9 +80,18 @@ def _example() -> dict:
 
 
 @explorer_example(_example)
-def sync_explorer(rows: list[dict], *, source: str = "") -> Explorer:
-    """Lesson 07: an Explorer over a measured sweep. Sliders only offer measured values."""
+def sync_explorer(rows: list[dict], *, source: str = "", plan: dict | None = None) -> Explorer:
+    """Lesson 07: an Explorer over a measured sweep. Sliders only offer measured values. With the
+    `plan` the rows were measured under (`summary["plan"]`), the title says what the times measure
+    (gloo on CUDA tensors of ranks sharing one GPU times copies to host memory, not NCCL)."""
     import ipywidgets as W
+
+    from .. import _validate
+    from .backend import timing_note
+
+    if plan is not None:
+        _validate.result("plan", plan, shapes.PLAN, "a plan's as_dict() (summary['plan'])")
+        source = f"{source} ({timing_note(plan)})"
 
     from ..explorer import int_slider, selection_slider
     from .plots import plot_sync_explorer, update_sync_explorer

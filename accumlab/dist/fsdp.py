@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data import regression_data
-from ..device import synchronize
+from ..device import MemoryMeter, synchronize
 from ..models import mlp
 from .comm import CommCounter, count_fsdp_collectives
 from .shards import shard
@@ -145,7 +145,8 @@ def fsdp_accumulation(
     seed: int = 0,
 ) -> dict:
     """Each FSDP_VARIANT for one optimizer step: collectives per micro-step, bytes held after
-    every micro-step, time, and the full (all-gathered) gradient."""
+    every micro-step, the most bytes each backward allocated above its start, time, the
+    parameter shapes and the full (all-gathered) gradient."""
     from torch.distributed.fsdp import fully_shard
 
     device = ctx.fsdp_device
@@ -156,13 +157,19 @@ def fsdp_accumulation(
     for variant in FSDP_VARIANTS:
         model = mlp(features, hidden, depth=depth, seed=seed).to(device)
         full_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        shapes = [list(p.shape) for p in model.parameters()]
+        units = [  # one FSDP unit per Linear: the gradient bytes each unshards during backward
+            sum(p.numel() * p.element_size() for p in layer.parameters())
+            for layer in model
+            if isinstance(layer, torch.nn.Linear)
+        ]
         for layer in model:
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer, mesh=mesh)  # one FSDP unit per Linear: shard, gather, free
         fully_shard(model, mesh=mesh)
         rs, ag = CommCounter(), CommCounter()
         counted = count_fsdp_collectives(model, rs, ag)
-        held = []
+        held, extra = [], []
         synchronize(device)
         t0 = time.perf_counter()
         for i, mb in enumerate(micro):
@@ -171,7 +178,11 @@ def fsdp_accumulation(
             if variant == "sync_last_keep":
                 model.set_reshard_after_backward(last)  # keep parameters unsharded until the end
             loss = F.mse_loss(model(mb.x), mb.y) / k
-            loss.backward()
+            # held_bytes reads memory BETWEEN micro-steps; during a backward a unit's unsharded
+            # gradient and the reduce-scatter's buffers exist on top of it, for a moment
+            with MemoryMeter(device) as meter:
+                loss.backward()
+            extra.append(meter.peak)  # the most allocated at once above the backward's start
             rs.end_backward()
             ag.end_backward()  # all-gathers of this micro-step: its forward and its backward
             held.append(held_bytes(model))
@@ -183,9 +194,18 @@ def fsdp_accumulation(
             "all_gather": ag.as_dict(),
             "counted": counted,
             "grad_bytes": held,
+            "backward_extra_bytes": extra,
             "seconds": seconds,
             "grads": grads,
             "param_bytes_full": full_bytes,
+            "param_shapes": shapes,
+            # what the rank with the most rows holds once sharded: FSDP2 pads dimension 0 so
+            # every rank gets ceil(rows / ranks) rows of each parameter
+            "shard_bytes_expected": sum(
+                -(-p.shape[0] // ctx.world_size) * p[0].numel() * p.element_size()
+                for p in mlp(features, hidden, depth=depth, seed=seed).parameters()
+            ),
+            "unit_bytes": units,
         }
         ctx.step(f"FSDP {variant}")
     out["accumulation_dtypes"] = accumulation_dtypes(

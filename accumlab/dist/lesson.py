@@ -12,8 +12,9 @@ import time
 
 from .. import _validate
 from .._validate import one_of, positive_int
+from .buckets import bucket_memory
 from .clipping import clipping
-from .ddp import PITFALL_VARIANTS, SYNC_MODES, bucket_memory, pitfall, sweep, sync_modes
+from .ddp import PITFALL_VARIANTS, SYNC_MODES, pitfall, sweep, sync_modes
 from .fsdp import FSDP_VARIANTS, fsdp_accumulation
 from .hsdp import HSDP_VARIANTS, hsdp_accumulation
 from .references import DDP_MODEL, FSDP_MODEL, PITFALL, SWEEP, TOKENS, UNEVEN

@@ -28,7 +28,7 @@ _FSDP = {
     "reduce_scatter_per_backward": [int],
     "all_gather_calls": int,
     "collectives_counted": bool,
-    "peak_grad_bytes": (int, type(None)),
+    "held_grad_bytes": (int, type(None)),
     "grad_bytes_per_micro_step": [(int, type(None))],
     "vs_reference": {"max_rel": float},
 }

@@ -35,11 +35,7 @@ def checks(summary: dict) -> dict[str, bool]:
             for m in d.values()
         )
     if "ddp_buckets" in summary:
-        b = summary["ddp_buckets"]
-        g, view = b["grad_bytes"], b["gradient_as_bucket_view"]
-        out["DDP buckets: a second copy of the gradients, unless gradient_as_bucket_view"] = (
-            view["false"]["after_backward"] >= 2 * g > view["true"]["after_backward"] >= g
-        )
+        out.update(bucket_checks(summary["ddp_buckets"]))
     if "tokens" in summary:
         t = summary["tokens"]
         out["tokens: all-reduced count matches the single-process reference"] = (
@@ -77,6 +73,51 @@ def checks(summary: dict) -> dict[str, bool]:
             and min(each["per_backward"]) > 0
         )
         out["Accelerate: both settings give the single-process gradient"] = _exact([each, once])
+    return out
+
+
+def copies(nbytes: int, grad_bytes: int, n_params: int) -> float | None:
+    """`nbytes` in whole copies of the gradients, or None when it is not a whole number of them:
+    c copies are c·grad_bytes, plus less than 512 bytes per parameter and copy (CUDA's allocator
+    rounds every block up to 512 bytes; the CPU meter counts exact bytes)."""
+    c = nbytes // grad_bytes
+    return c if 0 <= nbytes - c * grad_bytes < 512 * n_params * max(c, 1) else None
+
+
+def window_pattern(k: int, windows: int) -> dict[str, list[int]]:
+    """Copies of the gradients held after each micro-step of `windows` no_sync windows, as DDP
+    keeps them: the buckets always; fresh .grad tensors beside them unless every .grad is
+    already a view into its bucket, which a synced backward makes it (view True) and
+    zero_grad(set_to_none=True) undoes."""
+    window = [2] * (k - 1) + [1]
+    return {
+        "view_false_set_to_none_true": [2] * (k * windows),
+        "view_false_set_to_none_false": [2] * (k * windows),
+        "view_true_set_to_none_true": window * windows,
+        "view_true_set_to_none_false": window + [1] * (k * (windows - 1)),
+    }
+
+
+def bucket_checks(b: dict) -> dict[str, bool]:
+    """Whole copies of the gradients DDP holds: after one backward, and under no_sync windows."""
+    g, view, n = b["grad_bytes"], b["gradient_as_bucket_view"], b["n_params"]
+    out = {
+        "DDP buckets: a second copy of the gradients, unless gradient_as_bucket_view": (
+            [
+                copies(view[v][when], g, n)
+                for v in ("false", "true")
+                for when in ("after_wrap", "after_backward")
+            ]
+            == [1, 2, 1, 1]
+        )
+    }
+    held = b["window"]
+    k_windows = len(held["view_false_set_to_none_true"])
+    k = b.get("k", 4)
+    want = window_pattern(k, k_windows // k)
+    out[
+        "DDP buckets under no_sync: the view saves the copy only with zero_grad(set_to_none=False), from the second window"
+    ] = all([copies(x, g, n) for x in held[key]] == want[key] for key in want)
     return out
 
 
@@ -124,7 +165,10 @@ def clipping_checks(c: dict) -> dict[str, bool]:
             all(n == 0.0 for n in fsdp["before_last"])
             and fsdp["after_sync_vs_reference"] < TOLERANCE
             and fsdp["shards_combined_vs_reference"] < TOLERANCE
-            and all(n < fsdp["reference_norm"] for n in fsdp["shard_norms"])
+            # every shard holds part of the gradient, and the ranks' shard norms differ: a rank
+            # clipping by its own shard's norm would scale by its own factor
+            and min(fsdp["shard_norms"]) > 0
+            and len({round(n, 9) for n in fsdp["shard_norms"]}) == len(fsdp["shard_norms"])
             and fsdp["clipped_vs_reference"]["max_rel"]
             < 1e-6  # clip_grad_norm_ adds 1e-6 to the norm
         ),
@@ -162,6 +206,17 @@ def fsdp_checks(f: dict, k: int, world: int) -> dict[str, bool]:
         last["reduce_scatter_bytes"] > 0
         and each["reduce_scatter_bytes"] == k * last["reduce_scatter_bytes"]
     )
+    if "shard_bytes_expected" in f and each.get("held_grad_bytes") is not None:
+        out[
+            "FSDP2: syncing every micro-step, a rank holds its padded shard between micro-steps"
+        ] = (
+            each["held_grad_bytes"] == f["shard_bytes_expected"]
+            and last["held_grad_bytes"] == f["param_bytes_full"]
+        )
+        out["FSDP2: during each synced backward a unit's whole gradient exists on top of that"] = (
+            min(each["backward_extra_bytes_per_micro_step"]) >= max(f["unit_bytes"])
+            and each["backward_peak_bytes"] > each["held_grad_bytes"]
+        )
     mesh = f.get("default_mesh") or {}
     if mesh.get("mesh_device") is not None:  # built only on a machine without a GPU
         out[

@@ -28,7 +28,7 @@ _FSDP = {
     "all_gather_calls": int,
     "collectives_counted": bool,
     "grad_bytes_per_micro_step": nonempty([(int, type(None))]),
-    "peak_grad_bytes": (int, type(None)),
+    "held_grad_bytes": (int, type(None)),
     "seconds": float,
     **_REF,
 }
@@ -58,6 +58,13 @@ PARTS = {
     },
     "ddp_buckets": {
         "grad_bytes": int,
+        "n_params": int,
+        "k": int,
+        "window": {
+            f"view_{v}_set_to_none_{n}": nonempty([int])
+            for v in ("false", "true")
+            for n in ("true", "false")
+        },
         "gradient_as_bucket_view": {
             v: {"after_wrap": int, "after_backward": int} for v in ("false", "true")
         },
@@ -151,6 +158,7 @@ _SERIES = {
     "k": nonempty([int]),
     "allreduce_calls": [int],
     "allreduce_bytes": [int],
+    "bytes_between_ranks": [int],
     "step_time_s": [float],
 }
 VIEW = {
@@ -158,6 +166,7 @@ VIEW = {
     "micro_batch": int,
     "selected": ROW,
     "series": {False: _SERIES, True: _SERIES},
+    "noise_s": float,
 }
 SYNC = "al.dist.sync_experiments(...)"
 

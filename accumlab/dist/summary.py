@@ -216,7 +216,23 @@ def _accelerate(raw, world, k, micro_batch, seed) -> dict:
 
 
 def _buckets(raw, world, k, micro_batch, seed) -> dict:
-    return {"ddp_buckets": raw[0]}
+    """Rank 0's bytes, and the same in whole copies of the gradients (None: not a whole number)."""
+    from .report import copies
+
+    b = raw[0]
+    g, n = b["grad_bytes"], b["n_params"]
+    return {
+        "ddp_buckets": {
+            **b,
+            "copies": {
+                v: {when: copies(x, g, n) for when, x in r.items()}
+                for v, r in b["gradient_as_bucket_view"].items()
+            },
+            "window_copies": {
+                key: [copies(x, g, n) for x in xs] for key, xs in b["window"].items()
+            },
+        }
+    }
 
 
 def _fsdp(raw, world, k, micro_batch, seed) -> dict:
@@ -233,6 +249,9 @@ def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
     first = raw[0]
     out = {
         "param_bytes_full": first[FSDP_VARIANTS[0]]["param_bytes_full"],
+        "param_shapes": first[FSDP_VARIANTS[0]]["param_shapes"],
+        "unit_bytes": first[FSDP_VARIANTS[0]]["unit_bytes"],
+        "shard_bytes_expected": first[FSDP_VARIANTS[0]]["shard_bytes_expected"],
         "variants": list(FSDP_VARIANTS),
     }
     errors = {h["error"] for r in raw for v in FSDP_VARIANTS for h in r[v]["grad_bytes"]}
@@ -248,6 +267,7 @@ def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
     for v in FSDP_VARIANTS:
         r0 = first[v]
         held = [worst(v, i, "total") for i in range(k)]
+        extra = [max(r[v]["backward_extra_bytes"][i] for r in raw) for i in range(k)]
         out[v] = {
             "reduce_scatter_calls": r0["reduce_scatter"]["calls"],
             "reduce_scatter_bytes": r0["reduce_scatter"]["bytes"],
@@ -262,7 +282,13 @@ def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
             "unsharded_param_bytes_per_micro_step": [
                 worst(v, i, "unsharded_params") for i in range(k)
             ],
-            "peak_grad_bytes": None if None in held else max(held),
+            "held_grad_bytes": None if None in held else max(held),
+            # the most allocated during each backward above its start (all ranks' largest), and
+            # held gradient + that: what a micro-step really needs at its high point
+            "backward_extra_bytes_per_micro_step": extra,
+            "backward_peak_bytes": None
+            if None in held
+            else max(([0] + held[:-1])[i] + extra[i] for i in range(k)),
             "seconds": max(r[v]["seconds"] for r in raw),
             "rank_max_abs_diff": _rank_spread([r[v]["grads"] for r in raw]),
             "vs_reference": _diff(r0["grads"], ref),

@@ -64,12 +64,15 @@ def format_summary(summary: dict) -> str:
             lines.append("  (world size 1: FSDP2 shards nothing, so it skips every reduce-scatter)")
         for v in f.get("variants", ("sync_each", "sync_last")):
             r = f[v]
-            peak = "?" if r["peak_grad_bytes"] is None else _mb(r["peak_grad_bytes"])
+            held = "?" if r["held_grad_bytes"] is None else _mb(r["held_grad_bytes"])
+            top = r.get("backward_peak_bytes")
+            top = "?" if top is None else _mb(top)
             counted = "" if r["collectives_counted"] else " (NOT COUNTED: internals missing)"
             lines.append(
                 f"  {v:<14} reduce-scatter calls {r['reduce_scatter_calls']:>2} "
                 f"({_mb(r['reduce_scatter_bytes'])}), all-gathers {r['all_gather_calls']:>2}{counted}, "
-                f"peak gradient memory per rank {peak}, {r['seconds'] * 1e3:.1f} ms, "
+                f"gradient held between micro-steps {held} (during a backward up to {top}), "
+                f"{r['seconds'] * 1e3:.1f} ms, "
                 f"max rel. diff to one process {r['vs_reference']['max_rel']:.1e}"
             )
         if f.get("reduce_ops"):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from . import exercise
-from ._answers import Hint, integers, number, tolerance_words
+from ._answers import Hint, compare, integers, number, tolerance_words
+from ._calls import Refuse
 
 # 07.1: a model DDP splits into BUCKETS buckets, K micro-steps per optimizer step
 BUCKETS, K = 3, 6
@@ -64,15 +65,12 @@ def which_loops(answer):
         )
     if "E" in letters:
         raise Hint("E never leaves no_sync(): when does it all-reduce at all?")
-    if "D" not in letters:
-        raise Hint(
-            "look at where each loop runs its FORWARD: DDP decides there whether the coming "
-            "backward syncs, wherever that backward runs"
-        )
     if letters != RIGHT_07_2:
+        # names no letter: a hint per missing loop would let guesses walk to the answer
         raise Hint(
-            "one more is right: the context manager and the flag it sets are two spellings of the "
-            "same thing"
+            "every loop you chose is right, but not every right one is there: for each loop "
+            "left, ask what require_backward_grad_sync is when its FORWARD runs (DDP decides "
+            "there whether the coming backward syncs, wherever that backward runs)"
         )
     return None
 
@@ -93,7 +91,8 @@ def token_divisor(answer):
     words = tolerance_words(rel=REL_07_3)
     for local, total, world, k in CASES_07_3:
         try:
-            got = number(answer(local, total, world, k))
+            raw = answer(local, total, world, k)
+            got = number(raw)
         except Hint as hint:
             raise Hint(
                 f"divisor({local}, {total}, {world}, {k}) returned no number: {hint}"
@@ -105,6 +104,9 @@ def token_divisor(answer):
             )
         if math.isclose(got, want, rel_tol=REL_07_3):
             continue
+        coarse = compare(raw, want, rel=REL_07_3)  # right to its digits, but rounded too far?
+        if coarse.startswith("close"):
+            raise Hint(f"divisor({local}, {total}, {world}, {k}) = {got:g}: {coarse}")
         weight = want / got  # each token then weighs weight / global_tokens
         if math.isclose(got, local, rel_tol=REL_07_3) or math.isclose(
             got, local / k, rel_tol=REL_07_3
@@ -133,6 +135,7 @@ def fsdp_bytes_expected(shapes, world_size, element_size):
     return sharded, full
 
 
+REFERENCE_07_4 = "al.exercises.lesson07.fsdp_bytes_expected"
 CASES_07_4 = [
     ([(64, 16), (64,), (64, 64), (64,), (1, 64), (1,)], 2, 8),
     ([(10, 3), (10,)], 4, 4),
@@ -149,10 +152,17 @@ def fsdp_memory(answer):
         raise Hint(
             "answer with a function grad_bytes(shapes, world_size, element_size) -> (sync_each, no_sync)"
         )
+    if (getattr(answer, "__module__", None) or "").split(".")[0] == "accumlab":
+        raise Hint(
+            f"this exercise asks you to write it yourself — your answer is accumlab's own "
+            f"{getattr(answer, '__qualname__', 'function')}"
+        )
     for shapes, world, esize in CASES_07_4:
         where = f"for shapes {shapes}, {world} rank(s), {esize}-byte elements"
         try:
-            each, no_sync = integers(answer(shapes, world, esize), 2)
+            with Refuse(REFERENCE_07_4):  # a call to the checker's own reference, from the answer
+                got = answer(shapes, world, esize)
+            each, no_sync = integers(got, 2)
         except Hint as hint:
             raise Hint(f"{where}: {hint}") from None
         want_each, want_full = fsdp_bytes_expected(shapes, world, esize)

@@ -1,5 +1,6 @@
 """Lesson 07: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -41,6 +42,19 @@ def grad_bytes_by_chunks(shapes, world_size, element_size):
     return np.int64(each * element_size), torch.tensor(full * element_size)
 
 
+def grad_bytes_tensors(shapes, world_size, element_size):
+    """Padding by integer arithmetic, (rows + ranks - 1) // ranks, as a 1-d tensor pair."""
+    each = sum((s[0] + world_size - 1) // world_size * math.prod(s[1:]) for s in shapes)
+    full = sum(math.prod(s) for s in shapes)
+    return torch.tensor([each * element_size, full * element_size])
+
+
+def grad_bytes_calls_accumlab(shapes, world_size, element_size):
+    from accumlab.exercises.lesson07 import fsdp_bytes_expected
+
+    return fsdp_bytes_expected(shapes, world_size, element_size)  # the checker's own reference
+
+
 def grad_bytes_unsharded_both(shapes, world_size, element_size):
     full = sum(int(np.prod(s)) for s in shapes) * element_size
     return full, full  # as if syncing every micro-step kept the whole gradient
@@ -54,6 +68,12 @@ def grad_bytes_swapped(shapes, world_size, element_size):
 
 def grad_bytes_stub(shapes, world_size, element_size):
     return None  # your code
+
+
+def _reference_07_4():
+    from accumlab.exercises.lesson07 import fsdp_bytes_expected
+
+    return fsdp_bytes_expected
 
 
 RIGHT = {
@@ -78,6 +98,7 @@ RIGHT = {
     ],
     "07.4": [
         ("ceil by negative floor division, numpy and torch integers", grad_bytes_by_chunks),
+        ("(rows + ranks - 1) // ranks, a 1-d tensor pair", grad_bytes_tensors),
     ],
 }
 WRONG = {
@@ -103,11 +124,19 @@ WRONG = {
             lambda local_tokens, global_tokens, world_size, k: global_tokens / (world_size * k * k),
         ),
         ("not a function", 12.0),
+        (
+            "rounded to 3 decimals (close: more digits)",
+            lambda local_tokens, global_tokens, world_size, k: round(
+                global_tokens / (world_size * k), 3
+            ),
+        ),
     ],
     "07.4": [
         ("the whole gradient either way", grad_bytes_unsharded_both),
         ("the pair swapped", grad_bytes_swapped),
         ("one number", lambda shapes, world_size, element_size: 8),
+        ("calls accumlab's own reference", grad_bytes_calls_accumlab),
+        ("is accumlab's own reference", _reference_07_4()),
     ],
 }
 STUBS = {

@@ -104,6 +104,8 @@ CASES = [
     bad("dist.sampler_split", "drop_last with fewer samples than ranks", lambda: D.sampler_split(1, 4, drop_last=True), "n_samples", "drop_last"),
     bad("dist.plot_step_times", "plan without its fields", lambda: D.plot_step_times([ROW], ranks=1, micro_batch=8, plan={"backend": "gloo"}), "plan", "ddp_device_type"),
     bad("dist.plot_step_times", "plan 'gloo'", lambda: D.plot_step_times([ROW], ranks=1, micro_batch=8, plan="gloo"), "plan", "str"),
+    bad("dist.sync_explorer", "plan without its fields", lambda: D.sync_explorer([ROW], plan={"backend": "gloo"}), "plan", "ddp_device_type"),
+    bad("dist.sync_explorer", "plan 'gloo'", lambda: D.sync_explorer([ROW], plan="gloo"), "plan", "str"),
     bad("dist.launch", "world_size=10**6", lambda: D.launch("accumlab.dist.faults:echo", 10**6), "world_size", "1000000", no_processes=True),
     bad("dist.record_results", "device 'tpu'", lambda: D.record_results("tpu"), "device", "'tpu'", no_processes=True),
     bad("dist.record_results", "size 'huge'", lambda: D.record_results("cpu", "huge"), "size", "'huge'", no_processes=True),
