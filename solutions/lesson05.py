@@ -23,8 +23,8 @@ def accumulate_summed(model, micro_batches):
     return total.item()
 
 
-# 05.1: exp_avg and exp_avg_sq are zeros_like(param): 2 buffers × 2 bytes × 3,000,000 parameters.
+# 05.1: exp_avg, exp_avg_sq and max_exp_avg_sq are zeros_like(param): 3 buffers × 2 bytes × 3,000,000.
 # 05.2: during a forward 2,400,000 + m × 40,000 <= 5,000,000 gives m <= 65; the largest divisor of
 # 192 up to 65 is 64, so k = 3 (during optimizer.step() the 3,000,000-byte floor fits on its own)
-SOLUTIONS = {"05.1": 12_000_000, "05.2": (64, 3), "05.3": accumulate}
-WRONG = {"05.1": 24_000_000, "05.2": (48, 4), "05.3": accumulate_summed}
+SOLUTIONS = {"05.1": 18_000_000, "05.2": (64, 3), "05.3": accumulate}
+WRONG = {"05.1": 12_000_000, "05.2": (48, 4), "05.3": accumulate_summed}

@@ -219,3 +219,18 @@ def test_graph_nodes():
     assert al.memory.graph_nodes(torch.ones(2)) == 0
     w = torch.ones(2, requires_grad=True)
     assert al.memory.graph_nodes((w * 2).sum()) == 3  # SumBackward → MulBackward → AccumulateGrad
+
+
+def test_lesson05_graph_hints_name_the_mistake_made():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "exercise_corpus" / "lesson05.py"
+    spec = importlib.util.spec_from_file_location("corpus_lesson05_hints", path)
+    corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus)
+    wrong = dict(corpus.WRONG["05.3"])
+    assert set(corpus.HINTS) <= set(wrong)
+    for label, says in corpus.HINTS.items():
+        result = al.check("05.3", wrong[label])
+        assert not result.ok and says in result.message, (label, result.message)

@@ -27,7 +27,12 @@ def test_explore_memory_compute():
 
 def test_explorer_reacts_to_controls():
     ex = al.memory.memory_explorer()
-    assert ex.data["accumulation_steps"] == 4
+    assert ex.data["accumulation_steps"] == 8
+    # the first view shows what accumulation saves: the full batch's estimate is several times more
+    from accumlab.memory.peaks import Footprint
+
+    mine, whole = (Footprint(**ex.data[key]) for key in ("footprint", "full_batch"))
+    assert whole.estimate > 3 * mine.estimate
     ex.controls["accumulation_steps"].value = 2
     assert ex.data["global_batch"] == 2 * ex.data["micro_batch_size"]
     plain = ex.data["footprint"]["activations"]

@@ -4,6 +4,7 @@ step, and a loop that keeps no graph alive."""
 from __future__ import annotations
 
 import copy
+import weakref
 
 import torch
 
@@ -11,7 +12,8 @@ from . import exercise
 from ._answers import Hint, compare, integers, number
 from ._observe import Observe, Refuse, forwards_phrase
 
-# 05.1: a model of 3,000,000 bfloat16 parameters; Adam's moments are zeros_like(param)
+# 05.1: a model of 3,000,000 bfloat16 parameters, Adam with amsgrad=True: exp_avg, exp_avg_sq and
+# max_exp_avg_sq are zeros_like(param) (three buffers: no common wrong reasoning lands on 6 B/param)
 PARAMS_05_1 = 3_000_000
 # 05.2's numbers, given in the notebook
 FLOOR = 3_000_000  # bytes during optimizer.step(): parameters, gradients, state, step temporaries
@@ -21,21 +23,22 @@ BUDGET = 5_000_000
 GLOBAL_BATCH = 192
 
 
-@exercise("05.1", 1, "Adam's state for a 16-bit model")
+@exercise("05.1", 1, "AMSGrad's state for a 16-bit model")
 def adam_state(answer):
     two_bytes = 2 * PARAMS_05_1
     return compare(
         answer,
-        2 * two_bytes,
-        rel=1e-6,
+        3 * two_bytes,
+        abs=0,  # a byte count is exact
         wrong={
-            4 * 2 * PARAMS_05_1: "Adam's moments are created with torch.zeros_like(param): which "
+            3 * 4 * PARAMS_05_1: "the buffers are created with torch.zeros_like(param): which "
             "dtype do they get for bfloat16 parameters?",
-            two_bytes: "that is one buffer; Adam keeps exp_avg and exp_avg_sq",
-            3 * two_bytes: "only exp_avg and exp_avg_sq are the optimizer's state: the "
-            "parameters and their .grad are not",
+            2 * two_bytes: "that is Adam's two buffers; amsgrad=True keeps a third, max_exp_avg_sq",
+            two_bytes: "that is one buffer; AMSGrad keeps exp_avg, exp_avg_sq and max_exp_avg_sq",
+            5 * two_bytes: "only the three buffers are the optimizer's state: the parameters "
+            "and their .grad are not",
         },
-        otherwise="two buffers per parameter, each the shape and dtype of the parameter",
+        otherwise="three buffers per parameter, each the shape and dtype of the parameter",
     )
 
 
@@ -84,6 +87,71 @@ def _task():
     return model, data
 
 
+class _GraphsReferenced:
+    """Graphs still referenced, with or without their saved tensors: a loss kept in a list, or a
+    running total that a loss was added to, keeps every autograd node behind it after backward has
+    freed the saved tensors. Each forward's module outputs carry a marker in their autograd node's
+    `metadata` dict, which dies with the node; `peak` is the most forwards with a node alive at once,
+    sampled whenever a module output is made (the previous micro-batch's loss is usually still bound
+    then, so a right loop reads 2)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.entry = next(m for m in model.modules() if not any(True for _ in m.children()))
+        self._passes = 0
+        self._alive: dict[int, int] = {}
+        self.peak = 0
+        self._handles: list = []
+
+    def _drop(self, index: int) -> None:
+        self._alive[index] -= 1
+        if not self._alive[index]:
+            del self._alive[index]
+
+    def _tag(self, module, args, output) -> None:
+        if isinstance(output, torch.Tensor) and output.grad_fn is not None:
+            marker = _Marker()
+            self._alive[self._passes] = self._alive.get(self._passes, 0) + 1
+            weakref.finalize(marker, self._drop, self._passes)
+            output.grad_fn.metadata.setdefault("accumlab-05.3", []).append(marker)
+            self.peak = max(self.peak, len(self._alive))
+
+    def _count(self, module, args) -> None:
+        self._passes += 1
+
+    def __enter__(self) -> _GraphsReferenced:
+        self._handles.append(self.entry.register_forward_pre_hook(self._count))
+        for module in self.model.modules():
+            self._handles.append(module.register_forward_hook(self._tag))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+class _Marker:
+    __slots__ = ("__weakref__",)
+
+
+def _one_micro_batch_saved(model, micro) -> int:
+    """Bytes autograd saves for one micro-batch's forward and loss (parameters excluded)."""
+    from ..saved import saved_tensor_bytes
+
+    probe = copy.deepcopy(model)
+    mb = micro[0]
+    return saved_tensor_bytes(
+        lambda: torch.nn.functional.mse_loss(probe(mb.x), mb.y), exclude=probe.parameters()
+    )
+
+
+_UNPACK = ("unpack", "not iterable")
+INTERFACE = (
+    "micro_batches is a list of al.Data, one per micro-batch: use mb.x (inputs) and mb.y "
+    "(targets) — `for mb in micro_batches: ... model(mb.x) ... mb.y`"
+)
+
+
 @exercise("05.3", 3, "Accumulate without keeping graphs alive")
 def accumulate_lean(answer):
     from ..reference import full_batch_grads
@@ -92,12 +160,19 @@ def accumulate_lean(answer):
         raise Hint("give a function accumulate(model, micro_batches)")
     model, data = _task()
     micro = data.micro_batches(8)
+    one = _one_micro_batch_saved(model, micro)
     mine = copy.deepcopy(model)
-    with (
-        Refuse("al.accumulated_grads", "al.full_batch_grads", "al.run", "al.memory.train_step"),
-        Observe(mine) as seen,
-    ):
-        result = answer(mine, micro)
+    try:
+        with (
+            Refuse("al.accumulated_grads", "al.full_batch_grads", "al.run", "al.memory.train_step"),
+            Observe(mine) as seen,
+            _GraphsReferenced(mine) as referenced,
+        ):
+            result = answer(mine, micro)
+    except (TypeError, ValueError) as err:
+        if any(word in str(err) for word in _UNPACK):
+            raise Hint(f"{INTERFACE} (your answer raised {type(err).__name__}: {err})") from None
+        raise
     if isinstance(result, torch.Tensor) and result.grad_fn is not None:
         raise Hint(
             "return a number, not a tensor with a graph: it keeps its graph, and every graph it "
@@ -114,7 +189,14 @@ def accumulate_lean(answer):
             f"your answer ran {seen.forwards_phrase()}; accumulation runs "
             f"{forwards_phrase([8] * 4)}, one per micro-batch"
         )
-    if seen.backwards != 4:
+    without = sum(not c.graph for c in seen.forwards)
+    if without:
+        raise Hint(
+            f"{without} of your 4 forwards ran without recording a graph (under torch.no_grad()?): "
+            "each micro-batch's gradient comes from the backward of its own forward"
+        )
+    # .backward() and torch.autograd.grad (its result added into .grad) both do the job
+    if seen.backwards + seen.grad_only != 4:
         raise Hint(
             f"your answer ran {seen.backwards_phrase()}: a backward per micro-batch frees its "
             "graph before the next forward (4 expected)"
@@ -123,6 +205,19 @@ def accumulate_lean(answer):
         raise Hint(
             f"the gradient may be right, but {seen.graphs_phrase()}: one micro-batch's graph "
             "at a time is the point (is something holding a loss with its graph?)"
+        )
+    # one micro-batch's forward saves `one` bytes; 1.5x leaves room for another loss formula
+    if seen.peak_saved_bytes > 1.5 * one:
+        raise Hint(
+            f"the gradient may be right, but {seen.peak_saved_bytes:,} bytes were saved for "
+            f"backward at once, {seen.peak_saved_bytes / one:.1f} micro-batches' worth: each "
+            "backward should use the graph of one micro-batch's forward through the model"
+        )
+    if referenced.peak > 2:
+        raise Hint(
+            f"up to {referenced.peak} micro-batches' graphs were referenced at once: backward freed "
+            "their saved tensors, but a loss kept in a list or added to a running total keeps every "
+            "autograd node behind it alive until the loop ends (keep numbers: loss.item())"
         )
     with torch.no_grad():
         full_loss = float(torch.nn.functional.mse_loss(model(data.x), data.y))

@@ -182,8 +182,11 @@ def _probe(model, data, global_batch, budget, optimizer, loss, segments, foreach
             raise torch.OutOfMemoryError(f"micro-batch {m} allocated {needed[-1]:,} > {budget:,}")
 
     dev.free_cache(device)
-    with torch.no_grad():  # on a GPU the first matrix multiply creates cuBLAS's workspace, kept
-        model(data.x[:1].to(device))  # for the process: let it exist before any trial is measured
+    # on a GPU the first matrix multiply on a thread creates that thread's cuBLAS workspace, kept
+    # for the process (CublasHandlePool.cpp), and backward runs on a device thread of its own: one
+    # forward and one backward let both workspaces exist before any trial is measured
+    model(data.x[:1].to(device)).float().sum().backward()
+    model.zero_grad(set_to_none=True)
     try:
         m, tried = probe(
             candidate_sizes(global_batch), attempt, on_oom=lambda: dev.free_cache(device)

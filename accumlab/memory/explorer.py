@@ -15,11 +15,11 @@ WIDTHS = (32, 64, 128, 256)
 
 
 def explore_memory(
-    micro_batch_size: int = 8,
-    accumulation_steps: int = 4,
-    width: int = 128,
+    micro_batch_size: int = 64,
+    accumulation_steps: int = 8,
+    width: int = 32,
     depth: int = 4,
-    optimizer: str = "adam",
+    optimizer: str = "sgd",
     checkpointing: bool = False,
 ) -> dict:
     """Footprint and seconds per optimizer step for micro-batches of `micro_batch_size` × k, and the
@@ -78,11 +78,12 @@ def memory_explorer():
     from .plots import plot_memory_explorer, update_memory_explorer
 
     controls = {
-        "micro_batch_size": choice("micro-batch size", MICRO_SIZES, 8),
-        "accumulation_steps": int_slider("k", 4, 1, 8),
-        "width": choice("width", WIDTHS, 128),
+        # defaults where activations, not the floor, set the memory: accumulation visibly saves
+        "micro_batch_size": choice("micro-batch size", MICRO_SIZES, 64),
+        "accumulation_steps": int_slider("k", 8, 1, 8),
+        "width": choice("width", WIDTHS, 32),
         "depth": int_slider("depth", 4, 1, 8),
-        "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="adam", description="optimizer"),
+        "optimizer": W.Dropdown(options=list(OPTIMIZERS), value="sgd", description="optimizer"),
         "checkpointing": W.Checkbox(value=False, description="checkpointing"),
     }
     return Explorer(controls, explore_memory, plot_memory_explorer, update_memory_explorer)

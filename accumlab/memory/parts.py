@@ -71,11 +71,22 @@ def param_bytes(model: nn.Module) -> int:
     return tensor_bytes(model.parameters())
 
 
-def grad_bytes(model: nn.Module) -> int:
-    """One .grad buffer per trainable parameter, same shape and dtype: it exists from the first
-    backward until zero_grad(set_to_none=True), and accumulation adds into it in place."""
+def grad_bytes(model: nn.Module, batch: Data | None = None, *, loss: str | Loss = "mse") -> int:
+    """Bytes of the .grad buffers: they exist from the first backward until
+    zero_grad(set_to_none=True), and accumulation adds into them in place. With `batch`, measured:
+    the distinct storages of every `.grad` after one backward on `batch`, on a copy of `model`;
+    without, counted as one buffer per trainable parameter of its shape and dtype."""
     _validate.instance("model", model, nn.Module, "a torch.nn.Module such as al.mlp()")
-    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    if batch is None:
+        return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    _validate.data("batch", batch)
+    loss_fn = get_loss(loss)
+    net = copy.deepcopy(model)
+    net.zero_grad(set_to_none=True)
+    batch = batch.to(device_of(net))
+    loss_sum, count = loss_fn(net(batch.x), batch.y)
+    (loss_sum / count).backward()
+    return tensor_bytes([p.grad for p in net.parameters() if p.grad is not None])
 
 
 def data_bytes(data: Data) -> int:

@@ -52,13 +52,15 @@ def step_peak_bytes(
     segments: int = 0,
     loss="mse",
     foreach: bool | None = True,
+    hold_last_batch: bool = False,
 ) -> int:
     """Measured peak of one optimizer step over `data` in micro-batches, above the resting state
     (parameters and optimizer state exist; gradients do not), on a copy of `model`. It holds the
-    gradients, each micro-batch's copy on the device, saved activations and every temporary."""
+    gradients, each micro-batch's copy on the device, saved activations and every temporary;
+    with `hold_last_batch=True`, the last micro-batch's copy during `optimizer.step()` too."""
     return step_peak(
         model, data, micro_batch_size, optimizer=optimizer, segments=segments, loss=loss,
-        foreach=foreach,
+        foreach=foreach, hold_last_batch=hold_last_batch,
     ).peak  # fmt: skip
 
 
@@ -71,11 +73,14 @@ def step_peak(
     segments: int = 0,
     loss="mse",
     foreach: bool | None = True,
+    hold_last_batch: bool = False,
 ) -> dev.Peak:
     """`step_peak_bytes` as a `Peak`: on CUDA also the bytes of new segments the allocator reserved
-    (measured after handing its cached, unused segments back)."""
+    (measured after handing its cached, unused segments back). `hold_last_batch=True` keeps the
+    last micro-batch alive through `optimizer.step()`, as a plain loop does (see `train_step`)."""
     _validate.model("model", model)
     _validate.data("data", data)
+    _validate.flag("hold_last_batch", hold_last_batch)
     device = device_of(model)
     model = copy.deepcopy(model)
     net = checkpointed(model, segments)
@@ -85,7 +90,9 @@ def step_peak(
     opt.zero_grad(set_to_none=True)
     if device.type == "cuda":  # hand cached segments back: what the step reserves, it needed
         dev.free_cache(device)
-    _, peak = dev.measure_peak(lambda: train_step(net, opt, micro, loss), device)
+    _, peak = dev.measure_peak(
+        lambda: train_step(net, opt, micro, loss, hold_last_batch=hold_last_batch), device
+    )
     return peak
 
 
@@ -161,7 +168,7 @@ def footprint(
     batch = data.micro_batches(micro_batch_size)[0]
     fp = Footprint(
         params=param_bytes(model),
-        grads=grad_bytes(model),
+        grads=grad_bytes(model, batch, loss=loss),  # the .grad storages after a real backward
         optimizer_state=optimizer_state_bytes(model, optimizer),
         step_transient=step_transient_bytes(model, optimizer, foreach=foreach),
         data=data_bytes(batch),

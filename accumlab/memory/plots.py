@@ -203,8 +203,12 @@ def plot_checkpointing(comparison: dict, *, title: str | None = None) -> Figure:
     div, unit = byte_unit(max(r["peak"] for r in rows))
     middle.bar(names, [r["peak"] / div for r in rows], color="tab:gray")
     middle.axhline(
-        comparison["resting"] / div, color="black", linestyle="--", linewidth=1, label="resting"
+        comparison["resting"] / div, color="black", linestyle=":", linewidth=1, label="resting"
     )
+    if "floor" in comparison:  # no peak goes below it: where both are near it, they look equal
+        middle.axhline(
+            comparison["floor"] / div, color="black", linestyle="--", linewidth=1, label="floor"
+        )
     middle.set_ylabel(f"measured peak of a step ({unit})")
     middle.legend(fontsize=7)
     right.bar(names, [r["seconds"] * 1000 for r in rows], color="tab:purple")

@@ -24,8 +24,9 @@ SIZES = {
         "segments": 3,
         "checkpoint_micro_batch": 512,
         "repeats": 5,
-        # room above the floor for the data and saved activations of this many samples: a fifth
-        # of the global batch, so the budget forces accumulation (k > 1), as in the lesson
+        # room above the floor for the data and saved activations of this many samples, a fifth
+        # of the global batch: the probe needs k > 1 (on a CPU it picked 1024, k = 4); the estimate
+        # may still fit the whole batch, since at k = 1 no gradients exist during the forward
         "budget_samples": 800,
     },
     # the same code on a few KiB: what the tests run on a CPU
@@ -92,6 +93,7 @@ SCHEMA = {
     "checkpointing": {
         "global_batch": int,
         "resting": int,
+        "floor": int,
         "rows": [
             {
                 "name": str,

@@ -56,15 +56,21 @@ def train_step(
     optimizer: torch.optim.Optimizer,
     micro_batches: list[Data],
     loss: str | Loss = "mse",
+    *,
+    hold_last_batch: bool = False,
 ) -> torch.Tensor:
     """zero → (copy the micro-batch to the device, forward, loss / k, backward) per micro-batch →
     step. The data stays in host memory, as a data loader keeps it: only the micro-batch being
-    computed is on the device. Returns the window's summed loss as a detached tensor: no `.item()`
-    inside the loop, so a GPU never waits for the CPU here."""
+    computed is on the device. Before `step()` the loop deletes its last micro-batch; with
+    `hold_last_batch=True` it keeps it bound, as a plain `for x, y in loader` loop does, so one
+    micro-batch's data is alive during the step (lesson 05 measures the difference). Returns the
+    window's summed loss as a detached tensor: no `.item()` inside the loop, so a GPU never waits
+    for the CPU here."""
     _validate.model("model", model)
     _validate.optimizer("optimizer", optimizer)
     for i, mb in enumerate(_validate.sequence("micro_batches", micro_batches)):
         _validate.data(f"micro_batches[{i}]", mb, finite=False)
+    hold_last_batch = _validate.flag("hold_last_batch", hold_last_batch)
     loss_fn = get_loss(loss)
     k = len(micro_batches)
     device = device_of(model)
@@ -77,5 +83,9 @@ def train_step(
         loss_sum, count = loss_fn(model(x), y)
         (loss_sum / count / k).backward()  # loss / k: the window's gradient is the mean of k means
         total += loss_sum.detach()  # detached: the running total must not keep each graph alive
+    if not hold_last_batch:
+        # the loop's names still hold the last micro-batch's device copy: without this `del` it
+        # is alive during step(), on top of the floor
+        del x, y, loss_sum, count
     optimizer.step()
     return total

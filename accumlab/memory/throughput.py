@@ -15,8 +15,8 @@ from .._validate import positive_int
 from ..data import Data
 from ..device import synchronize
 from .checkpointing import checkpointed
-from .parts import activation_bytes, optimizer_state_bytes, param_bytes
-from .peaks import step_peak_bytes
+from .parts import activation_bytes, grad_bytes, optimizer_state_bytes, param_bytes
+from .peaks import step_peak_bytes, step_transient_bytes
 from .step import device_of, memory_optimizer, train_step
 
 MAX_REPEATS = 100  # a timing is a median of a few steps; more only makes a lesson wait
@@ -147,6 +147,8 @@ def checkpoint_comparison(
     return {
         "global_batch": n,
         "resting": resting,
+        # what optimizer.step() holds whatever the micro-batch or checkpointing: peaks stop there
+        "floor": resting + grad_bytes(model) + step_transient_bytes(model, optimizer),
         "rows": rows,
         "optimizer": optimizer,
         "device": str(device_of(model)),

@@ -31,6 +31,33 @@ def accumulate_detached_total(model, micro_batches):
     return total
 
 
+def accumulate_autograd_grad(model, micro_batches):
+    """torch.autograd.grad per micro-batch, its result added into .grad by hand: one graph at a time."""
+    k = len(micro_batches)
+    params = list(model.parameters())
+    total = 0.0
+    for mb in micro_batches:
+        loss = torch.nn.functional.mse_loss(model(mb.x), mb.y)
+        for p, g in zip(params, torch.autograd.grad(loss / k, params), strict=True):
+            p.grad = g if p.grad is None else p.grad + g
+        total += float(loss.detach()) / k
+    return total
+
+
+def accumulate_layer_by_layer(model, micro_batches):
+    """The layers called one by one, the loss logged as a numpy float."""
+    k = len(micro_batches)
+    total = np.float64(0.0)
+    for mb in micro_batches:
+        h = mb.x
+        for layer in model:
+            h = layer(h)
+        loss = torch.nn.functional.mse_loss(h, mb.y) / k
+        loss.backward()
+        total += loss.item()
+    return total
+
+
 # --- 05.3: wrong loops -------------------------------------------------------------------------
 def one_full_batch(model, micro_batches):
     """Skips the technique: one forward over everything."""
@@ -52,6 +79,79 @@ def keeps_the_loss_tensor(model, micro_batches):
     return total
 
 
+def _by_hand(model, x):
+    """The model's layers computed with torch.nn.functional, bypassing its modules (and hooks)."""
+    for layer in model:
+        x = (
+            torch.nn.functional.linear(x, layer.weight, layer.bias)
+            if hasattr(layer, "weight")
+            else layer(x)
+        )
+    return x
+
+
+def throwaway_forwards_no_grad(model, micro_batches):
+    """Games the forward count: 4 forwards under no_grad, then one full-batch graph built outside
+    the modules and backpropagated 4 times."""
+    with torch.no_grad():
+        for mb in micro_batches:
+            model(mb.x)
+    x = torch.cat([mb.x for mb in micro_batches])
+    y = torch.cat([mb.y for mb in micro_batches])
+    loss = torch.nn.functional.mse_loss(_by_hand(model, x), y)
+    k = len(micro_batches)
+    for i in range(k):
+        (loss / k).backward(retain_graph=i < k - 1)
+    return loss.item()
+
+
+def throwaway_forwards_with_graph(model, micro_batches):
+    """The same with the 4 throwaway forwards recording graphs: the full batch's saved tensors
+    are alive at once."""
+    for mb in micro_batches:
+        model(mb.x)
+    x = torch.cat([mb.x for mb in micro_batches])
+    y = torch.cat([mb.y for mb in micro_batches])
+    loss = torch.nn.functional.mse_loss(_by_hand(model, x), y)
+    k = len(micro_batches)
+    for i in range(k):
+        (loss / k).backward(retain_graph=i < k - 1)
+    return loss.item()
+
+
+def keeps_losses_in_a_list(model, micro_batches):
+    """Backward per micro-batch frees the saved tensors, but the list keeps every graph's nodes."""
+    k = len(micro_batches)
+    losses = []
+    for mb in micro_batches:
+        loss = torch.nn.functional.mse_loss(model(mb.x), mb.y)
+        (loss / k).backward()
+        losses.append(loss)
+    return sum(loss.item() for loss in losses) / k
+
+
+def adds_the_loss_after_backward(model, micro_batches):
+    """`total = total + loss` after each backward: the total's graph holds every micro-batch's."""
+    k = len(micro_batches)
+    total = 0
+    for mb in micro_batches:
+        loss = torch.nn.functional.mse_loss(model(mb.x), mb.y) / k
+        loss.backward()
+        total = total + loss
+    return total.item()
+
+
+def unpacks_a_micro_batch(model, micro_batches):
+    """Treats a micro-batch as an (x, y) pair: it is an al.Data."""
+    k = len(micro_batches)
+    total = 0.0
+    for x, y in micro_batches:
+        loss = torch.nn.functional.mse_loss(model(x), y) / k
+        loss.backward()
+        total += loss.item()
+    return total
+
+
 def no_division(model, micro_batches):
     total = 0.0
     for mb in micro_batches:
@@ -69,10 +169,10 @@ def calls_the_package(model, micro_batches):
 
 RIGHT = {
     "05.1": [
-        ("a float", 1.2e7),
-        ("a numpy integer", np.int64(12_000_000)),
-        ("a 0-d tensor", torch.tensor(12_000_000)),
-        ("a Decimal", Decimal("12000000")),
+        ("a float", 1.8e7),
+        ("a numpy integer", np.int64(18_000_000)),
+        ("a 0-d tensor", torch.tensor(18_000_000)),
+        ("a Decimal", Decimal("18000000")),
     ],
     "05.2": [
         ("a list", [64, 3]),
@@ -83,13 +183,17 @@ RIGHT = {
     "05.3": [
         ("reduction='sum' over the global count", accumulate_sum_reduction),
         ("a detached 0-d tensor total", accumulate_detached_total),
+        ("torch.autograd.grad summed into .grad", accumulate_autograd_grad),
+        ("layer by layer, a numpy float", accumulate_layer_by_layer),
     ],
 }
 WRONG = {
     "05.1": [
         ("one buffer", 6_000_000),
         ("the number of parameters", 3_000_000),
-        ("parameters, gradients and state", 24_000_000.0),
+        ("parameters, gradients and state", 30_000_000.0),
+        ("float32 buffers", 36_000_000),
+        ("five bytes off", 18_000_005),
         ("a bool", True),
     ],
     "05.2": [
@@ -104,7 +208,20 @@ WRONG = {
         ("the running total keeps its graphs", keeps_the_loss_tensor),
         ("no / k", no_division),
         ("calls al.memory.train_step", calls_the_package),
+        ("throwaway no_grad forwards, one full-batch graph", throwaway_forwards_no_grad),
+        ("throwaway forwards, one full-batch graph", throwaway_forwards_with_graph),
+        ("the losses kept in a list", keeps_losses_in_a_list),
+        ("loss added to a total after backward", adds_the_loss_after_backward),
+        ("a micro-batch unpacked as x, y", unpacks_a_micro_batch),
     ],
+}
+# the words each 05.3 wrong answer's hint must contain (tests/test_footprint.py)
+HINTS = {
+    "throwaway no_grad forwards, one full-batch graph": "without recording a graph",
+    "throwaway forwards, one full-batch graph": "micro-batches' worth",
+    "the losses kept in a list": "a loss kept in a list",
+    "loss added to a total after backward": "graphs were referenced",
+    "a micro-batch unpacked as x, y": "micro_batches is a list of al.Data",
 }
 STUBS = {
     "05.1": [("None", None)],

@@ -116,6 +116,9 @@ CASES = [
     bad("memory.train_step", "micro_batches 'abc'", lambda: M.train_step(_mlp(), torch.optim.SGD(_mlp().parameters(), 0.1), "abc"), "micro_batches"),
     bad("memory.train_step", "optimizer 'sgd'", lambda: M.train_step(_mlp(), "sgd", data().micro_batches(2)), "optimizer", "str"),
     bad("memory.train_step", "model 'x'", lambda: M.train_step("x", torch.optim.SGD(_mlp().parameters(), 0.1), data().micro_batches(2)), "model", "str"),
+    bad("memory.grad_bytes", "batch 'x'", lambda: M.grad_bytes(_mlp(), "x"), "batch", "str"),
+    bad("memory.train_step", "hold_last_batch 'no'", lambda: M.train_step(_mlp(), torch.optim.SGD(_mlp().parameters(), 0.1), data().micro_batches(2), hold_last_batch="no"), "hold_last_batch", "'no'"),
+    bad("memory.step_peak_bytes", "hold_last_batch 1", lambda: M.step_peak_bytes(_mlp(), data(), 2, hold_last_batch=1), "hold_last_batch", "1"),
     bad("memory.train_step", "micro_batches []", lambda: M.train_step(_mlp(), torch.optim.SGD(_mlp().parameters(), 0.1), []), "micro_batches"),
 ]
 # fmt: on
