@@ -144,7 +144,10 @@ def _stub(model, micro_batches):
 
 RIGHT = {
     "12.1": [("numpy integer", np.int64(2048)), ("0-d tensor", torch.tensor(2048))],
-    "12.2": [("numpy and tensor", (np.float64(0.125), torch.tensor(1.0))), ("ints", (1 / 8, 1))],
+    "12.2": [
+        ("numpy and tensor", (np.float64(1 / 64), np.float64(0.125), torch.tensor(1.0))),
+        ("a list, 3 significant digits", [0.0156, 0.125, 1]),
+    ],
     "12.3": [
         ("param.grad_dtype = float32", _grad_dtype_route),
         ("torch.autograd.grad, no hook", _autograd_grad),
@@ -153,7 +156,11 @@ RIGHT = {
 }
 WRONG = {
     "12.1": [("4096", 4096), ("1024", 1024)],
-    "12.2": [("no rescaling", (1.0, 1.0)), ("both divided", (1 / 16, 1 / 8))],
+    "12.2": [
+        ("no rescaling", (1.0, 1.0, 1.0)),
+        ("batch 1 divided once more only", (1 / 8, 1 / 8, 1.0)),
+        ("two steps' answer", (1 / 8, 1.0)),
+    ],
     "12.3": [
         ("converted at the end", _then_convert),
         ("al.scale.accumulate", _calls_accumlab),
