@@ -627,6 +627,28 @@ def test_explorer_moves_with_its_controls():
         al.scale.scale_explorer([1, 2])
 
 
+def test_explorer_hides_the_point_of_a_refused_step():
+    from accumlab.figures import named_artists
+
+    fig = al.scale.plot_scale_explorer(al.scale.explorer_data(4, 2, "GPipe"))
+    point = named_artists(fig)["point"]
+    assert point.get_visible()
+    al.scale.update_scale_explorer(fig, al.scale.explorer_data(2, 4, "1F1B"))  # m < S: refused
+    assert not point.get_visible()
+    al.scale.update_scale_explorer(fig, al.scale.explorer_data(1, 1, "GPipe"))  # one stage
+    assert "≤ 1 micro-batch's activations" in named_artists(fig)["timeline"].get_title()
+
+
+def test_master_weight_step_counts_what_the_update_holds():
+    r = al.scale.master_weight_step(micro_batches=2)
+    assert r["stepped"]
+    mixed, fp32 = r["bytes"]["bfloat16 + main grad + master"], r["bytes"]["float32"]
+    assert mixed == {"params": 2, "main_grad": 4, "master": 4, "adam": 8}
+    assert fp32 == {"params": 4, "grad": 4, "adam": 8}
+    assert al.scale.sharded_bytes(mixed, 4) == 6 + 12 / 4  # Megatron's distributed-optimizer table
+    assert al.scale.sharded_bytes(fp32, 4) == 8 + 8 / 4
+
+
 def test_plots_return_figures():
     sweep = al.scale.accumulator_errors([1, 2])
     reps = {s: al.scale.replay(al.scale.schedule_order(s, 2, 4)) for s in al.scale.SCHEDULES}
