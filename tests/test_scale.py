@@ -627,6 +627,28 @@ def test_explorer_moves_with_its_controls():
         al.scale.scale_explorer([1, 2])
 
 
+def test_explorer_hides_the_point_of_a_refused_step():
+    from accumlab.figures import named_artists
+
+    fig = al.scale.plot_scale_explorer(al.scale.explorer_data(4, 2, "GPipe"))
+    point = named_artists(fig)["point"]
+    assert point.get_visible()
+    al.scale.update_scale_explorer(fig, al.scale.explorer_data(2, 4, "1F1B"))  # m < S: refused
+    assert not point.get_visible()
+    al.scale.update_scale_explorer(fig, al.scale.explorer_data(1, 1, "GPipe"))  # one stage
+    assert "≤ 1 micro-batch's activations" in named_artists(fig)["timeline"].get_title()
+
+
+def test_master_weight_step_counts_what_the_update_holds():
+    r = al.scale.master_weight_step(micro_batches=2)
+    assert r["stepped"]
+    mixed, fp32 = r["bytes"]["bfloat16 + main grad + master"], r["bytes"]["float32"]
+    assert mixed == {"params": 2, "main_grad": 4, "master": 4, "adam": 8}
+    assert fp32 == {"params": 4, "grad": 4, "adam": 8}
+    assert al.scale.sharded_bytes(mixed, 4) == 6 + 12 / 4  # Megatron's distributed-optimizer table
+    assert al.scale.sharded_bytes(fp32, 4) == 8 + 8 / 4
+
+
 def test_plots_return_figures():
     sweep = al.scale.accumulator_errors([1, 2])
     reps = {s: al.scale.replay(al.scale.schedule_order(s, 2, 4)) for s in al.scale.SCHEDULES}
@@ -667,3 +689,37 @@ def test_lesson13_two_batch_hints_name_the_mistake_made():
         if label in wrong:
             result = al.check("13.2", wrong[label])
             assert not result.ok and says in result.message, (label, result.message)
+
+
+def _hooked_sum(model, chunks, dtype, flush):
+    """A post-accumulate-grad hook adding .grad into a `dtype` buffer every `flush` backwards."""
+    model = copy.deepcopy(model)
+    k, seen = len(chunks), {}
+    main = {p: torch.zeros_like(p, dtype=dtype) for p in model.parameters()}
+
+    def add(p):
+        seen[p] = seen.get(p, 0) + 1
+        if seen[p] % flush == 0:
+            main[p].add_(p.grad)
+            p.grad = None
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(add)
+    for mb in chunks:
+        pred = model(mb.x.to(torch.bfloat16))
+        (torch.nn.functional.mse_loss(pred.float(), mb.y.float()) / k).backward()
+    return {n: main[p].double() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exercise_12_3_tolerance_separates_16_bit_sums_from_float32(seed):
+    from accumlab.exercises.lesson12 import MAIN_GRAD_TOLERANCE, _distance
+
+    model = al.mlp(8, 32, depth=1, seed=seed).to(torch.bfloat16)
+    chunks = al.regression_data(n=128 * 4, features=8, seed=seed).micro_batches(4)
+    main, _ = al.scale.accumulate(model, chunks, "float32 main_grad")
+    same, _ = al.scale.accumulate(model, chunks, "float32 grad_dtype")
+    assert _distance(same, main) <= MAIN_GRAD_TOLERANCE  # another float32 route: within tolerance
+    assert _distance(_hooked_sum(model, chunks, torch.float32, 1), main) <= MAIN_GRAD_TOLERANCE
+    for dtype, flush in ((torch.float16, 1), (torch.float32, 4)):  # 16-bit sums: far outside it
+        assert _distance(_hooked_sum(model, chunks, dtype, flush), main) > 10 * MAIN_GRAD_TOLERANCE

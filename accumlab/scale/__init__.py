@@ -15,6 +15,10 @@ __getattr__, __dir__, __all__ = lazy_names(
         "available_accumulators": "accumulator",
         "grad_dtype_supported": "accumulator",
         "step_with_grad_dtype": "accumulator",
+        # master_weights.py: what the update needs besides the main gradient
+        "master_weight_step": "master_weights",
+        "sharded_bytes": "master_weights",
+        "SHARDED": "master_weights",
         # schedule.py, stages.py, pipeline.py: pipeline schedules are accumulation
         "SCHEDULES": "schedule",
         "bubble_curves": "schedule",

@@ -146,8 +146,9 @@ def accumulate(model: nn.Module, micro_batches: list, accumulator: str) -> tuple
     if accumulator == "float32 grad_dtype":
         for p in model.parameters():
             p.grad_dtype = torch.float32  # the engine casts each incoming gradient to float32
+    device = next(model.parameters()).device.type  # autocast on the device the model is on
     for mb in micro_batches:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
             pred = forward(model, mb.x.to(next(model.parameters()).dtype), "a micro-batch")
         get_loss("mse").check(pred, mb.y)  # (n, 1) against (n,) would broadcast silently
         # the loss and its / k in float32: only the gradient buffers differ between accumulators

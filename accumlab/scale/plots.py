@@ -66,7 +66,9 @@ def plot_schedules(replays: dict, *, title: str = "") -> Figure:
     for ax, (name, rep) in zip(axes, replays.items()):
         _draw_spans(ax, rep["spans"], labels=True)
         ax.set_title(f"{name}: bubble {rep['bubble'][0]:.0%} of the step", fontsize=9, loc="left")
-    fig.suptitle(title or "Recorded pass orders replayed on a clock", fontsize=10)
+    key = [Patch(color=STAGE_COLORS[k], label=w) for k, w in (("F", "forward"), ("B", "backward"))]
+    axes[0].legend(handles=key, fontsize=7, loc="upper right", ncols=2)
+    fig.suptitle(title or "torch's pass orders replayed on a clock", fontsize=10)
     return fig
 
 
@@ -268,12 +270,15 @@ def update_scale_explorer(fig: Figure, data: dict) -> None:
         + (
             "refused"
             if data["refused"]
-            else f"bubble {data['bubble']:.0%}, ≤ {data['in_flight']} micro-batches' activations held"
+            else f"bubble {data['bubble']:.0%}, ≤ {data['in_flight']} micro-batch"
+            + ("'s" if data["in_flight"] == 1 else "es'")
+            + " activations held"
         ),
         fontsize=9,
     )
     a["formula"].set_ydata(data["formula_curve"])
     a["point"].set_data([m], [data["formula"]])
+    a["point"].set_visible(not data["refused"])  # no step ran: no point on the curve
     a["curve"].set_title(f"S = {s} stages", fontsize=9)
     if "marker" in a:
         a["marker"].set_xdata([m, m])

@@ -40,6 +40,103 @@ def _calls_accumlab(model, micro_batches):
     return {n: g.float() for n, g in grads.items()}
 
 
+def _autograd_grad(model, micro_batches):
+    """Another right 12.3, with no hook and no .grad: torch.autograd.grad per micro-batch, each
+    bfloat16 gradient added into a float32 buffer."""
+    k = len(micro_batches)
+    names, params = zip(*model.named_parameters())
+    main = [torch.zeros_like(p, dtype=torch.float32) for p in params]
+    for mb in micro_batches:
+        pred = model(mb.x.to(torch.bfloat16))
+        loss = torch.nn.functional.mse_loss(pred.float(), mb.y.float()) / k
+        for buf, g in zip(main, torch.autograd.grad(loss, params)):
+            buf.add_(g)
+    return dict(zip(names, main))
+
+
+def _plain_loop(model, micro_batches):
+    """Another right 12.3: backward, add .grad into float32, free .grad, in the loop itself."""
+    k = len(micro_batches)
+    main = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in model.named_parameters()}
+    for mb in micro_batches:
+        pred = model(mb.x.to(torch.bfloat16))
+        (torch.nn.functional.mse_loss(pred.float(), mb.y.float()) / k).backward()
+        for n, p in model.named_parameters():
+            main[n] += p.grad
+            p.grad = None
+    return main
+
+
+def _hooked(model, micro_batches, *, dtype=torch.float32, free=True, remove=True, flush=1):
+    """A post-accumulate-grad hook into a `dtype` buffer; the wrong variants below set the flags."""
+    k = len(micro_batches)
+    main = {n: torch.zeros_like(p, dtype=dtype) for n, p in model.named_parameters()}
+    names = {p: n for n, p in model.named_parameters()}
+    seen = {p: 0 for p in model.parameters()}
+
+    def add(param):
+        seen[param] += 1
+        if seen[param] % flush == 0:  # flush > 1: sum `flush` backwards in the bfloat16 .grad first
+            main[names[param]].add_(param.grad)
+            if free:
+                param.grad = None
+
+    handles = [p.register_post_accumulate_grad_hook(add) for p in model.parameters()]
+    for mb in micro_batches:
+        pred = model(mb.x.to(torch.bfloat16))
+        (torch.nn.functional.mse_loss(pred.float(), mb.y.float()) / k).backward()
+    if remove:
+        for h in handles:
+            h.remove()
+    return {n: b.float() for n, b in main.items()}
+
+
+def _float16_buffer(model, micro_batches):
+    """A float16 buffer: 11 significant bits instead of 24."""
+    return _hooked(model, micro_batches, dtype=torch.float16)
+
+
+def _bf16_then_flush(model, micro_batches):
+    """4 backwards summed in the bfloat16 .grad before each add into float32."""
+    return _hooked(model, micro_batches, flush=4)
+
+
+def _hooks_left(model, micro_batches):
+    """Right arithmetic, but the hooks stay on the model."""
+    return _hooked(model, micro_batches, remove=False)
+
+
+def _grad_not_freed(model, micro_batches):
+    """The hook adds .grad but never frees it: the running bfloat16 sum is added again each time."""
+    return _hooked(model, micro_batches, free=False)
+
+
+def _float32_layers(model, micro_batches):
+    """Switches the layers to float32 through p.data for the loop, and back to bfloat16 after."""
+    k = len(micro_batches)
+    params = list(model.parameters())
+    for p in params:
+        p.data = p.data.float()
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x.float()), mb.y.float()) / k).backward()
+    out = {n: p.grad.clone() for n, p in model.named_parameters()}
+    for p in params:
+        p.data, p.grad = p.data.to(torch.bfloat16), None
+    return out
+
+
+def _watched_then_exact(model, micro_batches):
+    """Runs the watched bfloat16 loop, then returns a separate float32 full-batch gradient."""
+    import copy
+
+    _then_convert(model, micro_batches)
+    full = copy.deepcopy(model).float()
+    x = torch.cat([mb.x for mb in micro_batches]).float()
+    y = torch.cat([mb.y for mb in micro_batches]).float()
+    torch.nn.functional.mse_loss(full(x), y).backward()
+    return {n: p.grad for n, p in full.named_parameters()}
+
+
 def _stub(model, micro_batches):
     # your code: register_post_accumulate_grad_hook, a float32 buffer per parameter, ...
     return None
@@ -47,13 +144,33 @@ def _stub(model, micro_batches):
 
 RIGHT = {
     "12.1": [("numpy integer", np.int64(2048)), ("0-d tensor", torch.tensor(2048))],
-    "12.2": [("numpy and tensor", (np.float64(0.125), torch.tensor(1.0))), ("ints", (1 / 8, 1))],
-    "12.3": [("param.grad_dtype = float32", _grad_dtype_route)],
+    "12.2": [
+        ("numpy and tensor", (np.float64(1 / 64), np.float64(0.125), torch.tensor(1.0))),
+        ("a list, 3 significant digits", [0.0156, 0.125, 1]),
+    ],
+    "12.3": [
+        ("param.grad_dtype = float32", _grad_dtype_route),
+        ("torch.autograd.grad, no hook", _autograd_grad),
+        ("a plain loop, no hook", _plain_loop),
+    ],
 }
 WRONG = {
     "12.1": [("4096", 4096), ("1024", 1024)],
-    "12.2": [("no rescaling", (1.0, 1.0)), ("both divided", (1 / 16, 1 / 8))],
-    "12.3": [("converted at the end", _then_convert), ("al.scale.accumulate", _calls_accumlab)],
+    "12.2": [
+        ("no rescaling", (1.0, 1.0, 1.0)),
+        ("batch 1 divided once more only", (1 / 8, 1 / 8, 1.0)),
+        ("two steps' answer", (1 / 8, 1.0)),
+    ],
+    "12.3": [
+        ("converted at the end", _then_convert),
+        ("al.scale.accumulate", _calls_accumlab),
+        ("a float16 buffer", _float16_buffer),
+        ("4 backwards in bfloat16 per float32 add", _bf16_then_flush),
+        ("hooks left on the model", _hooks_left),
+        (".grad not freed in the hook", _grad_not_freed),
+        ("layers switched to float32 for the loop", _float32_layers),
+        ("the watched loop, then a float32 full batch", _watched_then_exact),
+    ],
 }
 STUBS = {
     "12.1": [("the lesson's cell", None)],

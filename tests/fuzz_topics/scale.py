@@ -36,6 +36,10 @@ CASES = [
     bad("scale.accumulator_errors", "accumulators 'bfloat16 .grad'", lambda: S.accumulator_errors([2], "bfloat16 .grad"), "accumulators", "str"),
     bad("scale.accumulator_errors", "micro_batch_size=10**9", lambda: S.accumulator_errors([2], micro_batch_size=10**9), "micro_batch_size"),
     bad("scale.accumulator_errors", "seed=-1", lambda: S.accumulator_errors([2], seed=-1), "seed", "-1"),
+    # master_weights.py
+    bad("scale.master_weight_step", "micro_batches=0", lambda: S.master_weight_step(micro_batches=0), "micro_batches", "0"),
+    bad("scale.master_weight_step", "seed=-1", lambda: S.master_weight_step(seed=-1), "seed", "-1"),
+    bad("scale.sharded_bytes", "ranks=0", lambda: S.sharded_bytes({"params": 2.0}, 0), "ranks", "0"),
     bad("scale.bf16_rounding", "limit=1", lambda: S.bf16_rounding(1), "limit", "1"),
     bad("scale.bf16_rounding", "limit=10**12", lambda: S.bf16_rounding(10**12), "limit"),
     # schedule.py
