@@ -47,6 +47,9 @@ class Data:
     def __getitem__(self, index) -> Data:
         if _is_int(index):
             index = operator.index(index)
+            # past the end is an IndexError: it also ends `for sample in data` and unpacking
+            if not -len(self) <= index < len(self):
+                raise IndexError(f"index {index} is out of range for {len(self)} samples")
             index = slice(index, index + 1 if index != -1 else None)
         elif isinstance(index, bool) or not isinstance(index, (slice, list, torch.Tensor)):
             raise ValueError(

@@ -1,5 +1,6 @@
 """setup, data, models, losses, compare, graph, memory: small facts each module promises."""
 
+import itertools
 import shutil
 
 import pytest
@@ -30,6 +31,17 @@ def test_data_is_deterministic_and_sliceable():
     assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
     assert len(a[2:5]) == 3 and len(a[4]) == 1
     assert [len(m) for m in a.micro_batches(4)] == [4, 4, 2]
+
+
+def test_data_index_past_the_end_raises_so_iteration_ends():
+    """Without it `list(data)` never ends (each index past the end was an empty Data)."""
+    data = al.regression_data(n=3, features=2)
+    assert [len(d) for d in itertools.islice(data, 5)] == [1, 1, 1]  # islice: fails, not hangs
+    assert torch.equal(data[-3].x, data.x[:1])
+    with pytest.raises(IndexError, match="index 3 is out of range for 3 samples"):
+        data[3]
+    with pytest.raises(ValueError, match="too many values to unpack"):
+        x, y = data  # a micro-batch unpacked as if it were (x, y)
 
 
 def test_token_data_padding_and_lengths():
