@@ -306,18 +306,17 @@ def _per_sample_autograd(model, windows):
 
 def _per_sample_in_a_hook(model, windows):
     """Per-sample gradients computed inside the answer's own forward pre-hook."""
-    k, rows = len(windows[0]), []
-    pending = []
+    k, rows, current = len(windows[0]), [], []
 
     def hook(module, args):
-        pending.append(args[0] * 1.0)  # x used in the hook, outside the model's forward
+        x, y, w = args[0], current[-1], module.weight.detach()[0]
+        rows.append((x @ w - y).unsqueeze(1) * x)
 
     handle = model.register_forward_pre_hook(hook)
     for window in windows:
         for x, y in window:
+            current.append(y)
             (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
-            w = model.weight.detach()[0]
-            rows.append((pending[-1] @ w - y).unsqueeze(1) * pending[-1])
         model.zero_grad()
     handle.remove()
     return solutions_b_simple(torch.cat(rows))
