@@ -709,3 +709,39 @@ def test_watchdog_leaves_no_pending_stop():
         [sys.executable, "-c", _LATE_STOP_SCRIPT], capture_output=True, text=True, timeout=30
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_refused_function_bound_before_the_block_is_refused_at_its_code():
+    import functools
+
+    from accumlab.reference import full_batch_grads as prebound
+
+    model, data = al.mlp(3, 4, 1, depth=1), al.regression_data(8, 3)
+    for call in (prebound, functools.partial(prebound)):
+        with pytest.raises(Hint, match="your answer called al.full_batch_grads"):
+            with Refuse("al.full_batch_grads"):
+                call(model, data)
+    code = prebound.__code__
+    with Refuse("al.full_batch_grads"):
+        assert prebound.__code__ is not code
+        assert al.check("02.2", _solution("02", "02.2")).ok  # accumlab's own call passes
+    assert prebound.__code__ is code and not any("refused" in k for k in prebound.__globals__)
+    prebound(model, data)
+
+
+def test_fed_compares_the_rows_not_only_their_count():
+    model, data = al.mlp(3, 4, 1, depth=1), al.regression_data(12, 3)
+    micro = data.micro_batches(4)
+    with Observe(model, inputs=True) as seen:
+        for mb in reversed(micro):
+            model(mb.x)
+        with torch.no_grad():
+            model(data.x)  # no graph: not compared
+    assert seen.fed(micro) is None
+    with Observe(model, inputs=True) as seen:
+        model(data.x.reshape(4, 3, 3))
+        model(micro[1].x)
+        model(micro[1].x)
+    said = seen.fed(micro)
+    assert said.startswith("2 of your 3 forwards with a graph received rows that are not")
+    assert "2 micro-batches never went through the model" in said

@@ -138,3 +138,26 @@ def test_answer_that_raises_becomes_a_hint():
 
     result = al.check("02.2", broken)  # an exercise whose checker calls the answer
     assert not result.ok and "RuntimeError" in result.message
+
+
+def _named_hints() -> list:
+    params = []
+    for path in sorted(CORPUS_DIR.glob("lesson*.py")):
+        if path.stem == "lesson13":  # its 13.2 hints are checked in tests/test_scale.py
+            continue
+        corpus = _load(path, f"corpus_hints_{path.stem}")
+        wrong = {
+            label: (id_, answer)
+            for id_, entries in corpus.WRONG.items()
+            for label, answer in entries
+        }
+        for label, says in getattr(corpus, "HINTS", {}).items():
+            params.append(pytest.param(*wrong[label], says, id=f"{path.stem}-{label}"))
+    return params
+
+
+@pytest.mark.parametrize("id_, answer, says", _named_hints())
+def test_wrong_answer_gets_the_hint_naming_its_mistake(id_, answer, says):
+    """A corpus's HINTS: the words the hint of each listed wrong answer must contain."""
+    result = al.check(id_, answer)
+    assert not result.ok and says in result.message, result.message

@@ -14,7 +14,9 @@ the checkers of lessons 02, 03, 04, 06, 10, 11 and 12.
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
+import types
 
 from ._answers import Hint
 
@@ -76,14 +78,19 @@ def _resolve(name: str):
     return value
 
 
+_GUARDS = itertools.count()  # a fresh handler name for each function guarded
+
+
 class Refuse:
     """`with Refuse("al.full_batch_grads", "al.scale.noise_scale"): answer(...)`: while the block
     runs, a call to one of these from code outside accumlab (the learner's answer) raises
     `Hint("this exercise asks you to write it yourself — your answer called al.full_batch_grads")`.
     Every accumlab module's binding of the object is replaced (so `al.<topic>.<name>` and other
     spellings are caught too) and restored afterwards; calls from accumlab's own code pass through.
-    A class is refused by its `__init__`. The hint is raised again when the block ends if the answer
-    swallowed it (`except Exception:`)."""
+    A class is refused by its `__init__`. A function is refused at its code object too (its
+    `__code__` is swapped for a guard while the block runs), so a name the learner bound before the
+    check (`from accumlab.scale import noise_scale as ns`, a `functools.partial`) is caught as well.
+    The hint is raised again when the block ends if the answer swallowed it (`except Exception:`)."""
 
     def __init__(self, *names: str):
         self.names = names
@@ -106,12 +113,14 @@ class Refuse:
     def __enter__(self) -> Refuse:
         self._undo: list[tuple[type, str, object]] = []  # classes: their own __init__ or None
         self._guards: dict = {}  # id(guard) -> (guard, the function it stands for)
+        self._codes: list = []  # (function, its own code, the handler's global name)
         for name in self.names:
             target = _resolve(name)
             if isinstance(target, type):
                 self._undo.append((target, "__init__", target.__dict__.get("__init__")))
                 type.__setattr__(target, "__init__", self._guard(name, target.__init__))
                 continue
+            self._guard_code(name, target)
             guard = self._guard(name, target)
             self._guards[id(guard)] = (guard, target)
             for module in _accumlab_modules():
@@ -120,7 +129,40 @@ class Refuse:
                         setattr(module, attr, guard)
         return self
 
+    def _guard_code(self, name: str, target) -> None:
+        """Swap `target.__code__` for a guard that every binding of the function runs: it calls a
+        handler (named in the function's own globals while the block runs), which lets accumlab's
+        own callers through to a twin holding the original code and refuses any other caller."""
+        if not isinstance(target, types.FunctionType) or target.__closure__:
+            return  # a builtin or a closure: refused through its module bindings only
+        original = target.__code__
+        twin = types.FunctionType(
+            original, target.__globals__, target.__name__, target.__defaults__, None
+        )
+        twin.__kwdefaults__ = target.__kwdefaults__
+        handler_name = f"__accumlab_refused_{next(_GUARDS)}__"
+
+        def handler(args, kwargs):
+            caller = sys._getframe(2).f_globals.get("__name__", "")  # 1: the guarded function
+            if caller == "accumlab" or caller.startswith("accumlab."):
+                return twin(*args, **kwargs)
+            self.called.append(name)
+            raise Hint(self.hint())
+
+        source = (
+            f"def {original.co_name}(*args, **kwargs):\n    return {handler_name}(args, kwargs)\n"
+        )
+        scope: dict = {}
+        exec(compile(source, original.co_filename, "exec"), scope)
+        target.__globals__[handler_name] = handler
+        target.__code__ = scope[original.co_name].__code__
+        self._codes.append((target, original, handler_name))
+
     def __exit__(self, kind, err, tb) -> None:
+        for target, original, handler_name in reversed(self._codes):
+            target.__code__ = original
+            target.__globals__.pop(handler_name, None)
+        self._codes.clear()
         for owner, attr, value in reversed(self._undo):
             if value is None:
                 delattr(owner, attr)

@@ -68,6 +68,24 @@ def _rows(args: tuple, kwargs: dict) -> int | None:
     return None
 
 
+def _first_tensor(args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """A plain copy of the first tensor argument (a tensor subclass's own methods not run)."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            with torch._C.DisableTorchFunctionSubclass():
+                return value.detach().clone().as_subclass(torch.Tensor)
+    return None
+
+
+def _rows_key(x: torch.Tensor | None):
+    """The rows' exact values as a dict key (a float64 copy: integer token ids are exact in it)."""
+    if x is None:
+        return None
+    with torch._C.DisableTorchFunctionSubclass():
+        flat = x.detach().to("cpu", torch.float64).contiguous()
+        return tuple(flat.shape), flat.numpy().tobytes()
+
+
 def _graph_task() -> int:
     return torch._C._current_graph_task_id()  # the backward pass running now (-1 outside one)
 
@@ -117,9 +135,14 @@ class Observe:
       forwards with a graph not yet freed, alive at once (parameters excluded);
     - `seen.summary()`: "your answer ran 4 forwards of 8 rows and 4 backward passes; at most 1
       graph was alive at once".
+
+    With `inputs=True`, `seen.inputs` also holds a copy of the first tensor argument of each
+    entry forward (in `seen.forwards`' order), for `seen.fed(micro_batches)`: whether the forwards
+    with a graph received exactly the micro-batches' rows, one forward each (a reshaped full batch
+    has the right row count but not the right rows).
     """
 
-    def __init__(self, model: nn.Module, *, entry: str | None = None):
+    def __init__(self, model: nn.Module, *, entry: str | None = None, inputs: bool = False):
         if not isinstance(model, nn.Module):
             raise TypeError(f"Observe needs an nn.Module, got {type(model).__name__}")
         modules = dict(model.named_modules())
@@ -128,6 +151,8 @@ class Observe:
         if entry not in modules:
             raise ValueError(f"entry={entry!r} is not a module of the model: {sorted(modules)}")
         self.model, self.entry = model, entry
+        self._keep_inputs = inputs
+        self.inputs: list[torch.Tensor | None] = []  # with inputs=True: each entry forward's input
         self.calls: dict[str, list[Call]] = {name: [] for name in modules}
         self._passes = 0  # entry forwards so far: the index that tags saved tensors
         self._accumulated: set[int] = set()  # graph tasks that wrote .grad
@@ -142,6 +167,8 @@ class Observe:
                 self.calls[name].append(Call(_rows(args, kwargs), torch.is_grad_enabled()))
                 if name == self.entry:
                     self._passes += 1
+                    if self._keep_inputs:
+                        self.inputs.append(_first_tensor(args, kwargs))
 
         return hook
 
@@ -201,6 +228,40 @@ class Observe:
     def forwards_phrase(self) -> str:
         return forwards_phrase(self.rows)
 
+    def fed(self, micro_batches: list) -> str | None:
+        """None when the entry forwards that recorded a graph received, one each and in any
+        order, exactly the rows of `micro_batches` (tensors, or objects with `.x`); else the
+        sentence a hint quotes: "2 of your 3 forwards with a graph received rows that are not
+        one of the micro-batches (a reshaped or concatenated batch?)". Needs `inputs=True`."""
+        if not self._keep_inputs:
+            raise TypeError("Observe(model, inputs=True) keeps the inputs that fed() compares")
+        from collections import Counter
+
+        wanted = Counter(_rows_key(getattr(mb, "x", mb)) for mb in micro_batches)
+        graphs = [x for x, c in zip(self.inputs, self.forwards, strict=True) if c.graph]
+        unmatched = 0
+        for x in graphs:
+            key = _rows_key(x)
+            if wanted[key] > 0:
+                wanted[key] -= 1
+            else:
+                unmatched += 1
+        missing = sum(wanted.values())
+        if not unmatched and not missing:
+            return None
+        said = []
+        if unmatched:
+            said.append(
+                f"{unmatched} of your {plural(len(graphs), 'forward')} with a graph received rows "
+                "that are not one of the micro-batches (a reshaped, concatenated or repeated batch?)"
+            )
+        if missing:
+            said.append(
+                f"{plural(missing, 'micro-batch', 'micro-batches')} never went through the model "
+                "with a graph"
+            )
+        return "; ".join(said)
+
     def backwards_phrase(self) -> str:
         text = plural(self.backwards, "backward pass", "backward passes")
         text = "no backward pass" if not self.backwards else text
@@ -244,3 +305,61 @@ class Modules:
         )
         kinds = kind.__name__ if isinstance(kind, type) else "original"
         return f"your answer replaced {len(gone)} of the {total} {kinds} layers ({what})"
+
+
+class Added:
+    """`with Added(model) as added: answer(...)`: what each backward pass added to the model's
+    gradients. Tensor hooks see the incoming gradient itself, whatever `.grad` held before or is
+    set to afterwards; a gradient computed on a copy of the model is not seen (hooks are not
+    copied), and forwards with a graph through modules holding parameters other than the model's
+    (a copy, or a twin loaded with its weights) are counted in `added.foreign_forwards`, by a
+    global forward hook that a copy cannot shed. Forwards under `torch.no_grad()` (logging) are
+    not counted: no gradient can come from them. `added.vectors()`: one flat vector per pass."""
+
+    def __init__(self, model: nn.Module):
+        self.params = dict(model.named_parameters())
+        self._ours = {id(p) for p in self.params.values()}
+        self.passes: dict[int, dict[str, torch.Tensor]] = {}
+        self.foreign_forwards = 0
+
+    def _hook(self, name):
+        def hook(grad):
+            added = self.passes.setdefault(_graph_task(), {})
+            added[name] = added.get(name, 0) + grad.detach().clone()
+
+        return hook
+
+    def _on_forward(self, module, args):
+        own = list(module.parameters(recurse=False))
+        if own and torch.is_grad_enabled() and not any(id(p) in self._ours for p in own):
+            self.foreign_forwards += 1
+
+    def __enter__(self) -> Added:
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        self._handles = [
+            p.register_hook(self._hook(n)) for n, p in self.params.items() if p.requires_grad
+        ]
+        self._handles.append(register_module_forward_pre_hook(self._on_forward))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+    def vectors(self) -> list[torch.Tensor]:
+        """One flat vector per backward pass, in parameter-name order (zeros where none came)."""
+        from ..compare import flatten
+
+        return [
+            flatten({n: added.get(n, torch.zeros_like(p)) for n, p in self.params.items()})
+            for added in self.passes.values()
+        ]
+
+
+def multiple_of(got: torch.Tensor, of: torch.Tensor, rel: float = 1e-10) -> bool:
+    """got = c · of for one c > 0, to `rel` of the largest entry (float64 round-off by default)."""
+    if not bool(of.any()):
+        return False
+    scale = float(got @ of / (of @ of))
+    return scale > 0 and bool((got - scale * of).abs().max() <= rel * (scale * of).abs().max())

@@ -25,7 +25,7 @@ def _count_leaves(answer):
 def _observe_twice(answer):
     """Run answer(w, x) with every saved tensor of the graphs it builds tagged; return (returned,
     w, reads of each saved tensor by backward, backward passes that wrote w.grad, passes that
-    reached w without writing .grad)."""
+    reached w without writing .grad, what each pass added to w.grad)."""
     w = torch.tensor(3.0, requires_grad=True)
     x = torch.tensor([1.0, 2.0])
     saved: list[torch.Tensor] = []
@@ -44,12 +44,18 @@ def _observe_twice(answer):
     def task() -> int:
         return torch._C._current_graph_task_id()  # the backward pass running now
 
-    w.register_hook(lambda g: reached.add(task()))
+    added: dict[int, torch.Tensor] = {}  # backward pass → what it added to w.grad
+
+    def seen(g):
+        reached.add(task())
+        added[task()] = added.get(task(), 0) + g.detach().clone()
+
+    w.register_hook(seen)
     w.register_post_accumulate_grad_hook(lambda p: wrote.add(task()))
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         returned = answer(w, x)
     counts = [reads.get(tag, 0) for tag in range(len(saved))]
-    return returned, w, counts, len(wrote), len(reached - wrote)
+    return returned, w, counts, len(wrote), len(reached - wrote), list(added.values())
 
 
 @exercise("01.2", 2, "Call backward twice on one graph")
@@ -57,7 +63,7 @@ def _backward_twice(answer):
     # answer(w, x) must build loss = (w * x).pow(2).sum() ONCE, call backward on it twice and
     # return w.grad. Observed: how often backward read each tensor the graph saved (twice each:
     # one graph, two passes), and how many backward passes wrote w.grad.
-    returned, w, reads, writes, grad_only = _observe_twice(answer)
+    returned, w, reads, writes, grad_only, passes = _observe_twice(answer)
     if not reads:
         raise Hint(
             "the checker saw no graph being built: build the loss from w and x with plain "
@@ -79,9 +85,22 @@ def _backward_twice(answer):
             "walked two different graphs. Build the loss once and walk that one graph twice — "
             "the first backward frees what it saved unless you ask it not to (retain_graph)"
         )
+    walked_once = sum(r == 1 for r in reads)
+    if walked_once:
+        raise Hint(
+            f"{plural(walked_once, 'tensor')} the graph saved {'was' if walked_once == 1 else 'were'} "
+            "read by only one of your backward passes: part of each loss was built twice. Build "
+            "the loss once and call backward on that same loss twice"
+        )
+    once = 2 * w.detach() * (torch.tensor([1.0, 2.0]) ** 2).sum()
+    if len(passes) == 2 and not all(torch.allclose(p, once, rtol=1e-6, atol=0) for p in passes):
+        added = ", ".join(f"{float(p):g}" for p in passes)
+        raise Hint(
+            f"your two backward passes added {added} to w.grad: each backward of the loss should "
+            "add the same, non-zero gradient (call backward() plainly, and let .grad add them up)"
+        )
     if not isinstance(returned, torch.Tensor):
         raise Hint("return w.grad (a tensor) after the second backward")
-    once = 2 * w.detach() * (torch.tensor([1.0, 2.0]) ** 2).sum()
     if w.grad is None or not torch.allclose(w.grad, 2 * once, rtol=1e-6, atol=0):
         raise Hint("after two backward passes w.grad should hold the sum of both")
     if not torch.equal(returned.detach(), w.grad):

@@ -12,7 +12,7 @@ from ..models import ScalarModel, mlp
 from ..reference import full_batch_grads
 from . import exercise
 from ._answers import Hint, compare
-from ._observe import Observe, Refuse, Spy, forwards_phrase
+from ._observe import Added, Observe, Refuse, Spy, forwards_phrase, multiple_of
 
 
 @exercise("02.1", 1, "w after the step, without halving the loss")
@@ -28,6 +28,8 @@ def _predict_unhalved(answer):
             1.2: "that is the step with each loss divided by 2 (the full-batch step)",
             -40.0: "that is w.grad after both samples; the exercise asks for w after the step",
             0.6: "SGD moves w against the gradient: w − lr · grad",
+            1.0: "that is w before the step: the two backward passes add into w.grad, and the "
+            "step moves w by −lr · w.grad",
         },
         otherwise="add the two samples' gradients, −2·x·(y − w·x) each, then w − lr · grad",
     )
@@ -45,14 +47,18 @@ def _accumulate(answer):
     model = mlp(3, 4, 1, depth=1, seed=11)
     mine = copy.deepcopy(model)
     size, k = 4, 3
-    with Refuse(*REFUSED), Observe(mine) as seen:
+    with Refuse(*REFUSED), Observe(mine, inputs=True) as seen, Added(mine) as added:
         answer(mine, data, size)
     want = forwards_phrase([size] * k)
-    if seen.rows != [size] * k or not all(c.graph for c in seen.forwards):
+    rows = [c.rows for c in seen.forwards if c.graph]  # a forward under no_grad (a log) is free
+    if rows != [size] * k:
         raise Hint(
-            f"your answer ran {seen.forwards_phrase()}; accumulation runs {want}, one per "
-            "micro-batch, each recording its graph"
+            f"your answer ran {forwards_phrase(rows)} with a graph; accumulation runs {want}, "
+            "one per micro-batch, each recording its graph"
         )
+    fed = seen.fed(data.micro_batches(size))  # the rows: a reshaped batch has the right count
+    if fed:
+        raise Hint(f"{fed}: accumulation feeds each micro-batch's own x to the model, once")
     if seen.backwards != k:
         raise Hint(
             f"your answer ran {seen.backwards_phrase()}; accumulation calls backward once per "
@@ -62,6 +68,25 @@ def _accumulate(answer):
         raise Hint(
             f"{seen.graphs_phrase()}: call backward on each micro-batch before the next forward, "
             "so only one graph is alive at a time (lesson 01)"
+        )
+    if added.foreign_forwards:
+        raise Hint(
+            "your answer ran a forward with a graph through another model's layers (a copy or "
+            "a twin of `model`?): accumulate on `model` itself, one micro-batch at a time"
+        )
+    from ..compare import flatten
+
+    vectors = added.vectors()
+    if any(not bool(v.any()) for v in vectors):
+        raise Hint(
+            "a backward pass added nothing to .grad: each micro-batch's backward must carry its "
+            "own share of the full-batch gradient"
+        )
+    got = {n: p.grad for n, p in mine.named_parameters()}
+    if any(g is None for g in got.values()) or not multiple_of(flatten(got), sum(vectors)):
+        raise Hint(
+            ".grad ended as something other than what your backward passes added (or a multiple "
+            "of it): let backward write the gradient"
         )
     full = full_batch_grads(model, data)
     for name, p in mine.named_parameters():

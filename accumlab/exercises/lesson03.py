@@ -8,13 +8,13 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.nn.modules.module import register_module_forward_pre_hook
 
 from ..data import IGNORE_INDEX
 from ..engine import grads_of
 from ..models import TinyLM
 from . import exercise
 from ._answers import Hint, compare
+from ._observe import Added as _Added
 from ._observe import Observe, Refuse, forwards_phrase, plural
 
 LOG_TOKENS, LOG_MEANS, LOG_K = [30, 70], [2.0, 1.0], 2  # 03.1: one window, global count
@@ -146,50 +146,6 @@ def _weighted_full_batch(model, data, weight) -> torch.Tensor:
     return flatten({n: p.grad for n, p in twin.named_parameters()})
 
 
-class _Added:
-    """What each backward pass added to the model's gradients: tensor hooks see the incoming
-    gradient itself, whatever `.grad` held before or is set to afterwards (a gradient computed on
-    a copy of the model is not seen: hooks are not copied). Also counts forwards through modules
-    that hold parameters other than the model's (a copy, or a twin loaded with its weights), by a
-    global forward hook that a copy cannot shed."""
-
-    def __init__(self, model):
-        self.params = dict(model.named_parameters())
-        self._ours = {id(p) for p in self.params.values()}
-        self.passes: dict[int, dict[str, torch.Tensor]] = {}
-        self.foreign_forwards = 0
-
-    def _hook(self, name):
-        def hook(grad):
-            added = self.passes.setdefault(torch._C._current_graph_task_id(), {})
-            added[name] = added.get(name, 0) + grad.detach().clone()
-
-        return hook
-
-    def _on_forward(self, module, args):
-        own = list(module.parameters(recurse=False))
-        if own and not any(id(p) in self._ours for p in own):
-            self.foreign_forwards += 1
-
-    def __enter__(self):
-        self._handles = [p.register_hook(self._hook(n)) for n, p in self.params.items()]
-        self._handles.append(register_module_forward_pre_hook(self._on_forward))
-        return self
-
-    def __exit__(self, *exc):
-        for handle in self._handles:
-            handle.remove()
-
-    def vectors(self) -> list[torch.Tensor]:
-        """One flat vector per backward pass, in parameter-name order (zeros where none came)."""
-        from ..compare import flatten
-
-        return [
-            flatten({n: added.get(n, torch.zeros_like(p)) for n, p in self.params.items()})
-            for added in self.passes.values()
-        ]
-
-
 @exercise("03.4", 3, "accumulate a class-weighted token loss exactly")
 def fix_loop(answer):
     from ..compare import flatten
@@ -201,7 +157,7 @@ def fix_loop(answer):
         weight = class_weights(seed)
         model = TinyLM(vocab=VOCAB, dim=6, seed=seed)
         model.zero_grad(set_to_none=True)
-        with Refuse(*REFUSED), Observe(model) as seen, _Added(model) as added:
+        with Refuse(*REFUSED), Observe(model, inputs=True) as seen, _Added(model) as added:
             answer(model, micro, weight.clone())
         rows = [c.rows for c in seen.forwards if c.graph]  # forwards under no_grad cost nothing
         expected = [len(m) for m in micro]
@@ -209,6 +165,12 @@ def fix_loop(answer):
             raise Hint(
                 f"your answer ran {forwards_phrase(rows)} with a graph; accumulation runs "
                 f"{forwards_phrase(expected)}, one per micro-batch"
+            )
+        fed = seen.fed(micro)  # the rows themselves: a reshaped window has the right row count
+        if fed:
+            raise Hint(
+                f"{fed}: accumulation feeds each micro-batch's own x to the model, once, with a "
+                "graph"
             )
         if seen.backwards != len(micro) or seen.peak_graphs > 1:
             raise Hint(

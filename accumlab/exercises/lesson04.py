@@ -91,6 +91,48 @@ def _frozen_by_us(model: nn.Module) -> nn.Module:
     return model
 
 
+# 04.3: the share of its nonzero inputs a dropout layer (p = 0.2) must zero in one training-mode
+# forward of 256 × 8 values; the share is 0.2 ± 0.009 (one standard deviation), so real dropout
+# lands inside and a silenced one (0) far outside
+DROPPED = (0.1, 0.3)
+
+
+def _dropped(model: nn.Module, dropouts: dict) -> dict:
+    """One forward of `model` (grad on, as in training); for each original dropout layer, the
+    share of its nonzero inputs it zeroed and whether it scaled the rest by 1/(1 − p). Read by
+    forward hooks on the layers themselves, around whatever the answer did to their forward."""
+    seen: dict = {}
+
+    def record(name):
+        def hook(module, args, out):
+            x = args[0].detach()
+            nonzero = x != 0
+            kept = nonzero & (out.detach() != 0)
+            p = module.p
+            seen[name] = (
+                float((nonzero & ~kept).sum()) / max(int(nonzero.sum()), 1),
+                bool(torch.allclose(out.detach()[kept], x[kept] / (1 - p), rtol=1e-9, atol=0)),
+            )
+
+        return hook
+
+    handles = [m.register_forward_hook(record(n)) for n, m in dropouts.items()]
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(43)
+            model(torch.randn(256, 8, dtype=torch.float64))
+    finally:
+        for h in handles:
+            h.remove()
+    missing = set(dropouts) - set(seen)
+    if missing:
+        raise Hint(
+            f"the dropout layers {sorted(missing)} were not called in a forward of the model: "
+            "keep every layer where it is"
+        )
+    return seen
+
+
 def _run_freeze(answer, model: nn.Module) -> nn.Module:
     """Call the learner's freeze on `model`; check it returned that model with its own layers."""
     before = Modules(model)
@@ -136,9 +178,17 @@ def freeze(answer):
     changed = [f"{n}: p {p} → {now[n].p}" for n, p in rates.items() if now[n].p != p]
     if changed:
         return f"your answer changed dropout's rate ({', '.join(changed)}); dropout should keep regularising as before"
-    frozen(torch.randn(6, 8, dtype=torch.float64))
+    dropouts = {n: m for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
+    seen = _dropped(frozen, dropouts)
     if any(not torch.equal(before[n], b) for n, b in frozen.named_buffers()):
         return "the running statistics changed during a forward: the layer is not frozen"
+    for name, (fraction, scaled) in seen.items():
+        if not DROPPED[0] <= fraction <= DROPPED[1] or not scaled:
+            return (
+                f"dropout layer {name} dropped {fraction:.0%} of its inputs in a training-mode "
+                f"forward (rate p = {rates[name]}{'' if scaled else ', kept ones not scaled by 1/(1 − p)'}"
+                "): dropout must keep regularising — switch only the BatchNorm layers to eval mode"
+            )
 
     plain = _model_with_statistics(dropout=None)
     expected = _frozen_by_us(plain)
@@ -163,7 +213,9 @@ def _ghost_reference(x: torch.Tensor, size: int) -> torch.Tensor:
     )
 
 
-GHOST_CASES = ((12, 4), (10, 5), (8, 8), (10, 4))  # rows, ghost batch size; 10/4 ends with 2 rows
+# rows, ghost batch size; 10/4 ends with 2 rows; 12/5 is where x.chunk(ceil(12 / 5)) = [4, 4, 4]
+# differs from x.split(5) = [5, 5, 2]
+GHOST_CASES = ((12, 4), (10, 5), (8, 8), (10, 4), (12, 5))
 GHOST_TOLERANCE = 1e-6  # absolute, on values of order 1: a float32 computation passes too
 
 
@@ -201,6 +253,17 @@ def ghost(answer):
         if torch.allclose(got, unbiased, rtol=0, atol=GHOST_TOLERANCE):
             return (
                 f"BatchNorm normalises with the biased variance (÷ n), not the unbiased one {where}"
+            )
+        pieces = x.chunk(-(-rows // size))  # as many near-equal pieces as split gives
+        if len(pieces) == len(x.split(size)) and torch.allclose(
+            got,
+            torch.cat([(c - c.mean(0)) / (c.var(0, unbiased=False) + 1e-5).sqrt() for c in pieces]),
+            rtol=0,
+            atol=GHOST_TOLERANCE,
+        ):
+            return (
+                f"torch.chunk(n) cuts x into n pieces of nearly equal size ({[len(c) for c in pieces]}"
+                f"), not into chunks of {size} rows with a shorter last one {where}"
             )
         return f"use each chunk's mean and its biased variance (÷ n), with eps = 1e-5 {where}"
     return None

@@ -116,3 +116,43 @@ STUBS = {
     "01.2": [("the cell's function", _stub)],
     "01.3": [("the cell's None", None)],
 }
+
+
+# answers that make the second pass cosmetic: each must add the same, non-zero gradient
+def _doubled_after_a_zero_pass(w, x):
+    loss = (w * x).pow(2).sum()
+    loss.backward(retain_graph=True)
+    loss.backward(torch.tensor(0.0))  # walks the graph, adds nothing
+    w.grad.mul_(2)
+    return w.grad
+
+
+def _two_then_zero(w, x):
+    loss = (w * x).pow(2).sum()
+    loss.backward(torch.tensor(2.0), retain_graph=True)
+    loss.backward(torch.tensor(0.0))
+    return w.grad
+
+
+def _two_losses_sharing_a_product(w, x):
+    h = w * x  # shared, but each loss builds its own pow and sum
+    first, second = h.pow(2).sum(), h.pow(2).sum()
+    first.backward(retain_graph=True)
+    second.backward()
+    return w.grad
+
+
+def _retain_both_times(w, x):
+    """Right: retain_graph on both passes (the second need not free it)."""
+    loss = (w * x).pow(2).sum()
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)
+    return w.grad
+
+
+RIGHT["01.2"].append(("retain_graph on both passes", _retain_both_times))
+WRONG["01.2"] += [
+    ("doubled by hand after a zero second pass", _doubled_after_a_zero_pass),
+    ("gradient 2 then gradient 0", _two_then_zero),
+    ("two losses sharing w * x", _two_losses_sharing_a_product),
+]

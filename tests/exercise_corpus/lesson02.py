@@ -194,3 +194,71 @@ STUBS = {
     "02.2": [("the cell's function", _stub_accumulate)],
     "02.3": [("the cell's class", _StubWrapper)],
 }
+
+
+# answers that pass the row count without accumulating (review of the 02.2 checker)
+def _reshaped_full_batch(model, data, size):
+    """One forward of all 12 samples shaped (4, 3, features), then zero-loss passes."""
+    n = len(data.x)
+    out = model(data.x.reshape(size, n // size, -1))
+    F.mse_loss(out, data.y.reshape(size, n // size, -1)).backward()
+    for mb in data.micro_batches(size)[1:]:
+        (0 * model(mb.x).sum()).backward()
+
+
+def _fresh_twin_copied(model, data, size):
+    """A twin loaded with model's weights takes one full-batch backward; copied into .grad."""
+    twin = al.mlp(3, 4, 1, depth=1)
+    twin.load_state_dict(model.state_dict())
+    F.mse_loss(twin(data.x), data.y).backward()
+    for mb in data.micro_batches(size):
+        (0 * model(mb.x).sum()).backward()
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        p.grad = q.grad.clone()
+
+
+def _full_batch_prebound(model, data, size):
+    """accumlab's reference bound to another name before the check (no forward of its own)."""
+    full = _PREBOUND_FULL_BATCH(model, data)
+    for mb in data.micro_batches(size):
+        (0 * model(mb.x).sum()).backward()
+    for name, p in model.named_parameters():
+        p.grad = full[name].clone()
+
+
+def _logged_after(model, data, size):
+    """Right: the loop, then the full-batch loss logged without a graph."""
+    micro = data.micro_batches(size)
+    for mb in micro:
+        (F.mse_loss(model(mb.x), mb.y) / len(micro)).backward()
+    with torch.no_grad():
+        F.mse_loss(model(data.x), data.y)
+
+
+def _logged_first(model, data, size):
+    """Right: the full-batch loss logged without a graph first, then the loop in reverse order."""
+    with torch.no_grad():
+        F.mse_loss(model(data.x), data.y)
+    micro = data.micro_batches(size)
+    for mb in reversed(micro):
+        (F.mse_loss(model(mb.x), mb.y) / len(micro)).backward()
+
+
+from accumlab.reference import full_batch_grads as _PREBOUND_FULL_BATCH  # noqa: E402
+
+RIGHT["02.2"] += [
+    ("a no-grad logging forward after the loop", _logged_after),
+    ("a no-grad logging forward first, micro-batches in reverse", _logged_first),
+]
+WRONG["02.2"] += [
+    ("the full batch reshaped to 4 rows, zero-loss passes", _reshaped_full_batch),
+    ("a fresh twin's full-batch gradient copied into .grad", _fresh_twin_copied),
+    ("al.full_batch_grads bound before the check", _full_batch_prebound),
+]
+# the hint a wrong answer must get: the mistake named (tests/test_exercises.py)
+HINTS = {
+    "w unchanged": "w before the step",
+    "the full batch reshaped to 4 rows, zero-loss passes": "not one of the micro-batches",
+    "a fresh twin's full-batch gradient copied into .grad": "another model's layers",
+    "al.full_batch_grads bound before the check": "your answer called al.full_batch_grads",
+}

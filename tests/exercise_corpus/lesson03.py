@@ -264,3 +264,30 @@ STUBS: dict = {
     "03.3": [("the cell as handed out", None)],
     "03.4": [("a body of ...", accumulate_stub)],
 }
+
+
+def _reshaped_window_and_cancelling_pairs(model, micro_batches, class_weight):
+    """The whole window in one forward, reshaped to a micro-batch's row count; pairs of passes
+    that cancel make up the count of backwards."""
+    length = max(mb.x.shape[1] for mb in micro_batches)
+    x = torch.cat([F.pad(mb.x, (0, length - mb.x.shape[1])) for mb in micro_batches])
+    y = torch.cat([F.pad(mb.y, (0, length - mb.y.shape[1]), value=-100) for mb in micro_batches])
+    logits = model(x.reshape(len(micro_batches[0]), -1))
+    F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), y.reshape(-1), weight=class_weight, ignore_index=-100
+    ).backward()
+    rest = micro_batches[1:]
+    for a, _ in zip(rest[::2], rest[1::2], strict=False):
+        (1e-3 * model(a.x).sum()).backward()
+        (-1e-3 * model(a.x).sum()).backward()
+
+
+WRONG["03.4"].append(
+    (
+        "the window reshaped into one forward, cancelling pairs",
+        _reshaped_window_and_cancelling_pairs,
+    )
+)
+HINTS = {
+    "the window reshaped into one forward, cancelling pairs": "not one of the micro-batches",
+}

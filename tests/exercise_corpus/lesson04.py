@@ -249,3 +249,87 @@ STUBS = {
     "04.3": [("the lesson's cell", freeze_stub)],
     "04.4": [("the lesson's cell", ghost_stub)],
 }
+
+
+# dropout silenced while m.training and m.p still look right: it must really drop
+def _dropout_forward_identity(model):
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.eval()
+        if isinstance(m, nn.Dropout):
+            m.forward = lambda x: x
+    return model
+
+
+class _QuietDropout(nn.Dropout):
+    def forward(self, x):
+        return x
+
+
+def _dropout_class_swapped(model):
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.eval()
+        if type(m) is nn.Dropout:
+            m.__class__ = _QuietDropout
+    return model
+
+
+def _dropout_off_during_forward(model):
+    """A pre-hook switches dropout off, a post-hook back on: m.training reads True afterwards."""
+    drops = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm1d):
+            m.eval()
+
+    def off(module, args):
+        for d in drops:
+            d.training = False
+
+    def on(module, args, out):
+        for d in drops:
+            d.training = True
+
+    model.register_forward_pre_hook(off)
+    model.register_forward_hook(on)
+    return model
+
+
+def _freeze_prebound(model):
+    return _PREBOUND_FREEZE(model)
+
+
+def _chunk_by_count(x, size):
+    """torch.chunk into ceil(rows / size) pieces: equal pieces, not chunks of `size` rows."""
+    pieces = x.chunk(-(-len(x) // size))
+    return torch.cat([F.batch_norm(c, None, None, training=True) for c in pieces])
+
+
+def _ghost_by_array_split(x, size):
+    """Right: numpy's array_split at multiples of size, in float64."""
+    import numpy
+
+    cuts = list(range(size, len(x), size))
+    parts = numpy.split(x.numpy(), cuts)
+    return torch.cat(
+        [torch.from_numpy((p - p.mean(0)) / numpy.sqrt(p.var(0) + 1e-5)) for p in parts]
+    )
+
+
+from accumlab.batchnorm import freeze_batchnorm as _PREBOUND_FREEZE  # noqa: E402
+
+RIGHT["04.4"].append(("numpy split at multiples of the size", _ghost_by_array_split))
+WRONG["04.3"] += [
+    ("dropout's forward replaced by the identity", _dropout_forward_identity),
+    ("dropout's class swapped for a silent subclass", _dropout_class_swapped),
+    ("hooks switch dropout off during each forward", _dropout_off_during_forward),
+    ("al.batchnorm.freeze_batchnorm bound before the check", _freeze_prebound),
+]
+WRONG["04.4"].append(("torch.chunk into ceil(rows / size) pieces", _chunk_by_count))
+HINTS = {
+    "dropout's forward replaced by the identity": "dropped 0%",
+    "dropout's class swapped for a silent subclass": "dropped 0%",
+    "hooks switch dropout off during each forward": "dropped 0%",
+    "al.batchnorm.freeze_batchnorm bound before the check": "your answer called al.batchnorm.freeze_batchnorm",
+    "torch.chunk into ceil(rows / size) pieces": "torch.chunk(n)",
+}

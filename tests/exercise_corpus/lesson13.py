@@ -270,3 +270,140 @@ STUBS = {
     "13.1": [("the lesson's cell", _stub_b_simple)],
     "13.2": [("the lesson's cell", _stub_loop)],
 }
+
+
+# --- answers that compute around the loop (review of the 13.1 and 13.2 checkers) -------------
+from accumlab.scale import noise_scale as _PREBOUND_NOISE_SCALE  # noqa: E402
+from accumlab.scale import two_batch_estimate as _PREBOUND_TWO_BATCH  # noqa: E402
+
+
+def _noise_scale_prebound(grads):
+    return _PREBOUND_NOISE_SCALE(grads)["b_simple"]
+
+
+def _private_moments(grads):
+    from accumlab.scale.noise import _moments
+
+    trace, _, g2 = _moments(grads)
+    return float(trace / g2)
+
+
+def _per_sample_autograd(model, windows):
+    """The loop runs, and per-sample gradients come from torch.autograd.grad beside it."""
+    k, rows = len(windows[0]), []
+    for window in windows:
+        for x, y in window:
+            out = model(x).squeeze(1)
+            for i in range(len(y)):
+                (g,) = torch.autograd.grad(
+                    0.5 * (out[i] - y[i]) ** 2, model.weight, retain_graph=True
+                )
+                rows.append(g.flatten())
+            (0.5 * ((out - y) ** 2).mean() / k).backward()
+        model.zero_grad()
+    return solutions_b_simple(torch.stack(rows))
+
+
+def _per_sample_in_a_hook(model, windows):
+    """Per-sample gradients computed inside the answer's own forward pre-hook."""
+    k, rows, current = len(windows[0]), [], []
+
+    def hook(module, args):
+        x, y, w = args[0], current[-1], module.weight.detach()[0]
+        rows.append((x @ w - y).unsqueeze(1) * x)
+
+    handle = model.register_forward_pre_hook(hook)
+    for window in windows:
+        for x, y in window:
+            current.append(y)
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+        model.zero_grad()
+    handle.remove()
+    return solutions_b_simple(torch.cat(rows))
+
+
+def _closed_form(model, windows):
+    """Section 4's d + 1 + dσ²/|e|², σ² from the loop's residuals and |e|² read off the weight
+    (right only where w* = 0)."""
+    k, squares, n = len(windows[0]), 0.0, 0
+    for window in windows:
+        for x, y in window:
+            out = model(x).squeeze(1)
+            squares += float(((out - y).detach() ** 2).sum())
+            n += len(y)
+            (0.5 * ((out - y) ** 2).mean() / k).backward()
+        model.zero_grad()
+    w2, d = float(model.weight.detach().pow(2).sum()), model.weight.shape[1]
+    return d + 1 + d * (squares / n - w2) / w2
+
+
+def _loop_norms(model, windows):
+    """Per window: each micro-batch's |G_small|² (the change of .grad, × k) and |G_big|²."""
+    k = len(windows[0])
+    smalls, bigs = [], []
+    for window in windows:
+        small = []
+        for x, y in window:
+            before = model.weight.grad.clone() if model.weight.grad is not None else 0.0
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+            small.append(float(((model.weight.grad - before) * k).pow(2).sum()))
+        smalls.append(small)
+        bigs.append(float(model.weight.grad.pow(2).sum()))
+        model.zero_grad()
+    return smalls, bigs
+
+
+def _two_batch_prebound(model, windows):
+    k, b = len(windows[0]), len(windows[0][0][0])
+    smalls, bigs = _loop_norms(model, windows)
+    small = sum(map(sum, smalls)) / len(smalls) / k
+    est = _PREBOUND_TWO_BATCH(small, sum(bigs) / len(bigs), b, k * b)
+    return est["trace_sigma"] / est["g_squared"]
+
+
+def _averaged(beta, pick=None):
+    """The two-batch estimate, its norms averaged over windows by an EMA (beta) or plainly
+    (None); `pick`: one micro-batch's |G_small|² per window instead of the window's mean."""
+
+    def answer(model, windows):
+        k, b = len(windows[0]), len(windows[0][0][0])
+        smalls, bigs = _loop_norms(model, windows)
+        g2 = tr = 0.0
+        for small, big in zip(smalls, bigs, strict=True):
+            s = sum(small) / k if pick is None else small[pick]
+            one_g2 = (k * b * big - b * s) / (k * b - b)
+            one_tr = (s - big) / (1 / b - 1 / (k * b))
+            if beta is None:
+                g2, tr = g2 + one_g2, tr + one_tr
+            else:
+                g2, tr = beta * g2 + (1 - beta) * one_g2, beta * tr + (1 - beta) * one_tr
+        return tr / g2
+
+    return answer
+
+
+RIGHT["13.2"] += [
+    ("an EMA with β = 0.99 (the solution's average), written apart", _averaged(0.99)),
+    ("plain sums over the windows, a float", _averaged(None)),
+]
+WRONG["13.1"] += [
+    ("al.scale.noise_scale bound before the check", _noise_scale_prebound),
+    ("accumlab.scale.noise._moments", _private_moments),
+]
+WRONG["13.2"] += [
+    ("per-sample gradients with torch.autograd.grad beside the loop", _per_sample_autograd),
+    ("per-sample gradients in the answer's own pre-hook", _per_sample_in_a_hook),
+    ("section 4's closed form from the residuals", _closed_form),
+    ("al.scale.two_batch_estimate bound before the check", _two_batch_prebound),
+    ("an EMA with β = 0.95", _averaged(0.95)),
+    ("each window's first micro-batch alone", _averaged(None, pick=0)),
+]
+HINTS.update(
+    {
+        "per-sample gradients with torch.autograd.grad beside the loop": "torch.autograd.grad",
+        "per-sample gradients in the answer's own pre-hook": "outside the model's forward",
+        "al.scale.two_batch_estimate bound before the check": "al.scale.two_batch_estimate",
+        "an EMA with β = 0.95": "an EMA with β = 0.95",
+        "each window's first micro-batch alone": "each window's first micro-batch alone",
+    }
+)
