@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from . import exercise
-from ._answers import Hint, compare
 from ._amp_loop import GradWatch, ScalerWatch
+from ._answers import Hint, compare
 from ._observe import Observe, Refuse, Spy, forwards_phrase
 
 # 06.1: CosineAnnealingLR(T_max=400) built for 400 optimizer steps, k = 8, stepped per micro-batch
