@@ -172,6 +172,9 @@ def clipping_seeds(
         raise ValueError(
             f"n={n} must be a multiple of micro_batch_size={micro_batch_size}, with k ≥ 2"
         )
+    ratios = _validate.finite_floats("ratios", ratios, minimum=0.0)
+    if not ratios or min(ratios) <= 0:  # checked before any run, as clipping_sweep checks it
+        raise ValueError(f"ratios must be numbers > 0, got {ratios!r}")
     out = {"seeds": seeds, "ratios": list(ratios), "last_cosine": [], "cosine": []}
     for seed in seeds:
         model = mlp(features=4, hidden=8, depth=1, seed=seed)

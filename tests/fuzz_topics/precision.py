@@ -116,5 +116,17 @@ CASES = [
     bad("precision.warmup_cosine", "total < warmup", lambda: P.warmup_cosine(10, 2), "warmup_steps"),
     bad("precision.warmup_cosine", "min_ratio '0.1'", lambda: P.warmup_cosine(2, 10, min_ratio="0.1"), "min_ratio", "'0.1'"),
     bad("precision.warmup_cosine", "min_ratio nan", lambda: P.warmup_cosine(2, 10, min_ratio=NAN), "min_ratio", "nan"),
+    bad("precision.clipping_seeds", "seeds [-1]", lambda: P.clipping_seeds([-1]), "seeds[0]", "-1"),
+    bad("precision.clipping_seeds", "seeds 3", lambda: P.clipping_seeds(3), "seeds", "int"),
+    bad("precision.clipping_seeds", "40 seeds", lambda: P.clipping_seeds(list(range(40))), "seeds", "40"),
+    bad("precision.clipping_seeds", "ratios [0.0]", lambda: P.clipping_seeds([0], ratios=[0.0]), "ratios", "0.0"),
+    bad("precision.clipping_seeds", "n=10 of micro-batches of 4", lambda: P.clipping_seeds([0], n=10), "n=10", "4"),
+    bad("precision.clipping_seeds", "n=4: one micro-batch, nothing to accumulate", lambda: P.clipping_seeds([0], n=4), "n=4", "k"),
+    bad("precision.float16_skips", "seeds [-1]", lambda: P.float16_skips([-1]), "seeds[0]", "-1"),
+    bad("precision.float16_skips", "seeds 'ab'", lambda: P.float16_skips("ab"), "seeds", "str"),
+    bad("precision.float16_skips", "n=30 (not whole windows)", lambda: P.float16_skips([0], n=30), "n", "30"),
+    bad("precision.float16_skips", "n=10**9", lambda: P.float16_skips([0], n=10**9), "n"),
+    bad("precision.lightning_on_skip", "skip_step=10 of 4 steps", lambda: P.lightning_on_skip(10), "skip_step", "10"),
+    bad("precision.lightning_on_skip", "steps=0", lambda: P.lightning_on_skip(0, 0), "steps", "0"),
 ]
 # fmt: on
