@@ -409,6 +409,12 @@ def test_lightning_on_skip_measures_the_real_trainer():
     assert r["lrs"] == r["schedule"]  # stepped on the skipped step too
 
 
+@pytest.mark.slow
+def test_lightning_frequency_counts_batches():
+    assert al.precision.lightning_frequency(4, 2, 16)["scheduler_steps"] == 4
+    assert al.precision.lightning_frequency(4, 8, 16)["scheduler_steps"] == 2
+
+
 def test_float16_skips_over_seeds():
     r = al.precision.float16_skips(seeds=[0, 1])
     assert all(c[1] and s[1] for c, s in zip(r["correct"], r["silent"], strict=True))

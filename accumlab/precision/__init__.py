@@ -20,6 +20,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "amp_report": "amp_runs",
         "float16_skips": "amp_runs",
         "fused_with_scaler": "amp_runs",
+        "lightning_frequency": "lightning_skip",
         "lightning_on_skip": "lightning_skip",
         "skip_conventions": "amp_runs",
         # dtypes.py: the dtype gradients accumulate in

@@ -128,5 +128,8 @@ CASES = [
     bad("precision.float16_skips", "n=10**9", lambda: P.float16_skips([0], n=10**9), "n"),
     bad("precision.lightning_on_skip", "skip_step=10 of 4 steps", lambda: P.lightning_on_skip(10), "skip_step", "10"),
     bad("precision.lightning_on_skip", "steps=0", lambda: P.lightning_on_skip(0, 0), "steps", "0"),
+    bad("precision.lightning_frequency", "accumulate=0", lambda: P.lightning_frequency(0), "accumulate", "0"),
+    bad("precision.lightning_frequency", "frequency=-1", lambda: P.lightning_frequency(4, -1), "frequency", "-1"),
+    bad("precision.lightning_frequency", "batches=10**6", lambda: P.lightning_frequency(4, 2, 10**6), "batches"),
 ]
 # fmt: on
