@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 
 from . import exercise
+from ._amp_loop import GradWatch, ScalerWatch
 from ._answers import Hint, compare
-from ._observe import Refuse, Spy
+from ._observe import Observe, Refuse, Spy, forwards_phrase
 
 # 06.1: CosineAnnealingLR(T_max=400) built for 400 optimizer steps, k = 8, stepped per micro-batch
-T_MAX, K_06_1, STEP_06_1 = 400, 8, 100
+T_MAX, K_06_1, STEP_06_1 = 400, 8, 30
 
 
 def _cosine_fraction(calls: int) -> float:
@@ -29,21 +30,28 @@ def _cosine_fraction(calls: int) -> float:
 @exercise("06.1", 1, "A cosine schedule stepped per micro-batch")
 def cosine_per_micro_batch(answer) -> str | None:
     # before optimizer step j's update: k calls per earlier window, k - 1 in its own window
-    expected = _cosine_fraction(STEP_06_1 * K_06_1 + K_06_1 - 1)
-    as_written = _cosine_fraction(STEP_06_1)
+    calls = STEP_06_1 * K_06_1 + K_06_1 - 1
+    expected = _cosine_fraction(calls)
+    step = f"optimizer step {STEP_06_1}"
     return compare(
         answer,
         expected,
-        sig=2,
+        sig=3,
         wrong={
-            round(as_written, 4): "that is what optimizer step 100 would use with one "
+            round(_cosine_fraction(STEP_06_1), 4): f"that is what {step} would use with one "
             "scheduler.step() per optimizer step; here the scheduler is called after every "
             "micro-batch",
+            1.0: f"the scheduler changes the learning rate: count its calls before {step}'s update",
+            round(_cosine_fraction(STEP_06_1 * K_06_1), 4): f"that counts {STEP_06_1 * K_06_1} "
+            f"calls, the earlier windows' only: within {step}'s own window the scheduler is called "
+            "after micro-batches that come before the optimizer step",
+            round(_cosine_fraction(calls + 1), 4): "one call too many: the call after "
+            f"{step}'s own optimizer.step() comes after its update",
             0.0: "the schedule does not stop at its end: CosineAnnealingLR is periodic",
-            0.5: "count the scheduler's calls before optimizer step 100's update, then place them "
+            0.5: f"count the scheduler's calls before {step}'s update, then place them "
             f"on a cosine of period {2 * T_MAX} calls",
         },
-        otherwise="count the calls scheduler.step() has received before optimizer step 100 "
+        otherwise=f"count the calls scheduler.step() has received before {step} "
         "updates the weights, and read the cosine there",
     )
 
@@ -134,8 +142,9 @@ def reference_train(model, batches, k, max_norm, make_scheduler, lr=0.1):
 
 
 def _calls(answer, model, batches, k, max_norm, make_scheduler):
-    """Run the answer observed: the calls it made to GradScaler, clip_grad_norm_ and its scheduler,
-    and the dtype the model's first layer produced."""
+    """Run the answer observed: its forwards and backward passes, what `.grad` held at each
+    backward and at each step (GradWatch), the calls it made to GradScaler and its scheduler, and
+    the dtype the model's first layer produced."""
     import contextlib
 
     import torch
@@ -157,18 +166,55 @@ def _calls(answer, model, batches, k, max_norm, make_scheduler):
     hook = model[0].register_forward_hook(lambda m, a, out: dtypes.append(out.dtype))
     spies = {
         name: Spy(torch.amp.GradScaler, name, f"scaler.{name}")
-        for name in ("scale", "unscale_", "step", "update")
+        for name in ("unscale_", "step", "update")
     }
-    clip = Spy(torch.nn.utils, "clip_grad_norm_", "torch.nn.utils.clip_grad_norm_")
+    refused = Refuse("al.precision.amp_train", "al.exercises.lesson06.reference_train")
+    seen, grads, scale = Observe(model), GradWatch(model), ScalerWatch()
     try:
-        with Refuse("al.precision.amp_train"), contextlib.ExitStack() as stack:
-            for spy in (*spies.values(), clip):
+        with refused, seen, grads, scale, contextlib.ExitStack() as stack:
+            for spy in spies.values():
                 stack.enter_context(spy)
             trained = answer(model, batches, k, max_norm, counted_scheduler)
     finally:
         hook.remove()
     counts = {name: spy.calls for name, spy in spies.items()}
-    return trained, counts, clip.calls, len(scheduler_calls), dtypes
+    return trained, counts, seen, grads, scale, len(scheduler_calls), dtypes
+
+
+def _judge_structure(seen, grads, scale, batches, k):
+    """The technique: one forward and one scaled backward per micro-batch, `.grad` zeroed once per
+    window and left alone inside it."""
+    rows = len(batches[0][0])
+    if seen.backwards == 0:
+        raise Hint(
+            "no backward pass reached the model you were given (did your loop train a copy?): "
+            "train that model in place and return it"
+        )
+    if seen.rows != [rows] * len(batches) or seen.backwards != len(batches):
+        raise Hint(
+            f"{seen.summary()}; accumulation runs {forwards_phrase([rows] * len(batches))} and "
+            f"{len(batches)} backward passes, one per micro-batch"
+        )
+    if scale.disabled:
+        raise Hint("your GradScaler is disabled (enabled=False): it must scale the losses")
+    if scale.calls - scale.detached != len(batches):
+        raise Hint(
+            f"your loop scaled {scale.calls - scale.detached} losses that backward went through; "
+            f"scale each micro-batch's loss, {len(batches)} in all"
+        )
+    for b, state in enumerate(grads.found):
+        first = b % k == 0
+        if first and state != "empty":
+            raise Hint(
+                f"when window {b // k}'s first backward began, .grad still held the previous "
+                "window's gradient: zero it once per window"
+            )
+        if not first and state != "kept":
+            raise Hint(
+                f"between backward {b - 1} and {b} (inside window {b // k}) your loop "
+                f"{'zeroed' if state == 'empty' else 'rescaled'} .grad: unscale_ and clip once, "
+                "after the window's last backward"
+            )
 
 
 @exercise("06.3", 3, "A loop combining AMP, clipping and a scheduler")
@@ -183,11 +229,11 @@ def full_loop(answer) -> str | None:
     model, batches, sched = _train_setup()
     k = 4
     windows = len(batches) // k
-    # twice: with clipping active, and with a threshold no gradient reaches (clipping can hide a
-    # missing / k, since it caps the norm either way)
+    # twice: with clipping active (every window's norm is above 0.05), and with a threshold no
+    # gradient reaches (clipping can hide a missing / k, since it caps the norm either way)
     for max_norm in (0.05, 100.0):
         expected = reference_train(model, batches, k, max_norm, sched)
-        trained, counts, clips, sched_steps, dtypes = _calls(
+        trained, counts, seen, grads, scale, sched_steps, dtypes = _calls(
             answer, copy.deepcopy(model), batches, k, max_norm, sched
         )
         if not isinstance(trained, torch.nn.Module):
@@ -197,17 +243,30 @@ def full_loop(answer) -> str | None:
                 f"the forward ran in {sorted({str(d) for d in dtypes}) or 'no dtype'}: run it "
                 "under torch.autocast('cpu', dtype=torch.bfloat16)"
             )
-        want = {"scale": len(batches), "unscale_": windows, "step": windows, "update": windows}
-        for name, n in want.items():
-            if counts[name] != n:
+        _judge_structure(seen, grads, scale, batches, k)
+        for name in ("unscale_", "step", "update"):
+            if counts[name] != windows:
                 raise Hint(
                     f"your loop called scaler.{name} {counts[name]} times; {len(batches)} "
-                    f"micro-batches in windows of {k} need {n} ({'one per micro-batch' if name == 'scale' else 'one per window'})"
+                    f"micro-batches in windows of {k} need {windows} (one per window)"
                 )
-        if clips != windows:
+        if len(grads.step_norms) != windows:
             raise Hint(
-                f"your loop clipped {clips} times; clip once per window, after unscale_ "
-                f"({windows} expected)"
+                f"an optimizer over the model's parameters stepped {len(grads.step_norms)} "
+                f"times; train the model you were given, {windows} steps"
+            )
+        ends = grads.window_norms()[k - 1 :: k]  # .grad after each window's last backward
+        if max_norm == 100.0 and min(e / s for e, s in zip(ends, grads.step_norms)) < 1e3:
+            raise Hint(
+                ".grad after the window's backward passes was no larger than the gradient the "
+                "optimizer used: the losses were not scaled before backward"
+            )
+        over = [w for w, g in enumerate(grads.step_norms) if g > max_norm * (1 + 1e-3)]
+        if over:
+            raise Hint(
+                f"in window {over[0]} the optimizer stepped on a gradient of norm "
+                f"{grads.step_norms[over[0]]:.3g} > max_norm={max_norm}: clip once per window, "
+                "after unscale_"
             )
         if sched_steps != windows:
             raise Hint(
@@ -224,7 +283,7 @@ def full_loop(answer) -> str | None:
         if gap > 0.05 * moved:  # bf16 rounding differs with op order; wrong loops move far more
             raise Hint(
                 f"with max_norm={max_norm} the parameters differ from a correct loop's by "
-                f"{gap:.2g} (allowed: 5 % of how far the correct loop moved them, {moved:.2g}): "
-                "check loss / k, and unscale_ before clipping"
+                f"{gap:.2g}; allowed: {0.05 * moved:.2g} (5 % of the {moved:.2g} the correct "
+                "loop moved them): check loss / k, and unscale_ before clipping"
             )
     return None

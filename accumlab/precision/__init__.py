@@ -18,7 +18,10 @@ __getattr__, __dir__, __all__ = lazy_names(
         "amp_demo": "amp_runs",
         "amp_error": "amp_runs",
         "amp_report": "amp_runs",
+        "float16_skips": "amp_runs",
         "fused_with_scaler": "amp_runs",
+        "lightning_frequency": "lightning_skip",
+        "lightning_on_skip": "lightning_skip",
         "skip_conventions": "amp_runs",
         # dtypes.py: the dtype gradients accumulate in
         "ACCUMULATIONS": "dtypes",
@@ -29,6 +32,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         # clipping.py, schedules.py, adam.py
         "clip_weights": "clipping",
         "clipped_updates": "clipping",
+        "clipping_seeds": "clipping",
         "clipping_sweep": "clipping",
         "update_norm": "clipping",
         "REAL_SCHEDULERS": "schedules",

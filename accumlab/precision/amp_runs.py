@@ -90,7 +90,43 @@ def amp_demo(
                 trace.window_grads, reference.window_grads, trace.skipped, strict=True
             )
         ]
-    return {"reference": reference, "traces": traces, "grad_errors": errors}
+    # the model and data, so a reader can check the float32 reference against an independent one
+    return {
+        "reference": reference, "traces": traces, "grad_errors": errors, "model": model,
+        "data": data,
+    }  # fmt: skip
+
+
+def float16_skips(seeds: list[int] = (0, 1, 2, 3, 4, 5), *, n: int = 64) -> dict:
+    """The float16 experiment of `amp_demo` (overflow injected at micro-step 5, growth_interval=1)
+    over several seeds: the windows the correct loop and the "unscale_ + update() every micro-step"
+    loop skip. A correct float16 loop skips a window too whenever the scale has grown past what
+    the gradients allow, so which windows it skips depends on the seed. Lesson 06.
+
+    Returns {"seeds", "correct": [skipped per window, per seed], "silent": [...]}."""
+    seeds = [
+        positive_int(f"seeds[{i}]", s, minimum=0)
+        for i, s in enumerate(_validate.sequence("seeds", seeds))
+    ]
+    if len(seeds) > 32:  # two runs per seed: a demonstration, not a search
+        raise ValueError(f"seeds must hold at most 32 values, got {len(seeds)}")
+    from ..data import regression_data
+    from ..models import mlp
+
+    n = positive_int("n", n, maximum=4096, why="a tiny demonstration")
+    if n % 16:
+        raise ValueError(f"n must be a multiple of 16 (4 micro-batches of 4 per window), got {n}")
+    out = {"seeds": seeds, "correct": [], "silent": []}
+    for seed in seeds:  # amp_demo's model and data, without its float32 reference run
+        data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
+        model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
+        for name, order in (("correct", "correct"), ("silent", "unscale_update_every_micro_step")):
+            trace = amp_train(
+                model, data, micro_batch_size=4, accumulation_steps=4, order=order,
+                dtype="float16", growth_interval=1, overflow_micro_steps=(5,),
+            )  # fmt: skip
+            out[name].append(trace.skipped)
+    return out
 
 
 def amp_report(results: dict) -> str:
@@ -208,9 +244,12 @@ def accelerate_on_skip(skip_step: int = 1, steps: int = 4) -> dict:
 
 def fused_with_scaler(*, n: int = 32, seed: int = 0) -> dict:
     """The same AMP loop (correct order, one injected overflow) with Adam's fused kernel and with
-    its default implementation. GradScaler hands an optimizer whose `_step_supports_amp_scaling`
-    is set (the fused ones) the inverse scale and the inf flag, and the kernel skips the update
-    itself (`GradScaler.step` in torch/amp/grad_scaler.py). Lesson 06.
+    its default implementation. For an optimizer whose `_step_supports_amp_scaling` is set (the
+    fused ones) `GradScaler.step` still finds the infs itself (`_check_inf_per_device`, unless
+    `unscale_` already did), then sets `optimizer.grad_scale` (the scale itself, or None once
+    `unscale_` has run) and `optimizer.found_inf` and always calls `step`: the kernel divides by
+    the scale and skips its own update, without the `.item()` host sync of the default path
+    (`GradScaler.step` in torch/amp/grad_scaler.py). Lesson 06.
 
     Returns {"supports_amp_scaling": {name: bool}, "skipped": {name: [bool per window]},
     "param_gap": largest |difference| of the final weights}."""

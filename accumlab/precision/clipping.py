@@ -140,3 +140,48 @@ def clipping_sweep(
         out["rel_l2"].append(float(diff.rel_l2))
     out["k"] = len(data) // micro_batch_size
     return out
+
+
+def clipping_seeds(
+    seeds: list[int] = (0, 1, 2, 3, 4, 5, 6, 7),
+    *,
+    ratios: list[float] = (0.001, 0.05, 0.8),
+    n: int = 16,
+    micro_batch_size: int = 4,
+) -> dict:
+    """Clipping after every backward, over several seeds of lesson 06's model and data: per seed,
+    cos(last micro-batch's gradient, full-batch gradient) and the `clipping_sweep` cosines at
+    `ratios`. Under heavy clipping the running sum is cut to max_norm before the last backward
+    adds its gradient, so the update tends to the last micro-batch's direction: the cosine tends
+    to cos(g_last, g), a property of the data's gradient noise, not of max_norm. Lesson 06.
+
+    Returns {"seeds", "ratios", "last_cosine": [per seed], "cosine": [per seed: [per ratio]]}."""
+    from ..data import regression_data
+    from ..models import mlp
+    from ..reference import full_batch_grads
+
+    seeds = [
+        positive_int(f"seeds[{i}]", s, minimum=0)
+        for i, s in enumerate(_validate.sequence("seeds", seeds))
+    ]
+    if len(seeds) > 32:  # a few runs per seed: a demonstration, not a search
+        raise ValueError(f"seeds must hold at most 32 values, got {len(seeds)}")
+    n = positive_int("n", n, maximum=4096, why="a tiny demonstration")
+    micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
+    if n % micro_batch_size or n == micro_batch_size:
+        raise ValueError(
+            f"n={n} must be a multiple of micro_batch_size={micro_batch_size}, with k ≥ 2"
+        )
+    ratios = _validate.finite_floats("ratios", ratios, minimum=0.0)
+    if not ratios or min(ratios) <= 0:  # checked before any run, as clipping_sweep checks it
+        raise ValueError(f"ratios must be numbers > 0, got {ratios!r}")
+    out = {"seeds": seeds, "ratios": list(ratios), "last_cosine": [], "cosine": []}
+    for seed in seeds:
+        model = mlp(features=4, hidden=8, depth=1, seed=seed)
+        data = regression_data(n=n, features=4, seed=seed)
+        g = full_batch_grads(model, data)
+        last = full_batch_grads(model, data.micro_batches(micro_batch_size)[-1])
+        out["last_cosine"].append(float(grad_diff(last, g).cosine))
+        sweep = clipping_sweep(model, data, micro_batch_size=micro_batch_size, ratios=ratios)
+        out["cosine"].append(sweep["cosine"])
+    return out

@@ -99,7 +99,10 @@ def amp_explorer():
     controls = {
         "k": int_slider("accumulation steps k", 4, 1, MAX_K),
         "precision": W.Dropdown(
-            options=list(ACCUMULATIONS), value="bfloat16", description="precision", style=style
+            options=list(ACCUMULATIONS),
+            value="bfloat16",
+            description="precision (right plot)",
+            style=style,
         ),
         # min > 0: a zero threshold is not a valid clip_grad_norm_ argument
         "max_norm": W.FloatSlider(

@@ -159,7 +159,9 @@ def plot_explorer(data: dict) -> Figure:
     from ..figures import plain_log_ticks
 
     fig = Figure(figsize=(11, 3.6))
-    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.14, top=0.8, wspace=0.3)
+    fig.subplots_adjust(
+        left=0.08, right=0.99, bottom=0.14, top=0.8, wspace=0.32
+    )  # room for ‖update‖
     a, b, c = fig.subplots(1, 3)
     for ax, name in ((a, "norms"), (b, "lrs"), (c, "errors")):
         ax.set_gid(name)
@@ -178,7 +180,7 @@ def plot_explorer(data: dict) -> Figure:
     # one legend for both panels, above them: inside, any corner hides some setting's curve
     fig.legend(
         [this, reference],
-        ["this loop", "full batch, one micro-batch per window (the reference)"],
+        ["this loop", "reference: the full batch, clipped once, scheduler per step"],
         loc="upper left",
         bbox_to_anchor=(0.05, 1.0),
         ncol=2,

@@ -1,9 +1,13 @@
 """Lesson 06: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
+import math
+
 import numpy as np
 import torch
+from torch.nn.utils import clip_grad_norm_ as clip_bound_early
 
 import accumlab as al
+from accumlab.exercises.lesson06 import reference_train as reference_bound_early
 
 G = ["unscale_(g)", "clip(g)", "step(g)"]
 D = ["unscale_(d)", "clip(d)", "step(d)"]
@@ -52,6 +56,46 @@ def summed_then_scaled(model, batches, k, max_norm, make_scheduler, lr=0.1):
     return model
 
 
+def clip_imported_by_name(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """`from torch.nn.utils import clip_grad_norm_` at the top of the notebook."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+        scaler.unscale_(opt)
+        clip_bound_early(model.parameters(), max_norm)
+        scaler.step(opt)
+        scaler.update()
+        scheduler.step()
+    return model
+
+
+def total_norm_then_clip(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """get_total_norm + clip_grads_with_norm_, the two halves of clip_grad_norm_ (torch >= 2.6)."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=False)
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+        scaler.unscale_(opt)
+        grads = [p.grad for p in model.parameters()]
+        norm = torch.nn.utils.get_total_norm(grads)
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), max_norm, norm)
+        scaler.step(opt)
+        scaler.update()
+        scheduler.step()
+    return model
+
+
 # --- 06.3: wrong loops -------------------------------------------------------------------------
 def package_with_weights_copied(model, batches, k, max_norm, make_scheduler, lr=0.1):
     """accumlab's own loop does the work; its weights are copied back into the model."""
@@ -64,6 +108,96 @@ def package_with_weights_copied(model, batches, k, max_norm, make_scheduler, lr=
         for name, p in model.named_parameters():
             p.copy_(trace.params[-1][name])
     return model
+
+
+def reference_imported(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """The checker's own reference, bound before the check, its weights copied back."""
+    params = reference_bound_early(model, batches, k, max_norm, make_scheduler, lr)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(params[name])
+    return model
+
+
+def _amp_loop(model, batches, k, max_norm, make_scheduler, lr, *, micro, scaler=None, zero=True):
+    """The right loop with one part swapped: `micro(model, window, scaler, opt)` runs the window's
+    forwards and backwards."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = scaler or torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        if zero:
+            opt.zero_grad(set_to_none=True)
+        micro(model, batches[start : start + k], scaler, opt, max_norm)
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        scaler.update()
+        scheduler.step()
+    return model
+
+
+def _per_micro_batch(model, window, scaler, opt, max_norm):
+    for x, y in window:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            pred = model(x)
+        scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / len(window)).backward()
+
+
+def one_forward_per_window(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """One forward over the concatenated window, then k backwards on slices (retain_graph)."""
+
+    def micro(model, window, scaler, opt, max_norm):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            pred = model(torch.cat([x for x, _ in window]))
+        m = len(window[0][0])
+        for i, (_, y) in enumerate(window):
+            loss = torch.nn.functional.mse_loss(pred[i * m : (i + 1) * m].float(), y) / k
+            scaler.scale(loss).backward(retain_graph=i < k - 1)
+
+    return _amp_loop(model, batches, k, max_norm, make_scheduler, lr, micro=micro)
+
+
+def disabled_scaler(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """GradScaler('cpu', enabled=False): every call made, nothing scaled."""
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    return _amp_loop(
+        model, batches, k, max_norm, make_scheduler, lr, micro=_per_micro_batch, scaler=scaler
+    )
+
+
+def full_window_and_dummy_scales(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """One backward over the whole window; k - 1 scale() calls on zeros to make up the count."""
+
+    def micro(model, window, scaler, opt, max_norm):
+        x, y = torch.cat([x for x, _ in window]), torch.cat([y for _, y in window])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = torch.nn.functional.mse_loss(model(x).float(), y)
+        scaler.scale(loss).backward()
+        for _ in range(k - 1):
+            scaler.scale(torch.zeros(()))
+
+    return _amp_loop(model, batches, k, max_norm, make_scheduler, lr, micro=micro)
+
+
+def never_zero_grad(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Never zeroes .grad (unscale_ then divides the leftover by the scale: the result is close)."""
+    return _amp_loop(
+        model, batches, k, max_norm, make_scheduler, lr, micro=_per_micro_batch, zero=False
+    )
+
+
+def clip_every_micro_batch(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Unscales and clips after every backward via a second scaler-free path (no error raised)."""
+
+    def micro(model, window, scaler, opt, max_norm):
+        for x, y in window:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm * scaler.get_scale())
+
+    return _amp_loop(model, batches, k, max_norm, make_scheduler, lr, micro=micro)
 
 
 def float32_without_a_scaler(model, batches, k, max_norm, make_scheduler, lr=0.1):
@@ -136,10 +270,10 @@ def no_division(model, batches, k, max_norm, make_scheduler, lr=0.1):
 
 RIGHT = {
     "06.1": [
-        ("rounded to 2 digits", 1.0),
-        ("a numpy float", np.float64(0.999)),
-        ("a 0-d tensor", torch.tensor(0.9992)),
-        ("an int", 1),
+        ("3 digits", 0.320),
+        ("a numpy float", np.float64(0.3196)),
+        ("a 0-d tensor", torch.tensor(0.3196)),
+        ("the closed form, 247 calls", (1 + math.cos(math.pi * 247 / 400)) / 2),
     ],
     "06.2": [
         (
@@ -170,13 +304,19 @@ RIGHT = {
     "06.3": [
         ("zero_grad last, autocast's default dtype", zero_grad_last),
         ("reduction='sum' over the window", summed_then_scaled),
+        ("clip_grad_norm_ imported by name before the check", clip_imported_by_name),
+        ("get_total_norm + clip_grads_with_norm_", total_norm_then_clip),
     ],
 }
 WRONG = {
     "06.1": [
-        ("the value with one step per optimizer step", 0.8536),
+        ("the value with one step per optimizer step (30 calls)", 0.986),
+        ("the lr untouched, an int", 1),
+        ("the lr untouched", 1.0),
+        ("240 calls: the window's own calls forgotten", 0.345),
+        ("248 calls: one too many", 0.316),
         ("half", 0.5),
-        ("a string", "1.0"),
+        ("a string", "0.320"),
     ],
     "06.2": [
         (
@@ -224,6 +364,12 @@ WRONG = {
     ],
     "06.3": [
         ("al.precision.amp_train with the weights copied back", package_with_weights_copied),
+        ("the checker's reference_train, imported early", reference_imported),
+        ("one forward per window, backward on slices", one_forward_per_window),
+        ("GradScaler(enabled=False)", disabled_scaler),
+        ("one backward per window and dummy scale() calls", full_window_and_dummy_scales),
+        ("never zero_grad", never_zero_grad),
+        ("clip after every backward", clip_every_micro_batch),
         ("float32 without autocast or a scaler", float32_without_a_scaler),
         ("clip before unscale_", clip_before_unscale),
         ("optimizer.step() instead of scaler.step()", optimizer_step_not_scaler),

@@ -1,0 +1,106 @@
+"""Watching an AMP training loop through its gradients (exercise 06.3): what each backward found
+in `.grad`, what the optimizer stepped on, and how the GradScaler was used.
+
+Clipping is seen in the gradients, not by patching one binding of `clip_grad_norm_`: an answer
+that imported it under its own name, or used `get_total_norm` + `clip_grads_with_norm_`, or
+rescaled `.grad` by hand, clips all the same. Steps are counted only for optimizers over the
+model's own parameters, so a loop that trains a copy and writes its weights back makes none.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from ._observe import _graph_task
+
+
+class GradWatch:
+    """`with GradWatch(model) as watch: answer(...)`, then read, per backward pass over the model
+    (in order): `watch.found[b]` — what `.grad` held when backward b began adding to it: "empty"
+    (None or zero), "kept" (what backward b-1 left) or "changed" (rescaled or replaced since);
+    `watch.step_norms` — the total `.grad` norm at each `optimizer.step()` over the model's
+    parameters; `watch.last_norms` — the norm backward by backward, after it wrote `.grad`."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.ids = {id(p) for p in self.params}
+        self.found: list[str] = []
+        self.step_norms: list[float] = []
+        self.last_norms: list[float] = []
+        self._task = None
+        self._left: dict[int, torch.Tensor] = {}  # .grad as the last backward left it
+        self._handles: list = []
+
+    def _before(self, p):
+        def hook(grad):
+            task = _graph_task()
+            if task != self._task:  # the first parameter this backward reaches
+                self._task = task
+                self.found.append("kept")
+            now, left = p.grad, self._left.get(id(p))
+            if now is None or not bool(now.any()):
+                state = "empty"
+            elif left is not None and torch.equal(now, left):
+                state = "kept"
+            else:
+                state = "changed"
+            if state != "kept" and self.found[-1] != "changed":
+                self.found[-1] = state
+            return grad
+
+        return hook
+
+    def _after(self, p):
+        self._left[id(p)] = p.grad.detach().clone()
+        self.last_norms.append(self._norm())
+
+    def _norm(self) -> float:
+        grads = [p.grad.detach().double() for p in self.params if p.grad is not None]
+        return float(sum(g.pow(2).sum() for g in grads)) ** 0.5
+
+    def _on_step(self, optimizer, args, kwargs):
+        if any(id(p) in self.ids for g in optimizer.param_groups for p in g["params"]):
+            self.step_norms.append(self._norm())
+
+    def __enter__(self) -> GradWatch:
+        for p in self.params:
+            self._handles.append(p.register_hook(self._before(p)))
+            self._handles.append(p.register_post_accumulate_grad_hook(self._after))
+        self._handles.append(register_optimizer_step_pre_hook(self._on_step))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def window_norms(self) -> list[float]:
+        """The norm of `.grad` after each backward (the last parameter it wrote)."""
+        n = len(self.params)
+        return self.last_norms[n - 1 :: n]
+
+
+class ScalerWatch:
+    """Wraps `GradScaler.scale` while the block runs: `watch.disabled` counts calls on a scaler
+    built with enabled=False, `watch.detached` calls on a value backward cannot reach (a dummy
+    `scaler.scale(torch.zeros(()))`), `watch.calls` all of them."""
+
+    def __init__(self):
+        self.calls = self.disabled = self.detached = 0
+
+    def __enter__(self) -> ScalerWatch:
+        self._original = torch.amp.GradScaler.scale
+        original = self._original
+
+        def scale(scaler, outputs):
+            self.calls += 1
+            self.disabled += not scaler.is_enabled()
+            self.detached += not (isinstance(outputs, torch.Tensor) and outputs.requires_grad)
+            return original(scaler, outputs)
+
+        torch.amp.GradScaler.scale = scale
+        return self
+
+    def __exit__(self, *exc) -> None:
+        torch.amp.GradScaler.scale = self._original
