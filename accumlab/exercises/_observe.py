@@ -8,7 +8,7 @@ what the answer ran. Used by the checkers of lessons 01-04, 09, 11 and 12:
   itself and each submodule, so `for layer in model: h = layer(h)` is seen as well as `model(x)`);
   backward passes that wrote `.grad`, told apart from `torch.autograd.grad` calls that never do;
   bytes saved for backward and graphs alive at once (through `accumlab.saved.LiveSavedTensors`).
-- `Modules(model)` — whether the original modules are still the ones in the model (`is`): a
+- `Modules(model)` (in `_model_effects`, with `Added`) — whether the original modules are still the ones in the model (`is`): a
   BatchNorm replaced by `nn.Identity` is gone, not frozen.
 - `Spy(owner, "name")` — calls to one API (`accelerator.backward`, `torch.Tensor.backward`).
 - `Refuse("al.scale.noise_scale", ...)` — a call to accumlab's own implementation of the answer
@@ -39,6 +39,7 @@ from ._answers import Hint  # noqa: F401 - checkers may import it from here
 
 # calls to an API, and refusing accumlab's own implementation: in _calls, reached from here too
 from ._calls import Refuse, Spy, plural  # noqa: F401
+from ._model_effects import Added, Modules, _graph_task, multiple_of  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,6 @@ def _rows_key(x: torch.Tensor | None):
     with torch._C.DisableTorchFunctionSubclass():
         flat = x.detach().to("cpu", torch.float64).contiguous()
         return tuple(flat.shape), flat.numpy().tobytes()
-
-
-def _graph_task() -> int:
-    return torch._C._current_graph_task_id()  # the backward pass running now (-1 outside one)
 
 
 class _GraphsAlive(LiveSavedTensors):
@@ -277,89 +274,3 @@ class Observe:
             f"your answer ran {self.forwards_phrase()} and {self.backwards_phrase()}; "
             f"{self.graphs_phrase()}"
         )
-
-
-class Modules:
-    """`before = Modules(model)` before the answer runs; afterwards `before.missing(model_after,
-    nn.BatchNorm1d)` names the original modules of that kind no longer in the model (by `is`:
-    replaced, e.g. by `nn.Identity`, or removed), and `before.sentence(...)` says it in words."""
-
-    def __init__(self, model: nn.Module):
-        self.original = dict(model.named_modules())
-
-    def missing(self, model: nn.Module, kind: type | tuple = nn.Module) -> list[str]:
-        now = {id(m) for m in model.modules()} if isinstance(model, nn.Module) else set()
-        return [n for n, m in self.original.items() if isinstance(m, kind) and id(m) not in now]
-
-    def sentence(self, model: nn.Module, kind: type | tuple = nn.Module) -> str | None:
-        """None when every original module of `kind` is still there, else e.g. "your answer
-        replaced 2 of the 2 BatchNorm1d layers (1: now Identity, 4: now Identity)"."""
-        gone = self.missing(model, kind)
-        if not gone:
-            return None
-        total = sum(isinstance(m, kind) for m in self.original.values())
-        now = dict(model.named_modules()) if isinstance(model, nn.Module) else {}
-        what = ", ".join(
-            f"{n or 'the model'}: now {type(now[n]).__name__ if n in now else 'removed'}"
-            for n in gone
-        )
-        kinds = kind.__name__ if isinstance(kind, type) else "original"
-        return f"your answer replaced {len(gone)} of the {total} {kinds} layers ({what})"
-
-
-class Added:
-    """`with Added(model) as added: answer(...)`: what each backward pass added to the model's
-    gradients. Tensor hooks see the incoming gradient itself, whatever `.grad` held before or is
-    set to afterwards; a gradient computed on a copy of the model is not seen (hooks are not
-    copied), and forwards with a graph through modules holding parameters other than the model's
-    (a copy, or a twin loaded with its weights) are counted in `added.foreign_forwards`, by a
-    global forward hook that a copy cannot shed. Forwards under `torch.no_grad()` (logging) are
-    not counted: no gradient can come from them. `added.vectors()`: one flat vector per pass."""
-
-    def __init__(self, model: nn.Module):
-        self.params = dict(model.named_parameters())
-        self._ours = {id(p) for p in self.params.values()}
-        self.passes: dict[int, dict[str, torch.Tensor]] = {}
-        self.foreign_forwards = 0
-
-    def _hook(self, name):
-        def hook(grad):
-            added = self.passes.setdefault(_graph_task(), {})
-            added[name] = added.get(name, 0) + grad.detach().clone()
-
-        return hook
-
-    def _on_forward(self, module, args):
-        own = list(module.parameters(recurse=False))
-        if own and torch.is_grad_enabled() and not any(id(p) in self._ours for p in own):
-            self.foreign_forwards += 1
-
-    def __enter__(self) -> Added:
-        from torch.nn.modules.module import register_module_forward_pre_hook
-
-        self._handles = [
-            p.register_hook(self._hook(n)) for n, p in self.params.items() if p.requires_grad
-        ]
-        self._handles.append(register_module_forward_pre_hook(self._on_forward))
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-    def vectors(self) -> list[torch.Tensor]:
-        """One flat vector per backward pass, in parameter-name order (zeros where none came)."""
-        from ..compare import flatten
-
-        return [
-            flatten({n: added.get(n, torch.zeros_like(p)) for n, p in self.params.items()})
-            for added in self.passes.values()
-        ]
-
-
-def multiple_of(got: torch.Tensor, of: torch.Tensor, rel: float = 1e-10) -> bool:
-    """got = c · of for one c > 0, to `rel` of the largest entry (float64 round-off by default)."""
-    if not bool(of.any()):
-        return False
-    scale = float(got @ of / (of @ of))
-    return scale > 0 and bool((got - scale * of).abs().max() <= rel * (scale * of).abs().max())
