@@ -216,3 +216,18 @@ def test_setup_and_the_backend_plan_see_the_gpu(simulated_gpu):
     from accumlab.dist.backend import gpu_identity
 
     assert gpu_identity(0).endswith("GPU-00000000-simulated")
+
+
+def test_the_generic_accelerator_queries_answer_as_the_simulated_device(simulated_gpu):
+    """torch.accelerator answers from the C++ build. An optimizer's step asks it for the current
+    stream (its CUDA-graph health check) whenever torch was built with CUDA: without the layer's
+    answers that query reaches the CUDA runtime on a CUDA build of torch with no driver, and
+    raises on a CPU build. Either way a step on the simulated device must run."""
+    assert torch.accelerator.current_stream().is_capturing() is False
+    assert torch.accelerator.current_device_index() == 0
+    torch.accelerator.synchronize()
+    w = torch.zeros(3, device="cuda", requires_grad=True)
+    opt = torch.optim.Adam([w], lr=0.1)
+    (w - 1).pow(2).sum().backward()
+    opt.step()
+    assert simulated_gpu.on_gpu(w) and float(w.detach().cpu().sum()) > 0

@@ -51,6 +51,10 @@ class _Stream:
     def wait_stream(self, other):
         pass
 
+    def is_capturing(self):
+        # the optimizers' CUDA-graph health check asks this of the accelerator's stream
+        return False
+
     def wait_event(self, event):
         pass
 
@@ -210,6 +214,15 @@ class SimulatedGpu:
             if name.startswith("memory."):
                 owner, name = torch.cuda.memory, name.removeprefix("memory.")
             self._patch(owner, name, value)
+        # torch.accelerator answers from the C++ build: on a CUDA build of torch (no driver here)
+        # its stream and device queries reach the CUDA runtime and fail, where a CPU build never
+        # asks them. Answer them as the simulated device would; on a CPU build nothing calls them.
+        for name, value in {
+            "current_stream": lambda device=None: _Stream(),
+            "current_device_index": lambda: 0,
+            "synchronize": lambda device=None: None,
+        }.items():
+            self._patch(torch.accelerator, name, value)
         for name, value in patched_tensor_properties(self.tracker).items():
             self._patch(torch.Tensor, name, value)
         self._patch(torch.amp.autocast_mode.autocast, "__init__", _autocast_init)
