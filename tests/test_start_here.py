@@ -19,7 +19,8 @@ NONE_SHIPS = "None ships with the suite yet"
 
 def _markdown() -> str:
     cells = json.loads(LESSON.read_text())["cells"]
-    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return " ".join(text.split())  # a phrase may wrap across lines
 
 
 def _shipped_results() -> list[Path]:
