@@ -101,7 +101,7 @@ def choose_threads(environ=None, *, quota=None, affinity=None) -> ThreadChoice:
     usable = affinity if quota is None else max(1, min(affinity, math.floor(quota)))
     where = f"{affinity} CPU(s) usable" + ("" if quota is None else f", quota {quota:g} CPU(s)")
     threads = 1 if usable <= 2 else usable - 1
-    return ThreadChoice(threads, where)
+    return ThreadChoice(threads, f"{where}: 1 thread on 2 or fewer, else all but one")
 
 
 @contextmanager

@@ -19,18 +19,18 @@ STANDIN_NAME = f"CPU stand-in for a GPU ({STANDIN_ENV}=cpu): no GPU measurement"
 
 @dataclass(frozen=True)
 class Env:
-    """What a lesson can rely on: chosen device, GPUs, Graphviz, CPU cores, fast mode."""
+    """What a lesson can rely on: chosen device, GPUs, Graphviz, CPUs, fast mode."""
 
     device: torch.device
     gpu_count: int
     gpu_name: str | None
     has_dot: bool
-    cpu_count: int
+    cpu_count: int  # os.cpu_count(): logical CPUs, not physical cores
     torch_version: str
     seed: int
     fast: bool
     standin: bool = False  # gpu_count > 0 only because of ACCUMLAB_GPU_STANDIN=cpu
-    threads: int = 0  # torch's intra-op CPU threads, as al.setup() set them
+    threads: int = 0  # torch's intra-op CPU threads, as al.setup() chose them
     threads_why: str = ""  # what that number was chosen from
 
     def __str__(self) -> str:
@@ -40,7 +40,7 @@ class Env:
         dot = "Graphviz dot found" if self.has_dot else "no Graphviz dot (text graphs)"
         return (
             f"torch {self.torch_version} | device {self.device} | {gpu} | {dot} | "
-            f"{self.cpu_count} CPU core(s), {self.threads} torch thread(s) ({self.threads_why}) | "
+            f"{self.cpu_count} CPU(s), {self.threads} torch thread(s) ({self.threads_why}) | "
             f"seed {self.seed}" + (" | fast mode" if self.fast else "")
         )
 
@@ -100,7 +100,8 @@ def setup(seed: int = 0, *, fast: bool | None = None, threads: int | None = None
         seed=seed,
         fast=bool(fast),
         standin=standin,
-        threads=torch.get_num_threads(),
+        # the number chosen, not read back from torch: a lesson can check torch runs it
+        threads=choice.threads,
         threads_why=choice.reason,
     )
 

@@ -13,14 +13,13 @@ def accumulation_explorer(model=None, data=None, *, loss: str = "mse") -> Explor
     """
     import ipywidgets as W
 
-    from ..data import regression_data
-    from ..models import mlp
     from .plots import plot_window_progress, update_window_progress
     from .progress import explorer_inputs, window_progress
 
     explorer_inputs(model, data, loss)
-    data = data if data is not None else regression_data(n=32, features=2, seed=0)
-    model = model if model is not None else mlp(features=2, hidden=3, depth=1, seed=0)
+    default_model, default_data = _default_problem()
+    data = data if data is not None else default_data
+    model = model if model is not None else default_model
     n = len(data)
     mb = int_slider("micro-batch size", 4, 1, n)
     k = int_slider("accumulation steps k", 4, 1, n // 4)
@@ -57,3 +56,12 @@ def accumulation_explorer(model=None, data=None, *, loss: str = "mse") -> Explor
         "divide_by_k": divide,
     }
     return Explorer(controls, compute, plot_window_progress, update_window_progress)
+
+
+def _default_problem():
+    """The model and data `accumulation_explorer()` draws without arguments (a fresh copy each
+    call): lesson 00 builds them by hand, and its exercise 00.2 recomputes with them."""
+    from ..data import regression_data
+    from ..models import mlp
+
+    return mlp(features=2, hidden=3, depth=1, seed=0), regression_data(n=32, features=2, seed=0)

@@ -25,8 +25,8 @@ def plot_window_progress(progress: dict, *, title: str | None = None) -> Figure:
     for i in range(min(len(names), MAX_LINES)):
         (line,) = ax.plot([], [], marker="o", label=names[i], gid=f"grad {i}")
         ax.axhline(0.0, color=line.get_color(), linestyle="--", linewidth=1, gid=f"full {i}")
-    ax.set_xlabel("micro-batches accumulated")
-    ax.set_ylabel(".grad after the micro-batch")
+    ax.set_xlabel("micro-batch j of the window")
+    ax.set_ylabel(".grad after micro-batch j")
     more = len(names) > MAX_LINES
     ax.legend(
         fontsize=7, ncol=4, loc="upper left", title_fontsize=7,

@@ -1,4 +1,4 @@
-"""Lesson 00 exercises: the words of the lessons, and driving an explorer from code."""
+"""Lesson 00 exercises: the words of the lessons, and setting an explorer's controls."""
 
 from __future__ import annotations
 
@@ -22,38 +22,51 @@ def _samples_per_step(answer):
     )
 
 
-@exercise("00.2", 1, "Drive an explorer from code")
+@exercise("00.2", 1, "Set an explorer's controls")
 def _explorer_setting(answer):
-    # answer: lesson 00's explorer, set from code to zero_grad at the top of every iteration,
-    # 24 samples in 3 micro-batches
+    # answer: lesson 00's explorer, set (with the widget or from code) to zero_grad at the top of
+    # every iteration, 24 samples in 3 micro-batches
+    from ..accumulation.explorer import _default_problem
+    from ..accumulation.progress import window_progress
     from ..explorer import Explorer
 
     if isinstance(answer, (tuple, list)):
         return (
-            "answer with the explorer itself, after setting its controls from code "
-            "(explorer.controls[...].value = ...): the checker reads them"
+            "answer with the explorer itself, once its controls are set "
+            "(explorer.controls[name].value = ..., or the widget): the checker reads them"
         )
-    needed = {"micro_batch_size", "accumulation_steps", "zero_grad", "divide_by_k"}
-    if not isinstance(answer, Explorer) or not needed <= set(answer.controls):
+    needed = ("micro_batch_size", "accumulation_steps", "zero_grad", "divide_by_k")
+    if not isinstance(answer, Explorer) or not set(needed) <= set(answer.controls):
         return "answer with the explorer of this lesson, al.accumulation.accumulation_explorer()"
-    values, data = answer.values, answer.data
-    fresh = answer.compute(**values)
+    mb, k, zero, divide = (answer.values[name] for name in needed)
+    # recomputed here from the controls' values, with the lesson's own model, data and function:
+    # the answer's own `compute` is not trusted (one that ignores its controls would pass)
+    try:
+        model, data = _default_problem()
+        expected = window_progress(model, data, mb, k, zero_grad=zero, divide_by_k=divide)
+    except ValueError as err:
+        return f"the explorer's controls do not describe one window of its 32 samples: {err}"
+    shown = answer.data.get("accumulated") if isinstance(answer.data, dict) else None
+    want = expected["accumulated"]
     same = (
-        isinstance(data, dict)
-        and data.get("samples") == fresh["samples"]
-        and isinstance(data.get("accumulated"), torch.Tensor)
-        and torch.equal(data["accumulated"], fresh["accumulated"])
+        isinstance(shown, torch.Tensor)
+        and answer.data.get("samples") == expected["samples"]
+        and shown.shape == want.shape
+        and shown.dtype == want.dtype
+        and torch.allclose(shown, want, rtol=0, atol=1e-12)
     )
     if not same:
         return (
-            "explorer.data is not what its controls compute: set the controls "
-            "(explorer.controls[name].value = ...) and let the explorer compute"
+            "explorer.data is not what lesson 00's explorer computes at its controls' values: "
+            "answer with the explorer of this lesson, its controls set (the widget or "
+            "explorer.controls[name].value = ...), and let it compute"
         )
-    k = fresh["accumulated"].shape[0]
-    every = values["zero_grad"] == "every_micro_step"
+    every = zero == "every_micro_step"
     loop = "zeroing every iteration" if every else "zeroing once per window"
-    seen = f"your explorer covers {fresh['samples']} samples in {k} micro-batches, {loop}"
-    if fresh["samples"] != 24 or k != 3:
+    seen = (
+        f"your explorer covers {expected['samples']} samples in {len(want)} micro-batches, {loop}"
+    )
+    if expected["samples"] != 24 or len(want) != 3:
         return f"{seen}; the exercise asks for 24 samples in 3 micro-batches"
     if not every:
         return f"{seen}; the exercise asks for the loop that calls zero_grad() at the top of every iteration"

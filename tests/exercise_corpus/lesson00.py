@@ -22,6 +22,30 @@ def _data_written_by_hand():
     return explorer
 
 
+def _compute_ignoring_controls():
+    """The sliders left at 4 × 4; compute swapped for one that always runs 8 × 3."""
+    explorer = _explorer({"zero_grad": "every_micro_step"})
+    real = explorer.compute
+    explorer.compute = lambda **v: real(**{**v, "micro_batch_size": 8, "accumulation_steps": 3})
+    explorer.refresh()
+    return explorer
+
+
+def _hand_built_explorer():
+    """An Explorer with the four controls set right and a compute that makes its data up."""
+    import ipywidgets as W
+    from matplotlib.figure import Figure
+
+    controls = {
+        "micro_batch_size": W.IntSlider(value=8, min=1, max=32),
+        "accumulation_steps": W.IntSlider(value=3, min=1, max=8),
+        "zero_grad": W.Dropdown(options=["window", "every_micro_step"], value="every_micro_step"),
+        "divide_by_k": W.Checkbox(value=True),
+    }
+    made_up = {"samples": 24, "accumulated": torch.zeros(3, 13, dtype=torch.float64)}
+    return al.Explorer(controls, lambda **v: made_up, lambda data: Figure())
+
+
 RIGHT = {
     "00.1": [
         ("a float", 48.0),
@@ -38,6 +62,16 @@ RIGHT = {
                     "divide_by_k": False,
                     "accumulation_steps": 3,
                     "micro_batch_size": 8,
+                }
+            ),
+        ),
+        (
+            "k set before the micro-batch size (its maximum then follows)",
+            _explorer(
+                {
+                    "accumulation_steps": 3,
+                    "micro_batch_size": 8,
+                    "zero_grad": "every_micro_step",
                 }
             ),
         ),
@@ -75,6 +109,8 @@ WRONG = {
             ),
         ),
         ("explorer.data written by hand, the controls not set", _data_written_by_hand()),
+        ("compute swapped to ignore the sliders, left at 4 × 4", _compute_ignoring_controls()),
+        ("a hand-built Explorer whose compute makes its data up", _hand_built_explorer()),
     ],
 }
 
