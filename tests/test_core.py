@@ -245,6 +245,8 @@ def test_a_forward_that_saves_weights_breaks_summed_equals_batched(kind):
         net, data, autocast = model.float(), data.to(dtype=torch.float32), True
     per_sample, per_forward = _per_sample_and_per_forward(net, data, autocast)
     assert per_forward > 0 and per_sample > 0
+    if kind == "autocast":  # the bfloat16 copies of the weights whose layer input needs a gradient
+        assert per_forward == 2 * (16 * 16 + 1 * 16)
     for m in (1, 2, 4):
         last = al.autograd.summed_loss_graph(net, data, 8, micro_batch=m, autocast=autocast)
         # the sum saves every forward's weights, n/m of them; the batched forward one forward's

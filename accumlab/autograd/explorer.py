@@ -27,7 +27,7 @@ def graph_growth_explorer(model=None, data=None) -> Explorer:
     from .summed import explorer_inputs, graph_growth
 
     explorer_inputs(model, data)
-    # 16 samples: the slowest setting (m = 1, autocast) stays a fraction of a second to measure
+    # 16 samples: each setting is measured once, when first chosen; the work grows as (n/m)²
     data = data if data is not None else regression_data(n=16, features=4, seed=0)
     model = model if model is not None else mlp(features=4, hidden=16, depth=2, seed=0)
     sizes = [m for m in MICRO_BATCHES if m <= len(data)]
