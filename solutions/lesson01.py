@@ -1,17 +1,19 @@
 """Solutions to lesson 01's exercises (kept apart from the lesson)."""
 
 
-def backward_twice(w, x):
-    loss = (w * x).pow(2).sum()
-    loss.backward(retain_graph=True)  # keep the graph's saved tensors for a second pass
-    loss.backward()
+def two_losses(w, x):
+    h = (w * x).exp()  # the trunk, built once: both losses' backward passes walk it
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)  # keep what the trunk saved: the second pass needs it
+    second.backward()
     return w.grad
 
 
-def backward_once(w, x):
-    (w * x).pow(2).sum().backward()
+def one_backward_of_the_sum(w, x):
+    h = (w * x).exp()
+    (h.sum() + (h**2).sum()).backward()  # the same gradient, but one pass, no retain_graph
     return w.grad
 
 
-SOLUTIONS = {"01.1": 2, "01.2": backward_twice, "01.3": {"a", "b"}}
-WRONG = {"01.1": 4, "01.2": backward_once, "01.3": {"a"}}
+SOLUTIONS = {"01.1": 2, "01.2": two_losses, "01.3": {"a", "b"}}
+WRONG = {"01.1": 4, "01.2": one_backward_of_the_sum, "01.3": {"a"}}

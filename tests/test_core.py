@@ -166,9 +166,17 @@ def test_backward_frees_every_saved_byte_and_keeps_the_nodes():
     model = al.mlp(features=4, hidden=8, outputs=1, depth=1, seed=0)
     data = al.regression_data(n=8, features=4, seed=0)
     out = al.autograd.saved_bytes_around_backward(model, data)
-    assert out["after_forward"] > 0 and out["after_backward"] == 0
+    # counted by hand: the tanh output (8 x 8 float64, saved by two nodes, counted once) and the
+    # prediction MSE saves (8 x 1)
+    assert out["after_forward"] == 8 * 8 * 8 + 8 * 1 * 8 and out["after_backward"] == 0
     assert out["nodes_before"] == out["nodes_after"] > 4 and out["grads_filled"]
     assert all(p.grad is None for p in model.parameters())  # the caller's model is untouched
+    # released node by node: first the prediction, then the tanh output, none at the end only
+    steps = [alive for _, alive in out["during_backward"]]
+    assert out["during_backward"][0] == ["DivBackward0", out["after_forward"]]
+    assert sorted(set(steps), reverse=True) == [576, 512, 0] and steps == sorted(steps)[::-1]
+    # a graph nothing refers to is freed without any backward
+    assert out["before_drop"] == out["after_forward"] and out["after_drop"] == 0
 
 
 def test_summed_losses_keep_the_bytes_of_a_batched_forward():
@@ -176,18 +184,83 @@ def test_summed_losses_keep_the_bytes_of_a_batched_forward():
     model = al.mlp(features=4, hidden=16, depth=2, seed=0)
     rows = al.autograd.graph_growth(model, data, 6)
     assert [r["n"] for r in rows] == list(range(1, 7))
-    ops = rows[0]["per_sample_nodes"] - len(list(model.parameters()))
+    ops = rows[0]["accumulated_nodes"] - len(list(model.parameters()))
     for r in rows:
+        # two tanh outputs of 16 and one prediction per sample, 8 bytes each
+        assert r["accumulated_saved_bytes"] == (16 + 16 + 1) * 8
         assert (
             r["summed_saved_bytes"]
-            == r["n"] * r["per_sample_saved_bytes"]
+            == r["n"] * r["accumulated_saved_bytes"]
             == r["batched_saved_bytes"]
         )
         assert r["summed_nodes"] == len(list(model.parameters())) + r["n"] * ops + r["n"] - 1
-        assert r["batched_nodes"] == r["per_sample_nodes"]
+        assert r["batched_nodes"] == r["accumulated_nodes"]
     assert al.autograd.summed_loss_graph(model, data, 6) == rows[-1]
     with pytest.raises(ValueError, match="n must be at most"):
         al.autograd.graph_growth(model, data, 13)
+
+
+def test_micro_batches_keep_one_micro_batch_and_the_sum_all_of_them():
+    data = al.regression_data(n=12, features=4, seed=0)
+    model = al.mlp(features=4, hidden=16, depth=2, seed=0)
+    rows = al.autograd.graph_growth(model, data, 12, micro_batch=4)
+    assert [r["n"] for r in rows] == [4, 8, 12]
+    for r in rows:
+        assert r["accumulated_saved_bytes"] == r["logged_saved_bytes"] == 4 * 33 * 8
+        assert r["summed_saved_bytes"] == r["batched_saved_bytes"] == r["n"] * 33 * 8
+    with pytest.raises(ValueError, match="multiple of micro_batch"):
+        al.autograd.graph_growth(model, data, 10, micro_batch=4)
+
+
+def _per_sample_and_per_forward(model, data, autocast=False):
+    """What one forward saves, split by two forwards of 1 and 2 samples (with the MSE loss)."""
+    import contextlib
+
+    import torch.nn.functional as F
+
+    keep = [*model.parameters(), data.x, data.y]
+
+    def saved(k):
+        region = (
+            torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+        )
+
+        def run():
+            with region:
+                return F.mse_loss(model(data.x[:k]), data.y[:k], reduction="sum")
+
+        return al.saved_tensor_bytes(run, exclude=keep)
+
+    one, two = saved(1), saved(2)
+    return two - one, 2 * one - two
+
+
+@pytest.mark.parametrize("kind", ["weight_norm", "autocast"])
+def test_a_forward_that_saves_weights_breaks_summed_equals_batched(kind):
+    data = al.regression_data(n=8, features=4, seed=0)
+    model = al.mlp(features=4, hidden=16, depth=2, seed=0)
+    if kind == "weight_norm":
+        net, autocast = al.autograd.weight_normed(model), False
+    else:
+        net, data, autocast = model.float(), data.to(dtype=torch.float32), True
+    per_sample, per_forward = _per_sample_and_per_forward(net, data, autocast)
+    assert per_forward > 0 and per_sample > 0
+    if kind == "autocast":  # the bfloat16 copies of the weights whose layer input needs a gradient
+        assert per_forward == 2 * (16 * 16 + 1 * 16)
+    for m in (1, 2, 4):
+        last = al.autograd.summed_loss_graph(net, data, 8, micro_batch=m, autocast=autocast)
+        # the sum saves every forward's weights, n/m of them; the batched forward one forward's
+        assert last["summed_saved_bytes"] == 8 * per_sample + (8 // m) * per_forward
+        assert last["batched_saved_bytes"] == 8 * per_sample + per_forward
+        assert last["accumulated_saved_bytes"] == m * per_sample + per_forward
+
+
+def test_weight_normed_is_the_same_function_on_a_copy():
+    model = al.mlp(features=4, hidden=16, depth=2, seed=0)
+    x = al.regression_data(n=8, features=4, seed=0).x
+    net = al.autograd.weight_normed(model)
+    assert torch.allclose(net(x), model(x), rtol=1e-12, atol=1e-12)
+    assert not any("parametrizations" in name for name, _ in model.named_parameters())
 
 
 def test_flatten_orders_by_name_and_keeps_dtype():

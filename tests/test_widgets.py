@@ -125,49 +125,54 @@ def test_plot_returns_figure_with_lines():
 def test_graph_growth_explorer_keeps_one_figure():
     ex = al.autograd.graph_growth_explorer()
     first = ex.figure
-    ex.controls["n"].value = 12
-    assert ex.figure is first and len(ex.data) == 12
+    ex.controls["m"].value = 4
+    assert ex.figure is first and [r["n"] for r in ex.data] == [4, 8, 12, 16]
     last = ex.data[-1]
     assert (
-        last["summed_saved_bytes"]
-        == last["batched_saved_bytes"]
-        == 12 * last["per_sample_saved_bytes"]
+        last["summed_saved_bytes"] == last["batched_saved_bytes"] == 4 * last["logged_saved_bytes"]
     )
-    assert "<b>n = 12</b>" in ex.summary.value  # the caption follows the slider
+    assert "in micro-batches of 4" in ex.summary.value  # the caption follows the control
+    ex.controls["saves"].value = "+ weight_norm weights"
+    last = ex.data[-1]
+    assert ex.figure is first and last["summed_saved_bytes"] > last["batched_saved_bytes"]
 
 
 def test_graph_growth_measures_the_real_loops():
     model = al.mlp(features=4, hidden=16, depth=2, seed=0)
     data = al.regression_data(n=12, features=4, seed=0)
     rows = al.autograd.graph_growth(model, data, 6)
-    one = rows[0]["per_sample_saved_bytes"]
-    ops = rows[0]["per_sample_nodes"] - len(list(model.parameters()))
+    one = rows[0]["accumulated_saved_bytes"]
+    ops = rows[0]["accumulated_nodes"] - len(list(model.parameters()))
     for r in rows:
         # a backward per sample frees every graph's saved tensors, with or without the logging
-        assert r["per_sample_saved_bytes"] == r["logged_saved_bytes"] == one > 0
+        assert r["accumulated_saved_bytes"] == r["logged_saved_bytes"] == one > 0
         # ...but total += loss keeps every graph's nodes: the summed graph's, n copies of each op
         assert r["logged_nodes"] == r["summed_nodes"] == 6 + r["n"] * ops + r["n"] - 1
-        assert r["per_sample_nodes"] == r["batched_nodes"] == 6 + ops
+        assert r["accumulated_nodes"] == r["batched_nodes"] == 6 + ops
     assert all(p.grad is None for p in model.parameters())  # the loops ran on a copy
 
 
-def test_graph_growth_explorer_measures_each_n_once(monkeypatch):
+def test_graph_growth_explorer_measures_each_setting_once(monkeypatch):
     from accumlab.autograd import summed
 
     passes = []
     measure = summed.graph_growth
     monkeypatch.setattr(
-        summed, "graph_growth", lambda *a, **k: passes.append(a[2]) or measure(*a, **k)
+        summed,
+        "graph_growth",
+        lambda *a, **k: passes.append((k["micro_batch"], k["autocast"])) or measure(*a, **k),
     )
     model = al.mlp(features=4, hidden=16, depth=2, seed=0)
-    data = al.regression_data(n=32, features=4, seed=0)
+    data = al.regression_data(n=10, features=4, seed=0)
     ex = al.autograd.graph_growth_explorer(model, data)
     fig, line = ex.figure, ex.figure.axes[0].lines[0]
-    for n in (12, 5, 8, 12):
-        ex.controls["n"].value = n
-    assert passes == [8, 12]  # the first figure, then one pass up to 12; below 12: its rows
+    for m in (4, 1, 8, 4):
+        ex.controls["m"].value = m
+    assert passes == [(1, False), (4, False), (8, False)]  # a setting seen before is a lookup
     assert ex.error is None and ex.figure is fig and fig.axes[0].lines[0] is line  # moved
-    ex.controls["n"].value = 5
-    assert ex.data == al.autograd.graph_growth(model, data, 5)
-    assert list(line.get_xdata()) == [1, 2, 3, 4, 5]
+    # 10 samples in micro-batches of 4: the explorer runs the 8 that fill two
+    assert ex.data == al.autograd.graph_growth(model, data, 8, micro_batch=4)
+    assert list(line.get_xdata()) == [4, 8]
     assert list(line.get_ydata()) == [r["summed_nodes"] for r in ex.data]
+    ex.controls["saves"].value = "+ bf16 autocast copies"
+    assert passes[-1] == (4, True) and ex.error is None

@@ -2,7 +2,7 @@
 
 The graph helpers every lesson uses (`al.draw_graph`, `al.count_nodes`, `al.saved_tensor_bytes`)
 are core; this topic holds lesson 01's experiments: what one node saves, what backward releases,
-and summing losses before one backward.
+summing losses before one backward, and forwards that save more than activations.
 """
 
 from .._lazy import lazy_names
@@ -18,5 +18,6 @@ __getattr__, __dir__, __all__ = lazy_names(
         "saved_tensors_of": "saved",
         "graph_growth": "summed",
         "summed_loss_graph": "summed",
+        "weight_normed": "forwards",
     },
 )

@@ -11,13 +11,14 @@ from matplotlib.ticker import MaxNLocator
 
 from . import shapes
 
-# Two loops always coincide on each panel (the sum and the logging loop hold the same nodes; the
-# sum and the batched forward the same bytes; the other two one sample's worth), so one of each
-# pair is a wide translucent band and the other a thin dashed line drawn on top of it.
+# Loops that often coincide (the sum and the logging loop hold the same nodes; accumulation and
+# the batched forward one forward's; the sum and the batched forward the same bytes when a forward
+# saves activations only) are drawn as a wide translucent band and a thin dashed line on top of it,
+# so that both stay visible when they coincide and when they part.
 SERIES = (  # key prefix, label, marker, line style, line width, opacity
-    ("summed", "sum n losses, one backward", "o", "-", 5.0, 0.35),
-    ("per_sample", "backward after every sample", "s", "-", 5.0, 0.35),
-    ("logged", "backward after every sample, total += loss kept", "x", "--", 1.3, 1.0),
+    ("summed", "sum the micro-batch losses, one backward", "o", "-", 5.0, 0.35),
+    ("accumulated", "backward after every micro-batch", "s", "-", 5.0, 0.35),
+    ("logged", "backward after every micro-batch, total += loss kept", "x", "--", 1.3, 1.0),
     ("batched", "one batched forward of n samples", "+", "--", 1.3, 1.0),
 )
 PANELS = (("nodes", "backward nodes the loop holds"), ("saved_bytes", "most saved bytes alive"))
@@ -75,6 +76,7 @@ def graph_growth_caption(rows: list[dict]) -> str:
         for prefix, name, *_ in SERIES
     )
     return (
-        f"<b>n = {last['n']}</b><table><tr><th>loop</th><th>nodes held</th>"
+        f"<b>n = {last['n']}</b> samples in micro-batches of {rows[0]['n']}"
+        "<table><tr><th>loop</th><th>nodes held</th>"
         f"<th>most saved bytes alive</th></tr>{cells}</table>"
     )

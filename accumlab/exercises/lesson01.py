@@ -22,28 +22,33 @@ def _count_leaves(answer):
     return None if n == 2 else wrong.get(n, "one AccumulateGrad node per leaf that requires grad")
 
 
-def _observe_twice(answer):
+# (w, x) the answer is run on: two, so that an answer ignoring its inputs is not graded right
+CASES_01_2 = ((0.5, (1.0, 2.0)), (-0.3, (0.5, -1.0, 2.0)))
+TOLERANCE_01_2 = 1e-5  # relative, float32: each pass's gradient against torch's own
+
+
+def _observe_passes(answer, w0: float, xs: tuple):
     """Run answer(w, x) with every saved tensor of the graphs it builds tagged; return (returned,
-    w, reads of each saved tensor by backward, backward passes that wrote w.grad, passes that
-    reached w without writing .grad, what each pass added to w.grad)."""
-    w = torch.tensor(3.0, requires_grad=True)
-    x = torch.tensor([1.0, 2.0])
+    w, for each saved tensor the backward passes that read it, the passes that wrote w.grad in
+    order, passes that reached w without writing .grad, what each writing pass added to w.grad)."""
+    w = torch.tensor(w0, requires_grad=True)
+    x = torch.tensor(xs)
     saved: list[torch.Tensor] = []
-    reads: dict[int, int] = {}
-    wrote: set[int] = set()
-    reached: set[int] = set()
+    readers: dict[int, set] = {}
+
+    def task() -> int:
+        return torch._C._current_graph_task_id()  # the backward pass running now
 
     def pack(t):
         saved.append(t.detach())
         return len(saved) - 1  # autograd stores the tag; backward hands it to unpack
 
     def unpack(tag):
-        reads[tag] = reads.get(tag, 0) + 1
+        readers.setdefault(tag, set()).add(task())
         return saved[tag]
 
-    def task() -> int:
-        return torch._C._current_graph_task_id()  # the backward pass running now
-
+    wrote: list[int] = []
+    reached: set[int] = set()
     added: dict[int, torch.Tensor] = {}  # backward pass → what it added to w.grad
 
     def seen(g):
@@ -51,60 +56,72 @@ def _observe_twice(answer):
         added[task()] = added.get(task(), 0) + g.detach().clone()
 
     w.register_hook(seen)
-    w.register_post_accumulate_grad_hook(lambda p: wrote.add(task()))
+    w.register_post_accumulate_grad_hook(lambda p: wrote.append(task()))
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         returned = answer(w, x)
-    counts = [reads.get(tag, 0) for tag in range(len(saved))]
-    return returned, w, counts, len(wrote), len(reached - wrote), list(added.values())
+    reads = [readers.get(tag, set()) for tag in range(len(saved))]
+    return returned, w, reads, wrote, reached - set(wrote), [added[t] for t in wrote if t in added]
 
 
-@exercise("01.2", 2, "Call backward twice on one graph")
-def _backward_twice(answer):
-    # answer(w, x) must build loss = (w * x).pow(2).sum() ONCE, call backward on it twice and
-    # return w.grad. Observed: how often backward read each tensor the graph saved (twice each:
-    # one graph, two passes), and how many backward passes wrote w.grad.
-    returned, w, reads, writes, grad_only, passes = _observe_twice(answer)
-    if not reads:
-        raise Hint(
-            "the checker saw no graph being built: build the loss from w and x with plain "
-            "operations inside the function"
-        )
-    if grad_only and not writes:
-        raise Hint(
-            f"your answer called torch.autograd.grad {plural(grad_only, 'time')}, "
-            "which returns the gradient without writing w.grad: the exercise asks for backward()"
-        )
-    if writes != 2:
-        raise Hint(
-            f"{plural(writes, 'backward pass', 'backward passes')} wrote w.grad; the exercise "
-            "calls backward twice on one graph (what does .grad do across calls?)"
-        )
-    if max(reads) < 2:
-        raise Hint(
-            "each tensor the graph saved was read by backward once: your two backward passes "
-            "walked two different graphs. Build the loss once and walk that one graph twice — "
-            "the first backward frees what it saved unless you ask it not to (retain_graph)"
-        )
-    walked_once = sum(r == 1 for r in reads)
-    if walked_once:
-        raise Hint(
-            f"{plural(walked_once, 'tensor')} the graph saved {'was' if walked_once == 1 else 'were'} "
-            "read by only one of your backward passes: part of each loss was built twice. Build "
-            "the loss once and call backward on that same loss twice"
-        )
-    once = 2 * w.detach() * (torch.tensor([1.0, 2.0]) ** 2).sum()
-    if len(passes) == 2 and not all(torch.allclose(p, once, rtol=1e-6, atol=0) for p in passes):
-        added = ", ".join(f"{float(p):g}" for p in passes)
-        raise Hint(
-            f"your two backward passes added {added} to w.grad: each backward of the loss should "
-            "add the same, non-zero gradient (call backward() plainly, and let .grad add them up)"
-        )
-    if not isinstance(returned, torch.Tensor):
-        raise Hint("return w.grad (a tensor) after the second backward")
-    if w.grad is None or not torch.allclose(w.grad, 2 * once, rtol=1e-6, atol=0):
-        raise Hint("after two backward passes w.grad should hold the sum of both")
-    if not torch.equal(returned.detach(), w.grad):
-        raise Hint("return w.grad itself, not another tensor")
+def _head_grads(w0: float, xs: tuple) -> tuple[float, float]:
+    """d first / dw and d second / dw for h = exp(w·x), first = Σh, second = Σh²."""
+    w = torch.tensor(w0, requires_grad=True)
+    h = (w * torch.tensor(xs)).exp()
+    losses = (h.sum(), (h**2).sum())  # one trunk: the first grad must keep it for the second
+    return tuple(float(torch.autograd.grad(loss, w, retain_graph=True)[0]) for loss in losses)
+
+
+@exercise("01.2", 2, "Two losses that share a trunk")
+def _two_losses(answer):
+    # answer(w, x) must build h = (w * x).exp() ONCE, call backward on first = h.sum() and on
+    # second = (h ** 2).sum() (two passes, one per loss) and return w.grad. Observed on each
+    # case: the passes that wrote w.grad, what each added, and whether both read what the trunk
+    # saved (one trunk walked twice, which needs retain_graph on the first call).
+    for w0, xs in CASES_01_2:
+        returned, w, reads, wrote, grad_only, added = _observe_passes(answer, w0, xs)
+        if not reads:
+            raise Hint(
+                "the checker saw no graph being built: build h and both losses from w and x with "
+                "plain operations inside the function"
+            )
+        if grad_only and not wrote:
+            raise Hint(
+                f"your answer called torch.autograd.grad {plural(len(grad_only), 'time')}, "
+                "which returns the gradient without writing w.grad: the exercise asks for backward()"
+            )
+        if len(wrote) != 2:
+            raise Hint(
+                f"{plural(len(wrote), 'backward pass', 'backward passes')} wrote w.grad; the "
+                "exercise calls backward once on each of the two losses (a backward of their sum "
+                "is one pass)"
+            )
+        # the trunk saves two tensors (x for w * x, h for exp); both passes must read both
+        shared = sum(len(passes) >= 2 for passes in reads)
+        if shared == 0:
+            raise Hint(
+                "your two backward passes read nothing in common: each walked its own copy of the "
+                "trunk. Build h once and let both losses' backward passes walk it"
+            )
+        if shared < 2:
+            raise Hint(
+                "your two backward passes shared only part of the trunk: each loss built its own "
+                "exp. Build h = (w * x).exp() once and both losses from that h"
+            )
+        first, second = _head_grads(w0, xs)
+        got = sorted(float(a) for a in added)
+        if len(got) != 2 or not all(
+            abs(g - e) <= TOLERANCE_01_2 * abs(e) for g, e in zip(got, sorted((first, second)))
+        ):
+            shown = ", ".join(f"{g:.6g}" for g in got)
+            raise Hint(
+                f"at w = {w0}, x = {list(xs)} your two backward passes added {shown} to w.grad; "
+                f"first's gradient is {first:.6g} and second's {second:.6g}: each pass should walk "
+                "one of the two losses, as built from this call's w and x"
+            )
+        if not isinstance(returned, torch.Tensor):
+            raise Hint("return w.grad (a tensor) after the second backward")
+        if w.grad is None or not torch.equal(returned.detach(), w.grad):
+            raise Hint("return w.grad itself, not another tensor")
     return None
 
 
@@ -129,8 +146,10 @@ def _which_grads(answer):
         return "d = a.detach() shares a's memory but is a new leaf that does not require grad"
     if "c" in names:
         return "c is where backward starts, but it is a non-leaf that did not call retain_grad()"
-    if "b" not in names:
-        return "b is a non-leaf, but it asked to keep its gradient"
-    if "a" not in names:
-        return "a is the leaf created with requires_grad=True"
+    missing = {"a", "b"} - names
+    if missing:  # say that one is missing, not which: the learner decides
+        return (
+            f"{plural(len(missing), 'tensor')} with a .grad after c.backward() "
+            f"{'is' if len(missing) == 1 else 'are'} missing from your set"
+        )
     return None

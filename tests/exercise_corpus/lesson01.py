@@ -19,51 +19,71 @@ def _exercise_01_1_graph():
 _GRAPH = al.draw_graph(_exercise_01_1_graph())
 
 
-# 01.2: build (w * x).pow(2).sum() once, backward twice, return w.grad
+# 01.2: h = (w * x).exp() built once, backward on h.sum() and on (h ** 2).sum(), return w.grad
 def _both_retained(w, x):
-    loss = ((w * x) ** 2).sum()
-    torch.autograd.backward(loss, retain_graph=True)
-    torch.autograd.backward(loss, retain_graph=True)
+    h = (w * x).exp()
+    first, second = h.sum(), (h**2).sum()
+    torch.autograd.backward(first, retain_graph=True)
+    torch.autograd.backward(second, retain_graph=True)
     return w.grad
 
 
-def _inputs_named(w, x):
-    loss = (w * x).pow(2).sum()
-    loss.backward(retain_graph=True)
-    loss.backward(inputs=[w])
+def _second_first(w, x):  # the other order: the first call made is the one that retains
+    h = torch.exp(x * w)
+    first, second = h.sum(), h.pow(2).sum()
+    second.backward(retain_graph=True)
+    first.backward(inputs=[w])
     return w.grad
 
 
-def _built_twice(w, x):  # two graphs, one backward each: skips retain_graph
-    (w * x).pow(2).sum().backward()
-    (w * x).pow(2).sum().backward()
+def _trunk_twice(w, x):  # two trunks, one backward each: skips retain_graph
+    (w * x).exp().sum().backward()
+    ((w * x).exp() ** 2).sum().backward()
     return w.grad
 
 
-def _doubled(w, x):  # one backward, the second faked
-    (w * x).pow(2).sum().backward()
-    return 2 * w.grad
+def _retain_on_the_second(w, x):  # the first call frees the trunk: the second raises
+    h = (w * x).exp()
+    first, second = h.sum(), (h**2).sum()
+    first.backward()
+    second.backward(retain_graph=True)
+    return w.grad
 
 
-def _autograd_grad_twice(w, x):  # no backward at all
-    loss = (w * x).pow(2).sum()
-    (first,) = torch.autograd.grad(loss, w, retain_graph=True)
-    (second,) = torch.autograd.grad(loss, w)
-    return first + second
+def _first_twice(w, x):  # one loss walked twice
+    h = (w * x).exp()
+    first = h.sum()
+    first.backward(retain_graph=True)
+    first.backward()
+    return w.grad
+
+
+def _fixed_inputs(w, x):  # the technique, but on the x of one example, not the one passed in
+    h = (w * torch.tensor([1.0, 2.0])).exp()
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    second.backward()
+    return w.grad
+
+
+def _autograd_grad_summed(w, x):  # no backward at all
+    h = (w * x).exp()
+    (a,) = torch.autograd.grad(h.sum(), w, retain_graph=True)
+    (b,) = torch.autograd.grad((h**2).sum(), w)
+    return a + b
 
 
 def _autograd_grad_into_grad(w, x):
-    loss = (w * x).pow(2).sum()
-    (first,) = torch.autograd.grad(loss, w, retain_graph=True)
-    (second,) = torch.autograd.grad(loss, w)
-    w.grad = first + second
+    h = (w * x).exp()
+    (a,) = torch.autograd.grad(h.sum(), w, retain_graph=True)
+    (b,) = torch.autograd.grad((h**2).sum(), w)
+    w.grad = a + b
     return w.grad
 
 
-def _three_times(w, x):
-    loss = (w * x).pow(2).sum()
-    for _ in range(3):
-        loss.backward(retain_graph=True)
+def _both_roots_at_once(w, x):  # one pass from both losses
+    h = (w * x).exp()
+    torch.autograd.backward([h.sum(), (h**2).sum()])
     return w.grad
 
 
@@ -81,8 +101,8 @@ RIGHT = {
         ),
     ],
     "01.2": [
-        ("torch.autograd.backward twice, both retaining", _both_retained),
-        ("the second backward restricted to inputs=[w]", _inputs_named),
+        ("torch.autograd.backward on each loss, both retaining", _both_retained),
+        ("second first, then first with inputs=[w]", _second_first),
     ],
     "01.3": [
         ("a list in another order", ["b", "a"]),
@@ -98,11 +118,13 @@ WRONG = {
         ("not a whole number", 2.5),
     ],
     "01.2": [
-        ("the loss built twice, one backward each: skips retain_graph", _built_twice),
-        ("one backward, then 2 * w.grad", _doubled),
-        ("torch.autograd.grad twice, summed: no backward", _autograd_grad_twice),
-        ("torch.autograd.grad twice, written into w.grad", _autograd_grad_into_grad),
-        ("three backward passes", _three_times),
+        ("the trunk built twice, one backward each: skips retain_graph", _trunk_twice),
+        ("retain_graph on the second call only", _retain_on_the_second),
+        ("the first loss walked twice", _first_twice),
+        ("the x of one example instead of the x passed in", _fixed_inputs),
+        ("torch.autograd.grad on each, summed: no backward", _autograd_grad_summed),
+        ("torch.autograd.grad on each, written into w.grad", _autograd_grad_into_grad),
+        ("one backward from both losses at once", _both_roots_at_once),
     ],
     "01.3": [
         ("detach thought to share the gradient", {"a", "b", "d"}),
@@ -118,41 +140,46 @@ STUBS = {
 }
 
 
-# answers that make the second pass cosmetic: each must add the same, non-zero gradient
+# answers that make a pass cosmetic: each pass must add its own loss's gradient
 def _doubled_after_a_zero_pass(w, x):
-    loss = (w * x).pow(2).sum()
-    loss.backward(retain_graph=True)
-    loss.backward(torch.tensor(0.0))  # walks the graph, adds nothing
-    w.grad.mul_(2)
+    h = (w * x).exp()
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    second.backward(torch.tensor(0.0))  # walks the trunk, adds nothing
+    w.grad.add_(torch.autograd.grad((((w * x).exp()) ** 2).sum(), w)[0])
     return w.grad
 
 
-def _two_then_zero(w, x):
-    loss = (w * x).pow(2).sum()
-    loss.backward(torch.tensor(2.0), retain_graph=True)
-    loss.backward(torch.tensor(0.0))
-    return w.grad
-
-
-def _two_losses_sharing_a_product(w, x):
-    h = w * x  # shared, but each loss builds its own pow and sum
-    first, second = h.pow(2).sum(), h.pow(2).sum()
+def _two_losses_sharing_only_the_product(w, x):
+    p = w * x  # shared, but each loss builds its own exp
+    first, second = p.exp().sum(), (p.exp() ** 2).sum()
     first.backward(retain_graph=True)
     second.backward()
     return w.grad
 
 
-def _retain_both_times(w, x):
-    """Right: retain_graph on both passes (the second need not free it)."""
-    loss = (w * x).pow(2).sum()
-    loss.backward(retain_graph=True)
-    loss.backward(retain_graph=True)
+def _weighted_passes(w, x):  # the right total, from passes weighted 2 and 0
+    h = (w * x).exp()
+    first, second = h.sum(), (h**2).sum()
+    (first + second).backward(torch.tensor(2.0), retain_graph=True)
+    (first + second).backward(torch.tensor(0.0))
+    w.grad.div_(2)
     return w.grad
 
 
-RIGHT["01.2"].append(("retain_graph on both passes", _retain_both_times))
 WRONG["01.2"] += [
-    ("doubled by hand after a zero second pass", _doubled_after_a_zero_pass),
-    ("gradient 2 then gradient 0", _two_then_zero),
-    ("two losses sharing w * x", _two_losses_sharing_a_product),
+    ("a zero second pass, second's gradient added by hand", _doubled_after_a_zero_pass),
+    ("the product shared, each loss with its own exp", _two_losses_sharing_only_the_product),
+    ("passes weighted 2 and 0, halved by hand", _weighted_passes),
 ]
+
+# words the hint of a wrong answer must contain (tests/test_exercises.py)
+HINTS = {
+    "the trunk built twice, one backward each: skips retain_graph": "read nothing in common",
+    "retain_graph on the second call only": "second time",
+    "the first loss walked twice": "first's gradient is",
+    "the x of one example instead of the x passed in": "x = [0.5, -1.0, 2.0]",
+    "one backward from both losses at once": "1 backward pass wrote",
+    "the product shared, each loss with its own exp": "shared only part of the trunk",
+    "none of them": "2 tensors with a .grad after c.backward() are missing",
+}

@@ -30,6 +30,17 @@ CASES = [
     bad("autograd.graph_growth", "y (8,) against an output (8, 1)", lambda: G.graph_growth(al.mlp(), al.Data(data().x, data().y[:, 0]), 2), "(1, 1)", "(1,)"),
     bad("autograd.graph_growth", "5 features into a 4-feature model", lambda: G.graph_growth(al.mlp(), data(features=5), 2), "(1, 5)"),
     bad("autograd.graph_growth", "nan in x", lambda: G.graph_growth(al.mlp(), al.Data(data().x * NAN, data().y), 2), "data.x", "nan"),
+    bad("autograd.graph_growth", "micro_batch=0", lambda: G.graph_growth(al.mlp(), data(), 4, micro_batch=0), "micro_batch", "0"),
+    bad("autograd.graph_growth", "micro_batch above n", lambda: G.graph_growth(al.mlp(), data(), 4, micro_batch=8), "micro_batch", "8"),
+    bad("autograd.graph_growth", "n not a multiple of micro_batch", lambda: G.graph_growth(al.mlp(), data(), 6, micro_batch=4), "multiple of micro_batch", "6"),
+    bad("autograd.graph_growth", "micro_batch 2.0", lambda: G.graph_growth(al.mlp(), data(), 4, micro_batch=2.0), "micro_batch", "2.0"),
+    bad("autograd.graph_growth", "autocast 'yes'", lambda: G.graph_growth(al.mlp(), data(), 2, autocast="yes"), "autocast", "'yes'"),
+    bad("autograd.graph_growth", "autocast on a float64 model", lambda: G.graph_growth(al.mlp(), data(), 2, autocast=True), "autocast", "float64"),
+    handled("autograd.graph_growth", "autocast on float32", lambda: G.graph_growth(al.mlp().float(), data().to(dtype=torch.float32), 2, autocast=True), lambda rows: rows[-1]["summed_saved_bytes"] > rows[-1]["batched_saved_bytes"]),
+    # forwards.py
+    bad("autograd.weight_normed", "model 'x'", lambda: G.weight_normed("x"), "model", "str"),
+    bad("autograd.weight_normed", "a model without Linear layers", lambda: G.weight_normed(torch.nn.Conv1d(1, 1, 1)), "model", "nn.Linear"),
+    handled("autograd.weight_normed", "an mlp", lambda: G.weight_normed(al.mlp()), lambda m: sum("original0" in n for n, _ in m.named_parameters()) == 3),
     # saved.py
     bad("autograd.saved_tensors_of", "grad_fn 'x'", lambda: G.saved_tensors_of("x"), "grad_fn", "'x'"),
     bad("autograd.saved_tensors_of", "grad_fn None (a leaf)", lambda: G.saved_tensors_of(None), "grad_fn", "None"),
