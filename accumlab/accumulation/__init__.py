@@ -13,6 +13,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "ACCELERATE_PLACEMENTS": "accelerate_idiom",
         "accelerate_zero_grad_placements": "accelerate_idiom",
         "accumulation_explorer": "explorer",
+        "drawn_window_progress": "plots",
         "last_only_lengths": "last_only",
         "last_only_survey": "last_only",
         "plot_window_progress": "plots",
