@@ -4,16 +4,18 @@ import torch.nn.functional as F
 
 
 def accumulate(model, data, micro_batch_size):
+    model.zero_grad()  # .grad arrives holding an earlier batch's gradient
+    for mb in data.micro_batches(micro_batch_size):
+        # the micro-batches' sums add up to the full batch's sum: nothing to divide
+        F.mse_loss(model(mb.x), mb.y, reduction="sum").backward()
+
+
+def accumulate_mean(model, data, micro_batch_size):
+    """The lesson's loop for a mean loss: the gradient of the sum ÷ len(data)."""
     micro_batches = data.micro_batches(micro_batch_size)
     model.zero_grad()
     for mb in micro_batches:
-        loss = F.mse_loss(model(mb.x), mb.y)
-        (loss / len(micro_batches)).backward()  # mean of k equal-size means = full-batch mean
-
-
-def accumulate_undivided(model, data, micro_batch_size):
-    for mb in data.micro_batches(micro_batch_size):
-        F.mse_loss(model(mb.x), mb.y).backward()
+        (F.mse_loss(model(mb.x), mb.y) / len(micro_batches)).backward()
 
 
 class EveryKth:
@@ -38,4 +40,4 @@ def pass_through(optimizer, k):
 
 
 SOLUTIONS = {"02.1": 1.4, "02.2": accumulate, "02.3": EveryKth}
-WRONG = {"02.1": 1.2, "02.2": accumulate_undivided, "02.3": pass_through}
+WRONG = {"02.1": 1.2, "02.2": accumulate_mean, "02.3": pass_through}

@@ -2,8 +2,9 @@
 
 `accelerator.accumulate(model)` with `step()` then `zero_grad()` on every iteration accumulates a
 whole window; a `zero_grad()` at the TOP of the block erases the window's first k − 1 micro-batches,
-because `sync_gradients` is True for the whole last iteration of a window; `accelerator.backward`
-divides by the configured k, also for the short window at the end of the dataloader.
+because `sync_gradients` is True for the whole last iteration of a window; the MODEL's
+`zero_grad()` is not wrapped and erases them too; `accelerator.backward` divides by the configured
+k, also for the short window at the end of the dataloader.
 """
 
 import copy
@@ -42,6 +43,8 @@ def _windows(zero_grad_at: str):
             optimizer.step()
             if zero_grad_at == "bottom":
                 optimizer.zero_grad()
+            elif zero_grad_at == "model":  # the module's own zero_grad(): no sync_gradients check
+                mine.zero_grad()
     return model, data, seen
 
 
@@ -67,3 +70,38 @@ def test_zero_grad_before_the_accumulate_block_is_harmless():
     model, data, seen = _windows("before")
     assert len(seen) == 2
     assert al.grad_diff(seen[0], al.full_batch_grads(model, data[:12])).max_rel <= 1e-12
+
+
+def test_the_models_zero_grad_after_step_keeps_only_the_last_micro_batch():
+    # AcceleratedOptimizer.zero_grad checks sync_gradients; nn.Module.zero_grad does not
+    model, data, seen = _windows("model")
+    assert len(seen) == 2
+    last = al.full_batch_grads(model, data[8:12])
+    assert al.grad_diff(seen[0], {n: g / 3 for n, g in last.items()}).max_rel <= 1e-12
+    assert al.grad_diff(seen[0], al.full_batch_grads(model, data[:12])).max_rel > 0.1
+
+
+def test_the_lessons_placements_are_these_loops():
+    """al.accumulation.accelerate_zero_grad_placements (lesson 02's cell) against the loops above,
+    on whole windows (data[:12]: one window of 3 micro-batches of 4)."""
+    model, data, _ = _windows("bottom")
+    runs = al.accumulation.accelerate_zero_grad_placements(model, data[:12], 4, 3)
+    assert runs["version"] == accelerate.__version__ and runs["k"] == 3
+    assert al.grad_diff(runs["full"][0], al.full_batch_grads(model, data[:12])).max_rel == 0
+    for placement, here in [
+        ("after_step", "bottom"),
+        ("before_block", "before"),
+        ("top_of_block", "top"),
+        ("model_after_step", "model"),
+    ]:
+        _, _, seen = _windows(here)
+        stepped = runs["runs"][placement]["stepped"]
+        assert len(stepped) == 1 and al.grad_diff(stepped[0], seen[0]).max_rel <= 1e-12, placement
+    # what each acting zero_grad() erased: before the block, the window just stepped; at the top of
+    # the block, the window's first k - 1 micro-batches (the full window minus its last one)
+    before = runs["runs"]["before_block"]
+    assert before["erased"] == [] and len(runs["runs"]["after_step"]["erased"]) == 1
+    top = runs["runs"]["top_of_block"]["erased"][0]
+    first_two = {n: g - runs["last"][0][n] for n, g in runs["full"][0].items()}
+    assert al.grad_diff(top, first_two).max_rel <= 1e-12
+    assert len(runs["runs"]["model_after_step"]["erased"]) == 3  # every iteration

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from .. import _validate
 from . import shapes
 
 MAX_LINES = 8  # more lines than this make a plot unreadable
@@ -67,6 +68,31 @@ def update_window_progress(fig: Figure, progress: dict) -> None:
     ax.set_xticks(steps if k <= 16 else steps[:: -(-k // 16)])
     if "title" in a:
         a["title"].set_text(_title(progress))
+
+
+def drawn_window_progress(fig: Figure) -> dict:
+    """What a `plot_window_progress` figure shows, read back from its lines: {"names" (the
+    legend's), "accumulated" (k, lines): each solid line's points, "full" (lines,): each dashed
+    line's height}. Lesson 02 compares it with the data the figure was drawn from."""
+    import torch
+
+    from ..figures import named_artists
+
+    _validate.instance("fig", fig, Figure, "a Figure made by plot_window_progress")
+    a = named_artists(fig)
+    if "progress" not in a:
+        raise ValueError("fig has no axes named 'progress': draw it with plot_window_progress")
+    lines = [n for n in a if n.startswith("grad ")]
+    solid = [a[f"grad {i}"] for i in range(len(lines))]
+    return {
+        "names": [line.get_label() for line in solid],
+        "accumulated": torch.tensor(
+            [list(line.get_ydata()) for line in solid], dtype=torch.float64
+        ).T,
+        "full": torch.tensor(
+            [float(a[f"full {i}"].get_ydata()[0]) for i in range(len(lines))], dtype=torch.float64
+        ),
+    }
 
 
 def _title(progress: dict) -> str:

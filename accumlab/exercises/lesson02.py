@@ -39,14 +39,28 @@ def _predict_unhalved(answer):
 REFUSED = ("al.full_batch_grads", "al.accumulated_grads", "al.accumulation_progress", "al.run")
 
 
-@exercise("02.2", 2, "Write an accumulation loop that leaves the full-batch gradient in .grad")
+def _stale(model) -> dict:
+    """What `.grad` holds as the answer is called: another batch's gradient, as a loop leaves it
+    after a step (an answer must zero it first)."""
+    return full_batch_grads(model, regression_data(12, 3, seed=13))
+
+
+@exercise("02.2", 2, "Accumulate a summed loss: the full batch's gradient of the sum in .grad")
 def _accumulate(answer):
-    # answer(model, data, micro_batch_size) → fills model's .grad; data splits evenly. Observed:
-    # the forwards and the rows each received, the backward passes, the graphs alive at once.
+    # answer(model, data, micro_batch_size) → model's .grad = the gradient of
+    # F.mse_loss(model(data.x), data.y, reduction="sum"); data splits evenly; .grad arrives
+    # holding another batch's gradient. Observed: the forwards and the rows each received, the
+    # backward passes and what each added, the graphs alive at once.
+    from ..compare import flatten
+
     data = regression_data(12, 3, seed=11)
     model = mlp(3, 4, 1, depth=1, seed=11)
     mine = copy.deepcopy(model)
+    stale = _stale(model)
+    for name, p in mine.named_parameters():
+        p.grad = stale[name].clone()
     size, k = 4, 3
+    micro = data.micro_batches(size)
     with Refuse(*REFUSED), Observe(mine, inputs=True) as seen, Added(mine) as added:
         answer(mine, data, size)
     want = forwards_phrase([size] * k)
@@ -56,13 +70,18 @@ def _accumulate(answer):
             f"your answer ran {forwards_phrase(rows)} with a graph; accumulation runs {want}, "
             "one per micro-batch, each recording its graph"
         )
-    fed = seen.fed(data.micro_batches(size))  # the rows: a reshaped batch has the right count
+    fed = seen.fed(micro)  # the rows: a reshaped batch has the right count
     if fed:
         raise Hint(f"{fed}: accumulation feeds each micro-batch's own x to the model, once")
     if seen.backwards != k:
         raise Hint(
             f"your answer ran {seen.backwards_phrase()}; accumulation calls backward once per "
             f"micro-batch ({k}), each adding into .grad"
+        )
+    if seen.grad_only:
+        raise Hint(
+            f"your answer ran {seen.backwards_phrase()}: accumulation needs no "
+            "torch.autograd.grad — each micro-batch's backward adds its own gradient into .grad"
         )
     if seen.peak_graphs > 1:
         raise Hint(
@@ -74,66 +93,107 @@ def _accumulate(answer):
             "your answer ran a forward with a graph through another model's layers (a copy or "
             "a twin of `model`?): accumulate on `model` itself, one micro-batch at a time"
         )
-    from ..compare import flatten
-
     vectors = added.vectors()
     if any(not bool(v.any()) for v in vectors):
         raise Hint(
             "a backward pass added nothing to .grad: each micro-batch's backward must carry its "
             "own share of the full-batch gradient"
         )
+    # each backward must add one micro-batch's own gradient (any positive scale), each once
+    own = [flatten(full_batch_grads(model, mb)) for mb in micro]
+    unmatched = list(range(k))
+    for v in vectors:
+        j = next((j for j in unmatched if multiple_of(v, own[j], rel=1e-8)), None)
+        if j is None:
+            raise Hint(
+                "a backward pass added something other than one micro-batch's own gradient: "
+                "each micro-batch's backward carries the loss of that micro-batch's rows"
+            )
+        unmatched.remove(j)
     got = {n: p.grad for n, p in mine.named_parameters()}
-    if any(g is None for g in got.values()) or not multiple_of(flatten(got), sum(vectors)):
+    if any(g is None for g in got.values()):
+        missing = next(n for n, g in got.items() if g is None)
+        raise Hint(
+            f"{missing}.grad is None after your answer: did every micro-batch call backward?"
+        )
+    flat = flatten(got)
+    if not multiple_of(flat, sum(vectors)):
+        if multiple_of(flat, vectors[-1]):
+            raise Hint(
+                ".grad holds only the last micro-batch's backward: a zero_grad() inside the loop "
+                "erased the micro-batches before it — zero once, before the first backward"
+            )
+        arrived = flatten(stale)  # kept, then maybe scaled with the rest
+        if multiple_of(flat - arrived, sum(vectors)) or multiple_of(flat, arrived + sum(vectors)):
+            raise Hint(
+                ".grad still holds the gradient the model arrived with, plus your micro-batches: "
+                "zero it once, before the first backward"
+            )
         raise Hint(
             ".grad ended as something other than what your backward passes added (or a multiple "
             "of it): let backward write the gradient"
         )
-    full = full_batch_grads(model, data)
-    for name, p in mine.named_parameters():
-        if p.grad is None:
-            raise Hint(f"{name}.grad is None: did every micro-batch call backward?")
-        ratio = float(p.grad.norm() / full[name].norm())
-        if abs(ratio - k) < 1e-6:
-            raise Hint(
-                f"the gradient is {k}× too large: each micro-batch's mean loss needs a scale"
-            )
-        if not torch.allclose(p.grad, full[name], rtol=1e-10, atol=1e-12):
-            raise Hint(
-                f"{name}.grad differs from the full-batch gradient — zeroing inside the loop, or "
-                "another scale?"
-            )
-    return None
+    full = flatten(full_batch_grads(model, data)) * len(data)  # the summed loss's gradient
+    if torch.allclose(flat, full, rtol=1e-10, atol=1e-12):
+        return None
+    ratio = float(flat @ full / (full @ full))
+    named = {
+        1 / len(data): "that is the gradient of the mean loss (the lesson's loop): the summed loss "
+        f"is {len(data)} times larger. What do the micro-batches' sums add up to?",
+        1
+        / k: f"the gradient is {k}× too small: the micro-batches' sums already add up to the full "
+        "batch's sum",
+        1 / size: f"the gradient is {size}× too small: each micro-batch's mean loss is its sum ÷ "
+        f"{size}",
+    }
+    for factor, says in named.items():
+        if abs(ratio - factor) <= 1e-9 * factor:
+            raise Hint(says)
+    raise Hint(
+        f"your .grad is {ratio:.4g} × the summed loss's gradient: each micro-batch's loss needs "
+        "another scale"
+    )
 
 
-@exercise("02.3", 3, "Make zero_grad() and step() on every iteration correct, as Accelerate does")
+@exercise("02.3", 2, "Make zero_grad() and step() on every iteration correct, as Accelerate does")
 def _window_optimizer(answer):
     # answer(optimizer, k) -> an object with step() and zero_grad(); the checker runs the loop
     #     for mb in micro_batches: (loss(mb) / k).backward(); opt.step(); opt.zero_grad()
-    # for 2 epochs (24 samples, micro-batch 3, k = 4) and compares with al.run(Recipe(3, 4)).
-    # Observed: how often the real optimizer's step() ran (once per window: 4 times).
-    import torch.nn.functional as F
-
+    # for 2 epochs of 24 samples, with k = 4 (micro-batches of 3) and k = 3 (micro-batches of 2),
+    # and compares with al.run(Recipe(size, k)). Observed: how often the real optimizer's step()
+    # ran (once per window).
     if not callable(answer):
         return "answer with a class or function taking (optimizer, k) and returning a wrapper"
+    for k, size in ((4, 3), (3, 2)):
+        hint = _window_run(answer, k, size)
+        if hint:
+            return hint
+    return None
+
+
+def _window_run(answer, k: int, size: int) -> str | None:
+    import torch.nn.functional as F
+
     data = regression_data(24, 2, seed=12)
     model = mlp(2, 3, 1, depth=1, seed=12)
     mine = copy.deepcopy(model)
     optimizer = torch.optim.SGD(mine.parameters(), lr=0.05)
+    micro, windows = 2 * len(data) // size, 2 * len(data) // (size * k)  # over 2 epochs
     # spied before the wrapper is built, so a wrapper that keeps optimizer.step is counted too
     with Spy(optimizer, "step", "the optimizer's step()") as steps:
-        wrapped = answer(optimizer, 4)
+        wrapped = answer(optimizer, k)
         if not (
             callable(getattr(wrapped, "step", None))
             and callable(getattr(wrapped, "zero_grad", None))
         ):
             return "the wrapper needs step() and zero_grad() methods"
         for _ in range(2):
-            for mb in data.micro_batches(3):
-                (F.mse_loss(mine(mb.x), mb.y) / 4).backward()
+            for mb in data.micro_batches(size):
+                (F.mse_loss(mine(mb.x), mb.y) / k).backward()
                 wrapped.step()
                 wrapped.zero_grad()
     got = params_of(mine)
-    want = run(Recipe(3, 4), model, data, lr=0.05, epochs=2).params[-1]
+    want = run(Recipe(size, k), model, data, lr=0.05, epochs=2).params[-1]
 
     def same(a, b):
         return all(torch.allclose(a[n], b[n], rtol=1e-10, atol=1e-12) for n in b)
@@ -142,14 +202,15 @@ def _window_optimizer(answer):
         return (
             "the parameters never changed: step() must reach the optimizer once per k micro-batches"
         )
-    if steps.calls != 4:
+    if steps.calls != windows:
         return (
-            f"{steps.sentence(4)} over 16 micro-batches: step() and zero_grad() must act only "
-            "when a window of k micro-batches is complete"
+            f"with k = {k}, {steps.sentence(windows)} over {micro} micro-batches: step() and "
+            "zero_grad() must act only when a window of k micro-batches is complete"
         )
     if not same(got, want):
         return (
-            "the optimizer stepped once per window, but with the wrong gradient: zero_grad() must "
-            "reach it only right after a real step, so each window starts from nothing"
+            f"with k = {k} the optimizer stepped once per window, but with the wrong gradient: "
+            "zero_grad() must reach it only right after a real step, so each window starts from "
+            "nothing"
         )
     return None

@@ -9,57 +9,125 @@ import torch.nn.functional as F
 
 import accumlab as al
 
-# ---- 02.2: accumulate(model, data, micro_batch_size) leaves the full-batch gradient in .grad
+# ---- 02.2: accumulate(model, data, micro_batch_size) leaves the summed loss's full-batch
+# gradient in .grad; .grad arrives holding another batch's gradient
 
 
-def _sum_over_all_samples(model, data, micro_batch_size):
-    for mb in data.micro_batches(micro_batch_size):
-        (F.mse_loss(model(mb.x), mb.y, reduction="sum") / len(data)).backward()
-
-
-def _weighted_by_size(model, data, micro_batch_size):
+def _hand_written_sum(model, data, micro_batch_size):
     model.zero_grad(set_to_none=False)
     for mb in data.micro_batches(micro_batch_size):
-        (F.mse_loss(model(mb.x), mb.y) * len(mb) / len(data)).backward()
+        ((model(mb.x) - mb.y) ** 2).sum().backward()
+
+
+def _mean_times_size(model, data, micro_batch_size):
+    for p in model.parameters():
+        p.grad = None
+    for mb in data.micro_batches(micro_batch_size):
+        (F.mse_loss(model(mb.x), mb.y) * len(mb)).backward()
+
+
+def _scaled_after(model, data, micro_batch_size):
+    """Mean losses, then .grad multiplied by the micro-batch size once the loop is done."""
+    model.zero_grad()
+    for mb in data.micro_batches(micro_batch_size):
+        F.mse_loss(model(mb.x), mb.y).backward()
+    for p in model.parameters():
+        p.grad *= micro_batch_size
 
 
 def _one_full_batch(model, data, micro_batch_size):  # skips the technique
-    F.mse_loss(model(data.x), data.y).backward()
+    model.zero_grad()
+    F.mse_loss(model(data.x), data.y, reduction="sum").backward()
 
 
 def _copies_the_reference(model, data, micro_batch_size):  # calls the package
     reference = al.full_batch_grads(model, data)
     for name, p in model.named_parameters():
-        p.grad = reference[name].clone()
+        p.grad = reference[name] * len(data)
 
 
 def _copies_the_accumulated(model, data, micro_batch_size):  # calls the package
     reference = al.accumulated_grads(model, data, micro_batch_size)
     for name, p in model.named_parameters():
-        p.grad = reference[name].clone()
+        p.grad = reference[name] * len(data)
 
 
 def _summed_then_one_backward(model, data, micro_batch_size):  # lesson 01's shortcut
+    model.zero_grad()
     parts = data.micro_batches(micro_batch_size)
-    (sum(F.mse_loss(model(mb.x), mb.y) for mb in parts) / len(parts)).backward()
+    sum(F.mse_loss(model(mb.x), mb.y, reduction="sum") for mb in parts).backward()
 
 
-def _zero_grad_inside(model, data, micro_batch_size):
+def _zero_grad_inside(model, data, micro_batch_size):  # section 4's bug
+    for mb in data.micro_batches(micro_batch_size):
+        model.zero_grad()
+        F.mse_loss(model(mb.x), mb.y, reduction="sum").backward()
+
+
+def _never_zeroes(model, data, micro_batch_size):
+    for mb in data.micro_batches(micro_batch_size):
+        F.mse_loss(model(mb.x), mb.y, reduction="sum").backward()
+
+
+def _lessons_mean_loop(model, data, micro_batch_size):  # section 3's loop, copied
+    model.zero_grad()
     parts = data.micro_batches(micro_batch_size)
     for mb in parts:
-        model.zero_grad()
         (F.mse_loss(model(mb.x), mb.y) / len(parts)).backward()
+
+
+def _sum_divided_by_k(model, data, micro_batch_size):  # the mean loop's ÷ k, carried over
+    model.zero_grad()
+    parts = data.micro_batches(micro_batch_size)
+    for mb in parts:
+        (F.mse_loss(model(mb.x), mb.y, reduction="sum") / len(parts)).backward()
 
 
 def _autograd_grad_full_batch(model, data, micro_batch_size):
     params = list(model.parameters())
-    for p, g in zip(params, torch.autograd.grad(F.mse_loss(model(data.x), data.y), params)):
+    loss = F.mse_loss(model(data.x), data.y, reduction="sum")
+    for p, g in zip(params, torch.autograd.grad(loss, params)):
         p.grad = g
 
 
 def _one_sample_at_a_time(model, data, micro_batch_size):
+    model.zero_grad()
     for mb in data.micro_batches(1):
-        (F.mse_loss(model(mb.x), mb.y) / len(data)).backward()
+        F.mse_loss(model(mb.x), mb.y, reduction="sum").backward()
+
+
+def _layers_by_hand(model, data):
+    """The full batch through each layer's forward() (no module hook sees it)."""
+    h = data.x
+    for layer in model:
+        h = layer.forward(h)
+    return F.mse_loss(h, data.y, reduction="sum")
+
+
+def _decoys(model, data, micro_batch_size, gradient):
+    """Micro-batch forwards whose backward adds gradient ÷ k, not the micro-batch's own."""
+    parts = data.micro_batches(micro_batch_size)
+    for mb in parts:
+        out = model(mb.x)
+        (sum((p * g).sum() for p, g in zip(model.parameters(), gradient)) / len(parts)
+         + 0 * out.sum()).backward()  # fmt: skip
+
+
+def _hidden_full_batch_autograd(model, data, micro_batch_size):
+    """One full-batch forward by hand, torch.autograd.grad, then decoy micro-batch backwards."""
+    model.zero_grad()
+    params = list(model.parameters())
+    gradient = [g.detach() for g in torch.autograd.grad(_layers_by_hand(model, data), params)]
+    _decoys(model, data, micro_batch_size, gradient)
+
+
+def _hidden_full_batch_twin(model, data, micro_batch_size):
+    """A twin's full-batch backward by hand (no hook, no autograd.grad), then decoys."""
+    twin = al.mlp(3, 4, 1, depth=1)
+    twin.load_state_dict(model.state_dict())
+    _layers_by_hand(twin, data).backward()
+    model.zero_grad()
+    _decoys(model, data, micro_batch_size, [q.grad for q in twin.parameters()])
 
 
 def _stub_accumulate(model, data, micro_batch_size): ...  # the lesson's cell
@@ -140,6 +208,22 @@ class _OffByOne:
             self.optimizer.zero_grad()
 
 
+class _HardCodedFour:
+    """Right for the k = 4 the lesson's loop shows, and for no other k."""
+
+    def __init__(self, optimizer, k):
+        self.optimizer, self.n = optimizer, 0
+
+    def step(self):
+        self.n += 1
+        if self.n % 4 == 0:
+            self.optimizer.step()
+
+    def zero_grad(self):
+        if self.n % 4 == 0:
+            self.optimizer.zero_grad()
+
+
 class _StubWrapper:  # the lesson's cell
     def __init__(self, optimizer, k): ...
 
@@ -157,8 +241,9 @@ RIGHT = {
         ("3 significant digits", 1.40),
     ],
     "02.2": [
-        ("sum of squared errors over all samples", _sum_over_all_samples),
-        ("each micro-batch weighted by its size, zero-filled .grad", _weighted_by_size),
+        ("squared errors summed by hand, zero-filled .grad", _hand_written_sum),
+        ("mean loss × micro-batch size, .grad set to None", _mean_times_size),
+        ("mean losses, .grad scaled after the loop", _scaled_after),
     ],
     "02.3": [
         ("the count kept in zero_grad()", _CountsInZeroGrad),
@@ -179,13 +264,19 @@ WRONG = {
         ("al.accumulated_grads copied into .grad: calls the package", _copies_the_accumulated),
         ("losses summed, one backward", _summed_then_one_backward),
         ("zero_grad() inside the loop", _zero_grad_inside),
+        ("never zeroes the gradient it arrived with", _never_zeroes),
+        ("each sum divided by k", _sum_divided_by_k),
+        ("the lesson's mean-loss loop, each mean ÷ k", _lessons_mean_loop),
         ("torch.autograd.grad on the full batch", _autograd_grad_full_batch),
         ("one sample per micro-batch", _one_sample_at_a_time),
+        ("a hidden full-batch autograd.grad, decoy backwards", _hidden_full_batch_autograd),
+        ("a twin's hidden full-batch backward, decoy backwards", _hidden_full_batch_twin),
     ],
     "02.3": [
         ("never zeroes", _NeverZeroes),
         ("zeroes on every call", _ZeroesEveryTime),
         ("steps one micro-batch early", _OffByOne),
+        ("k ignored, 4 hard-coded", _HardCodedFour),
     ],
 }
 
@@ -199,9 +290,10 @@ STUBS = {
 # answers that pass the row count without accumulating (review of the 02.2 checker)
 def _reshaped_full_batch(model, data, size):
     """One forward of all 12 samples shaped (4, 3, features), then zero-loss passes."""
+    model.zero_grad()
     n = len(data.x)
     out = model(data.x.reshape(size, n // size, -1))
-    F.mse_loss(out, data.y.reshape(size, n // size, -1)).backward()
+    F.mse_loss(out, data.y.reshape(size, n // size, -1), reduction="sum").backward()
     for mb in data.micro_batches(size)[1:]:
         (0 * model(mb.x).sum()).backward()
 
@@ -210,7 +302,7 @@ def _fresh_twin_copied(model, data, size):
     """A twin loaded with model's weights takes one full-batch backward; copied into .grad."""
     twin = al.mlp(3, 4, 1, depth=1)
     twin.load_state_dict(model.state_dict())
-    F.mse_loss(twin(data.x), data.y).backward()
+    F.mse_loss(twin(data.x), data.y, reduction="sum").backward()
     for mb in data.micro_batches(size):
         (0 * model(mb.x).sum()).backward()
     for p, q in zip(model.parameters(), twin.parameters(), strict=True):
@@ -223,14 +315,14 @@ def _full_batch_prebound(model, data, size):
     for mb in data.micro_batches(size):
         (0 * model(mb.x).sum()).backward()
     for name, p in model.named_parameters():
-        p.grad = full[name].clone()
+        p.grad = full[name] * len(data)
 
 
 def _logged_after(model, data, size):
     """Right: the loop, then the full-batch loss logged without a graph."""
-    micro = data.micro_batches(size)
-    for mb in micro:
-        (F.mse_loss(model(mb.x), mb.y) / len(micro)).backward()
+    model.zero_grad()
+    for mb in data.micro_batches(size):
+        F.mse_loss(model(mb.x), mb.y, reduction="sum").backward()
     with torch.no_grad():
         F.mse_loss(model(data.x), data.y)
 
@@ -239,9 +331,9 @@ def _logged_first(model, data, size):
     """Right: the full-batch loss logged without a graph first, then the loop in reverse order."""
     with torch.no_grad():
         F.mse_loss(model(data.x), data.y)
-    micro = data.micro_batches(size)
-    for mb in reversed(micro):
-        (F.mse_loss(model(mb.x), mb.y) / len(micro)).backward()
+    model.zero_grad()
+    for mb in reversed(data.micro_batches(size)):
+        F.mse_loss(model(mb.x), mb.y, reduction="sum").backward()
 
 
 from accumlab.reference import full_batch_grads as _PREBOUND_FULL_BATCH  # noqa: E402
@@ -261,4 +353,11 @@ HINTS = {
     "the full batch reshaped to 4 rows, zero-loss passes": "not one of the micro-batches",
     "a fresh twin's full-batch gradient copied into .grad": "another model's layers",
     "al.full_batch_grads bound before the check": "your answer called al.full_batch_grads",
+    "zero_grad() inside the loop": "zero_grad() inside the loop",
+    "never zeroes the gradient it arrived with": "the gradient the model arrived with",
+    "each sum divided by k": "already add up",
+    "a hidden full-batch autograd.grad, decoy backwards": "torch.autograd.grad",
+    "a twin's hidden full-batch backward, decoy backwards": "one micro-batch's own gradient",
+    "the lesson's mean-loss loop, each mean ÷ k": "the gradient of the mean loss",
+    "k ignored, 4 hard-coded": "with k = 3",
 }
