@@ -265,3 +265,17 @@ def test_lesson05_graph_hints_name_the_mistake_made():
     for label, says in hints.items():
         result = al.check("05.3", wrong[label])
         assert not result.ok and says in result.message, (label, result.message)
+
+
+def test_adams_step_counters_count_only_where_they_live():
+    # on a GPU torch keeps Adam's step counters in host memory (unless capturable or fused): the
+    # device holds the two moments only
+    from cuda_layer import SimulatedGpu
+
+    cpu_model, _ = al.memory.memory_setup(width=16, depth=2, global_batch=8)
+    n_tensors = len(list(cpu_model.parameters()))
+    P = param_bytes(cpu_model)
+    assert al.memory.optimizer_state_bytes(cpu_model, "adam") == 2 * P + 4 * n_tensors
+    with SimulatedGpu():
+        model, _ = al.memory.memory_setup(width=16, depth=2, global_batch=8, device="cuda")
+        assert al.memory.optimizer_state_bytes(model, "adam") == 2 * P
