@@ -3,8 +3,8 @@ the CUDA allocator's counters on a GPU, a tracker of every tensor storage on the
 
 Between steps a training process holds its *resting* memory on the device: parameters and
 optimizer state (the data stays in host memory). A step adds the gradients, one micro-batch at a
-time its data and saved activations, and temporaries: backward's intermediate gradients, and those
-of `optimizer.step()` itself (foreach Adam computes sqrt(exp_avg_sq) for every parameter at once:
+time its data and saved activations, and temporaries: the loss tensor's own storage (see
+`excess.py`), backward's intermediate gradients, and those of `optimizer.step()` itself (foreach Adam computes sqrt(exp_avg_sq) for every parameter at once:
 about one more copy of the parameters). `Footprint` names each part and compares their sum with
 the measured peak.
 """
@@ -111,8 +111,8 @@ class Footprint:
     during `optimizer.step()` (no micro-batch size can remove it); `forward_end` what exists when a
     micro-batch's forward has saved all its activations: its data (one micro-batch, copied to the
     device) and, from the second micro-batch of a window on, the gradients. `estimate` = the
-    larger of the two moments. `peak` is measured: it also holds backward's temporaries, which no
-    tensor count names, so peak ≥ estimate."""
+    larger of the two moments. `peak` is measured: it also holds the loss tensor's own storage and
+    backward's temporaries, which no tensor count names, so peak ≥ estimate."""
 
     params: int
     grads: int
