@@ -4,9 +4,9 @@ the CUDA allocator's counters on a GPU, a tracker of every tensor storage on the
 Between steps a training process holds its *resting* memory on the device: parameters and
 optimizer state (the data stays in host memory). A step adds the gradients, one micro-batch at a
 time its data and saved activations, and temporaries: the loss tensor's own storage (see
-`excess.py`), backward's intermediate gradients, and those of `optimizer.step()` itself (foreach Adam computes sqrt(exp_avg_sq) for every parameter at once:
-about one more copy of the parameters). `Footprint` names each part and compares their sum with
-the measured peak.
+`excess.py`), backward's intermediate gradients, and those of `optimizer.step()` itself (foreach
+Adam computes sqrt(exp_avg_sq) for every parameter at once: about one more copy of the
+parameters). `Footprint` names each part and compares their sum with the measured peak.
 """
 
 from __future__ import annotations
