@@ -117,3 +117,29 @@ def test_probe_all_fail_and_other_errors_propagate():
 
     with pytest.raises(RuntimeError, match="shape mismatch"):
         probe([2, 1], broken, on_oom=lambda: None)
+
+
+def test_the_probe_warms_up_the_multi_row_matmul_workspace_before_measuring():
+    # a cuBLASLt-like workspace (modelled by the simulated GPU) appears at the first addmm of more
+    # than one row: a one-row warm-up would leave it inside the first candidate's measurement, so
+    # the same probe would measure more the first time it runs in a process than the second
+    from cuda_layer import SimulatedGpu
+
+    with SimulatedGpu(blaslt_workspace=2**20) as gpu:
+        model, data = al.memory.memory_setup(width=32, depth=2, global_batch=64, device="cuda")
+        budget = al.memory.floor_bytes(model, "adam") + 20_000
+        first = al.memory.choose_micro_batch(model, data, budget, method="probe")
+        assert gpu.tracker.workspace is not None  # the warm-up created it
+        second = al.memory.choose_micro_batch(model, data, budget, method="probe")
+    assert first.needed == second.needed and first.tried == second.tried
+
+
+def test_the_probe_refuses_a_budget_the_device_has_no_room_for():
+    # the CUDA context (and other processes) hold memory the allocator does not count
+    from cuda_layer import SimulatedGpu
+
+    total, context = 2**30, 2**29
+    with SimulatedGpu(total_memory=total, context_bytes=context):
+        model, data = al.memory.memory_setup(width=16, depth=2, global_batch=16, device="cuda")
+        with pytest.raises(ValueError, match="torch.cuda.mem_get_info"):
+            al.memory.choose_micro_batch(model, data, total - context // 2, method="probe")

@@ -21,6 +21,10 @@ def test_explore_memory_compute():
     assert d["footprint"]["optimizer_state"] == 0
     assert d["footprint"]["accumulation_steps"] == 2 and d["full_batch"]["accumulation_steps"] == 1
     assert d["seconds"] > 0 and d["full_seconds"] > 0
+    # the bars are medians of a few timings, drawn with their range
+    for key in ("seconds", "full_seconds"):
+        low, high = d[f"{key}_range"]
+        assert low <= d[key] <= high
     with pytest.raises(ValueError, match="optimizer"):
         al.memory.explore_memory(optimizer="lbfgs")
 

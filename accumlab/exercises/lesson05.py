@@ -4,13 +4,13 @@ step, and a loop that keeps no graph alive."""
 from __future__ import annotations
 
 import copy
-import weakref
 
 import torch
 
 from . import exercise
 from ._answers import Hint, compare, integers, number
-from ._observe import Observe, Refuse, forwards_phrase
+from ._graph_watch import GraphsReferenced, OutputGradients
+from ._observe import Observe, Refuse, forwards_phrase, plural
 
 # 05.1: a model of 3,000,000 bfloat16 parameters, Adam with amsgrad=True: exp_avg, exp_avg_sq and
 # max_exp_avg_sq are zeros_like(param) (three buffers: no common wrong reasoning lands on 6 B/param)
@@ -26,18 +26,34 @@ GLOBAL_BATCH = 192
 @exercise("05.1", 1, "AMSGrad's state for a 16-bit model")
 def adam_state(answer):
     two_bytes = 2 * PARAMS_05_1
+    expected = 3 * two_bytes
+    wrong = {
+        3 * 4 * PARAMS_05_1: "the buffers are created with torch.zeros_like(param): which "
+        "dtype do they get for bfloat16 parameters?",
+        2 * two_bytes: "that is Adam's two buffers; amsgrad=True keeps a third, max_exp_avg_sq",
+        two_bytes: "that is one buffer; AMSGrad keeps exp_avg, exp_avg_sq and max_exp_avg_sq",
+        5 * two_bytes: "only the three buffers are the optimizer's state: the parameters "
+        "and their .grad are not",
+        # 8 bytes per parameter: two float32 moments, or the three buffers with .grad counted
+        4 * two_bytes: "that is 8 bytes per parameter: which tensors are the optimizer's state, "
+        "and which dtype does torch.zeros_like(param) give them?",
+    }
+    try:
+        value = number(answer)
+    except Hint:
+        value = None
+    if value is not None and value != expected and value not in wrong:
+        if abs(value - expected) <= 1e-3 * expected:  # "more digits" means nothing for a count
+            off = plural(round(abs(value - expected)), "byte")
+            raise Hint(
+                f"a byte count is exact, and {value:,.0f} is {off} off: every buffer holds a "
+                "whole number of elements of a whole number of bytes"
+            )
     return compare(
         answer,
-        3 * two_bytes,
+        expected,
         abs=0,  # a byte count is exact
-        wrong={
-            3 * 4 * PARAMS_05_1: "the buffers are created with torch.zeros_like(param): which "
-            "dtype do they get for bfloat16 parameters?",
-            2 * two_bytes: "that is Adam's two buffers; amsgrad=True keeps a third, max_exp_avg_sq",
-            two_bytes: "that is one buffer; AMSGrad keeps exp_avg, exp_avg_sq and max_exp_avg_sq",
-            5 * two_bytes: "only the three buffers are the optimizer's state: the parameters "
-            "and their .grad are not",
-        },
+        wrong=wrong,
         otherwise="three buffers per parameter, each the shape and dtype of the parameter",
     )
 
@@ -87,53 +103,6 @@ def _task():
     return model, data
 
 
-class _GraphsReferenced:
-    """Graphs still referenced, with or without their saved tensors: a loss kept in a list, or a
-    running total that a loss was added to, keeps every autograd node behind it after backward has
-    freed the saved tensors. Each forward's module outputs carry a marker in their autograd node's
-    `metadata` dict, which dies with the node; `peak` is the most forwards with a node alive at once,
-    sampled whenever a module output is made (the previous micro-batch's loss is usually still bound
-    then, so a right loop reads 2)."""
-
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
-        self.entry = next(m for m in model.modules() if not any(True for _ in m.children()))
-        self._passes = 0
-        self._alive: dict[int, int] = {}
-        self.peak = 0
-        self._handles: list = []
-
-    def _drop(self, index: int) -> None:
-        self._alive[index] -= 1
-        if not self._alive[index]:
-            del self._alive[index]
-
-    def _tag(self, module, args, output) -> None:
-        if isinstance(output, torch.Tensor) and output.grad_fn is not None:
-            marker = _Marker()
-            self._alive[self._passes] = self._alive.get(self._passes, 0) + 1
-            weakref.finalize(marker, self._drop, self._passes)
-            output.grad_fn.metadata.setdefault("accumlab-05.3", []).append(marker)
-            self.peak = max(self.peak, len(self._alive))
-
-    def _count(self, module, args) -> None:
-        self._passes += 1
-
-    def __enter__(self) -> _GraphsReferenced:
-        self._handles.append(self.entry.register_forward_pre_hook(self._count))
-        for module in self.model.modules():
-            self._handles.append(module.register_forward_hook(self._tag))
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-
-class _Marker:
-    __slots__ = ("__weakref__",)
-
-
 def _one_micro_batch_saved(model, micro) -> int:
     """Bytes autograd saves for one micro-batch's forward and loss (parameters excluded)."""
     from ..saved import saved_tensor_bytes
@@ -162,11 +131,18 @@ def accumulate_lean(answer):
     micro = data.micro_batches(8)
     one = _one_micro_batch_saved(model, micro)
     mine = copy.deepcopy(model)
+    import accumlab.audit.loops  # noqa: F401 - bound as al.audit.loops, so Refuse can reach it
+
+    refused = (
+        "al.accumulated_grads", "al.full_batch_grads", "al.run", "al.memory.train_step",
+        "al.audit.loops.correct_loop",
+    )  # fmt: skip
     try:
         with (
-            Refuse("al.accumulated_grads", "al.full_batch_grads", "al.run", "al.memory.train_step"),
-            Observe(mine) as seen,
-            _GraphsReferenced(mine) as referenced,
+            Refuse(*refused),
+            Observe(mine, inputs=True) as seen,
+            GraphsReferenced(mine) as referenced,
+            OutputGradients(mine) as arrived,
         ):
             result = answer(mine, micro)
     except (TypeError, ValueError) as err:
@@ -176,7 +152,7 @@ def accumulate_lean(answer):
     if isinstance(result, torch.Tensor) and result.grad_fn is not None:
         raise Hint(
             "return a number, not a tensor with a graph: it keeps its graph, and every graph it "
-            "was added to, alive (.item() or .detach())"
+            "was added to, alive (loss.item() gives the number)"
         )
     try:
         value = number(result)
@@ -189,6 +165,9 @@ def accumulate_lean(answer):
             f"your answer ran {seen.forwards_phrase()}; accumulation runs "
             f"{forwards_phrase([8] * 4)}, one per micro-batch"
         )
+    fed = seen.fed(micro)
+    if fed and all(c.graph for c in seen.forwards):
+        raise Hint(f"{fed}: each forward takes one micro-batch as it is, mb.x")
     without = sum(not c.graph for c in seen.forwards)
     if without:
         raise Hint(
@@ -221,6 +200,12 @@ def accumulate_lean(answer):
         )
     with torch.no_grad():
         full_loss = float(torch.nn.functional.mse_loss(model(data.x), data.y))
+    if 1e-9 < abs(value - full_loss) <= 1e-6 * abs(full_loss):
+        raise Hint(
+            f"close: {value!r} is within a relative 1e-6 of the mean loss, but it is checked to "
+            "1e-9 (the model and data are float64): a float32 running total, such as "
+            "torch.zeros(()), rounds it; add Python floats (loss.item()) or keep float64"
+        )
     hint = compare(
         value,
         full_loss,
@@ -238,5 +223,12 @@ def accumulate_lean(answer):
         raise Hint(
             "the accumulated gradient differs from the full batch's (checked to a relative "
             "1e-9): what is each micro-batch's loss divided by?"
+        )
+    missed = arrived.wrong(micro, elements=data.y.numel())
+    if missed:
+        raise Hint(
+            f"the gradient is right, but {missed} of the 4 micro-batches' forwards did not "
+            "receive the mean loss's gradient at their output: each micro-batch's gradient must "
+            "come from the backward of its own forward through the model (not from another graph)"
         )
     return None

@@ -21,6 +21,9 @@ __getattr__, __dir__, __all__ = lazy_names(
         "memory_sweep": "peaks",
         "step_peak_bytes": "peaks",
         "step_transient_bytes": "peaks",
+        # excess.py: what a real step holds beyond the named parts, measured apart
+        "loss_storage": "excess",
+        "step_phase_bytes": "excess",
         # leaks.py: loops that keep graphs alive
         "graph_nodes": "leaks",
         "logging_growth": "leaks",
@@ -28,6 +31,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         # throughput.py and checkpointing.py
         "checkpoint_comparison": "throughput",
         "step_time_sweep": "throughput",
+        "step_times": "throughput",
         "time_step": "throughput",
         "Checkpointed": "checkpointing",
         "checkpoint_grad_gap": "checkpointing",
@@ -43,11 +47,11 @@ __getattr__, __dir__, __all__ = lazy_names(
         "plot_checkpointing": "plots",
         "plot_footprint": "plots",
         "plot_logging_growth": "plots",
-        "plot_memory_explorer": "plots",
+        "plot_memory_explorer": "explorer_plots",
         "plot_memory_vs_k": "plots",
         "moments": "plots",
         "plot_step_time": "plots",
-        "update_memory_explorer": "plots",
+        "update_memory_explorer": "explorer_plots",
         "explore_memory": "explorer",
         "memory_explorer": "explorer",
         "record_results": "record:record",

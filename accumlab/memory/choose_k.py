@@ -7,11 +7,17 @@ itself stays in host memory). Two ways to decide what fits:
 
 - "estimate": name the tensors and add them up (`Footprint.estimate`): parameters, optimizer
   state, gradients, then the larger of one micro-batch's data and saved activations and the
-  optimizer step's temporaries. It cannot see backward's temporaries, so it may pick a size that
-  does not fit;
-- "probe": run two real optimizer steps per candidate (as Accelerate's `find_executable_batch_size`
-  does) under a cap of the budget, and measure their peak (`accumlab.device`): on CUDA a real
-  out-of-memory error, on a CPU the emulated one.
+  optimizer step's temporaries. It cannot see the loss tensor's own storage or backward's
+  temporaries, so it may pick a size that does not fit;
+- "probe": run two real optimizer steps per candidate, largest first, under a cap of the budget,
+  and measure their peak (`accumlab.device`): on CUDA a real out-of-memory error, on a CPU the
+  emulated one. Retrying smaller after an out-of-memory error is what Accelerate's
+  `find_executable_batch_size` does too; it reruns the user's whole function instead, with the
+  batch size multiplied by 0.9 by default (`reduce_batch_size_fn`), and sets no cap.
+
+On a GPU the budget is what the caching allocator may reserve for the step above what it held
+before: the cuBLAS workspaces the warm-up creates, the CUDA context and other processes are
+outside it (`torch.cuda.mem_get_info` tells what the device still has free).
 """
 
 from __future__ import annotations
@@ -152,6 +158,16 @@ def _probe(model, data, global_batch, budget, optimizer, loss, segments, foreach
             f"budget_bytes={budget:,} exceeds the {dev.total_memory(device):,} bytes of "
             f"{dev.device_name(device)}"
         )
+    if device.type == "cuda":
+        # the CUDA context and other processes hold memory outside this allocator: this process
+        # can use what the device has free plus what its allocator already holds
+        room = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device)
+        if budget > room:
+            raise ValueError(
+                f"budget_bytes={budget:,} exceeds the {room:,} bytes this process can use on "
+                f"{dev.device_name(device)} (free on the device, by torch.cuda.mem_get_info, plus "
+                "what its allocator holds): the CUDA context and other processes take the rest"
+            )
     resident = param_bytes(model)  # already on the device: inside the budget (the data is not)
     # trials train `model` itself, so the device holds exactly what real training would (a copy
     # would count the parameters twice); its weights are restored from a CPU backup after
@@ -184,8 +200,9 @@ def _probe(model, data, global_batch, budget, optimizer, loss, segments, foreach
     dev.free_cache(device)
     # on a GPU the first matrix multiply on a thread creates that thread's cuBLAS workspace, kept
     # for the process (CublasHandlePool.cpp), and backward runs on a device thread of its own: one
-    # forward and one backward let both workspaces exist before any trial is measured
-    model(data.x[:1].to(device)).float().sum().backward()
+    # forward and one backward let both workspaces exist before any trial is measured. Two rows:
+    # addmm takes the cuBLASLt path, with a workspace of its own, only for more than one row
+    model(data.x[:2].to(device)).float().sum().backward()
     model.zero_grad(set_to_none=True)
     try:
         m, tried = probe(

@@ -3,15 +3,18 @@ breakdown and step time. `explore_memory` is the plain compute function tests ca
 
 from __future__ import annotations
 
+import statistics
+
 from .. import device as dev
 from .._validate import flag, one_of, positive_int
 from ..optim import OPTIMIZERS
 from .parts import activation_bytes, data_bytes, memory_setup, setup_bytes
 from .peaks import Footprint, footprint
-from .throughput import time_step
+from .throughput import step_times
 
 MICRO_SIZES = (1, 2, 4, 8, 16, 32, 64)
 WIDTHS = (32, 64, 128, 256)
+REPEATS = 3  # timings per bar: the median is drawn, the range as a whisker
 
 
 def explore_memory(
@@ -22,7 +25,8 @@ def explore_memory(
     optimizer: str = "sgd",
     checkpointing: bool = False,
 ) -> dict:
-    """Footprint and seconds per optimizer step for micro-batches of `micro_batch_size` × k, and the
+    """Footprint (the estimate: named tensors, no measured peak) and seconds per optimizer step
+    (median and range of `REPEATS` timings) for micro-batches of `micro_batch_size` × k, and the
     same global batch in one go (k = 1). Checkpointing cuts the model into 2 segments."""
     micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     accumulation_steps = positive_int("accumulation_steps", accumulation_steps)
@@ -53,7 +57,9 @@ def explore_memory(
             "accumulation_steps": 1,
         }
     )
-    timing = dict(optimizer=optimizer, segments=segments, repeats=1)
+    timing = dict(optimizer=optimizer, segments=segments, repeats=REPEATS)
+    mine = step_times(model, data, micro_batch_size, **timing)
+    whole = step_times(model, data, global_batch, **timing)
     return {
         "micro_batch_size": micro_batch_size,
         "accumulation_steps": accumulation_steps,
@@ -62,8 +68,10 @@ def explore_memory(
         "checkpointing": checkpointing,
         "footprint": chosen.as_dict(),
         "full_batch": full.as_dict(),
-        "seconds": time_step(model, data, micro_batch_size, **timing),
-        "full_seconds": time_step(model, data, global_batch, **timing),
+        "seconds": statistics.median(mine),
+        "full_seconds": statistics.median(whole),
+        "seconds_range": [min(mine), max(mine)],
+        "full_seconds_range": [min(whole), max(whole)],
     }
 
 
@@ -75,7 +83,7 @@ def memory_explorer():
 
     from ..explorer import Explorer, int_slider
     from ..explorer import selection_slider as choice
-    from .plots import plot_memory_explorer, update_memory_explorer
+    from .explorer_plots import plot_memory_explorer, update_memory_explorer
 
     controls = {
         # defaults where activations, not the floor, set the memory: accumulation visibly saves

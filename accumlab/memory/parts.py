@@ -98,16 +98,22 @@ def data_bytes(data: Data) -> int:
 
 
 def optimizer_state_bytes(model: nn.Module, optimizer: str = "adam") -> int:
-    """Bytes of the optimizer's state, read from a real optimizer after one step on a copy of
-    `model` (state is created lazily, at the first step)."""
+    """Bytes of the optimizer's state on the model's device, read from a real optimizer after one
+    step on a copy of `model` (state is created lazily, at the first step). Adam's per-tensor step
+    counters count on a CPU; on a GPU they stay in host memory (unless capturable or fused) and
+    are left out."""
     _validate.model("model", model)
+    device = device_of(model)
     model = copy.deepcopy(model)
     opt = memory_optimizer(model, optimizer)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     opt.step()
     return tensor_bytes(
-        t for state in opt.state.values() for t in state.values() if isinstance(t, torch.Tensor)
+        t
+        for state in opt.state.values()
+        for t in state.values()
+        if isinstance(t, torch.Tensor) and t.device == device
     )
 
 

@@ -3,10 +3,10 @@ the CUDA allocator's counters on a GPU, a tracker of every tensor storage on the
 
 Between steps a training process holds its *resting* memory on the device: parameters and
 optimizer state (the data stays in host memory). A step adds the gradients, one micro-batch at a
-time its data and saved activations, and temporaries: backward's intermediate gradients, and those
-of `optimizer.step()` itself (foreach Adam computes sqrt(exp_avg_sq) for every parameter at once:
-about one more copy of the parameters). `Footprint` names each part and compares their sum with
-the measured peak.
+time its data and saved activations, and temporaries: the loss tensor's own storage (see
+`excess.py`), backward's intermediate gradients, and those of `optimizer.step()` itself (foreach
+Adam computes sqrt(exp_avg_sq) for every parameter at once: about one more copy of the
+parameters). `Footprint` names each part and compares their sum with the measured peak.
 """
 
 from __future__ import annotations
@@ -53,14 +53,16 @@ def step_peak_bytes(
     loss="mse",
     foreach: bool | None = True,
     hold_last_batch: bool = False,
+    compact_loss: bool = False,
 ) -> int:
     """Measured peak of one optimizer step over `data` in micro-batches, above the resting state
     (parameters and optimizer state exist; gradients do not), on a copy of `model`. It holds the
     gradients, each micro-batch's copy on the device, saved activations and every temporary;
-    with `hold_last_batch=True`, the last micro-batch's copy during `optimizer.step()` too."""
+    with `hold_last_batch=True`, the last micro-batch's copy during `optimizer.step()` too; with
+    `compact_loss=True`, without the loss's output-sized storage (see `train_step`)."""
     return step_peak(
         model, data, micro_batch_size, optimizer=optimizer, segments=segments, loss=loss,
-        foreach=foreach, hold_last_batch=hold_last_batch,
+        foreach=foreach, hold_last_batch=hold_last_batch, compact_loss=compact_loss,
     ).peak  # fmt: skip
 
 
@@ -74,6 +76,7 @@ def step_peak(
     loss="mse",
     foreach: bool | None = True,
     hold_last_batch: bool = False,
+    compact_loss: bool = False,
 ) -> dev.Peak:
     """`step_peak_bytes` as a `Peak`: on CUDA also the bytes of new segments the allocator reserved
     (measured after handing its cached, unused segments back). `hold_last_batch=True` keeps the
@@ -81,6 +84,7 @@ def step_peak(
     _validate.model("model", model)
     _validate.data("data", data)
     _validate.flag("hold_last_batch", hold_last_batch)
+    _validate.flag("compact_loss", compact_loss)
     device = device_of(model)
     model = copy.deepcopy(model)
     net = checkpointed(model, segments)
@@ -91,7 +95,10 @@ def step_peak(
     if device.type == "cuda":  # hand cached segments back: what the step reserves, it needed
         dev.free_cache(device)
     _, peak = dev.measure_peak(
-        lambda: train_step(net, opt, micro, loss, hold_last_batch=hold_last_batch), device
+        lambda: train_step(
+            net, opt, micro, loss, hold_last_batch=hold_last_batch, compact_loss=compact_loss
+        ),
+        device,
     )
     return peak
 
@@ -104,8 +111,8 @@ class Footprint:
     during `optimizer.step()` (no micro-batch size can remove it); `forward_end` what exists when a
     micro-batch's forward has saved all its activations: its data (one micro-batch, copied to the
     device) and, from the second micro-batch of a window on, the gradients. `estimate` = the
-    larger of the two moments. `peak` is measured: it also holds backward's temporaries, which no
-    tensor count names, so peak ≥ estimate."""
+    larger of the two moments. `peak` is measured: it also holds the loss tensor's own storage and
+    backward's temporaries, which no tensor count names, so peak ≥ estimate."""
 
     params: int
     grads: int

@@ -50,6 +50,8 @@ EXPLORER = {
     "full_batch": FOOTPRINT,
     "seconds": float,
     "full_seconds": float,
+    "seconds_range": [float],
+    "full_seconds_range": [float],
 }
 
 

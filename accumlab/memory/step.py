@@ -58,12 +58,16 @@ def train_step(
     loss: str | Loss = "mse",
     *,
     hold_last_batch: bool = False,
+    compact_loss: bool = False,
 ) -> torch.Tensor:
     """zero → (copy the micro-batch to the device, forward, loss / k, backward) per micro-batch →
     step. The data stays in host memory, as a data loader keeps it: only the micro-batch being
     computed is on the device. Before `step()` the loop deletes its last micro-batch; with
     `hold_last_batch=True` it keeps it bound, as a plain `for x, y in loader` loop does, so one
-    micro-batch's data is alive during the step (lesson 05 measures the difference). Returns the
+    micro-batch's data is alive during the step (lesson 05 measures the difference).
+    `F.mse_loss` returns a 0-d loss whose storage keeps one float per output element (its kernel
+    reduces inside a full-size output); `compact_loss=True` copies the loss into a storage of its
+    own before backward, so that buffer is freed at once (lesson 05 measures it apart). Returns the
     window's summed loss as a detached tensor: no `.item()` inside the loop, so a GPU never waits
     for the CPU here."""
     _validate.model("model", model)
@@ -71,6 +75,7 @@ def train_step(
     for i, mb in enumerate(_validate.sequence("micro_batches", micro_batches)):
         _validate.data(f"micro_batches[{i}]", mb, finite=False)
     hold_last_batch = _validate.flag("hold_last_batch", hold_last_batch)
+    compact_loss = _validate.flag("compact_loss", compact_loss)
     loss_fn = get_loss(loss)
     k = len(micro_batches)
     device = device_of(model)
@@ -81,6 +86,8 @@ def train_step(
         # does; it is freed when this micro-batch's backward has used it
         x, y = mb.x.to(device, copy=True), mb.y.to(device, copy=True)
         loss_sum, count = loss_fn(model(x), y)
+        if compact_loss:  # a 4-byte copy: rebinding the name frees the output-sized storage
+            loss_sum = loss_sum.clone()
         (loss_sum / count / k).backward()  # loss / k: the window's gradient is the mean of k means
         total += loss_sum.detach()  # detached: the running total must not keep each graph alive
     if not hold_last_batch:

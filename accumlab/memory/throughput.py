@@ -36,6 +36,28 @@ def time_step(
 ) -> float:
     """Median wall-clock seconds of one optimizer step over all of `data` (the global batch) in
     micro-batches of `micro_batch_size`, on a copy of `model`, after `warmup` untimed steps."""
+    return statistics.median(
+        step_times(
+            model, data, micro_batch_size, optimizer=optimizer, segments=segments, loss=loss,
+            repeats=repeats, warmup=warmup, foreach=foreach,
+        )
+    )  # fmt: skip
+
+
+def step_times(
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    *,
+    optimizer: str = "adam",
+    segments: int = 0,
+    loss="mse",
+    repeats: int = 3,
+    warmup: int = 1,
+    foreach: bool | None = True,
+) -> list[float]:
+    """`time_step`'s `repeats` timings themselves, in the order they ran (their spread shows how
+    much a busy machine moved them)."""
     _validate.model("model", model)
     _validate.data("data", data)
     for name, value in (("repeats", repeats), ("warmup", warmup)):
@@ -56,7 +78,7 @@ def time_step(
         train_step(net, opt, micro, loss)
         synchronize(device)  # GPU kernels run asynchronously: wait before reading the clock
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
 def step_time_sweep(

@@ -14,6 +14,9 @@ cells, `al.dist.choose_plan`) executes here, with CUDA's memory semantics:
   `empty_cache`, `set_per_process_memory_fraction` (a new segment past it raises
   `torch.OutOfMemoryError` at the allocation, mid-block), `memory._record_memory_history` and
   `memory._snapshot`;
+- with `blaslt_workspace=N`, a modelled cuBLASLt workspace: N bytes allocated at the first
+  `addmm` of more than one row on the GPU and kept for the rest of the block (Blas.cpp takes the
+  cuBLASLt path only for mat1 with more than one row; the size and the trigger are a model);
 - `torch.autocast("cuda")` runs as CPU autocast in float16 (CUDA's default autocast dtype), and
   `torch.amp.GradScaler("cuda")` runs its real code on the marked tensors.
 
@@ -100,6 +103,7 @@ class SimulatedGpu:
         cpp_factories: str = "cuda",
         name: str = NAME,
         threads: int | None = 1,
+        blaslt_workspace: int = 0,
     ):
         if cpp_factories not in ("cuda", "cpu"):
             raise ValueError(f"cpp_factories must be 'cuda' or 'cpu', got {cpp_factories!r}")
@@ -107,6 +111,7 @@ class SimulatedGpu:
         self.devices = devices
         self.allocator = CachingAllocator(total_memory, context_bytes)
         self.tracker = Tracker(self.allocator, cpp_factories)
+        self.tracker.workspace_bytes = blaslt_workspace
         self._saved: list[tuple[object, str, object]] = []
         self._modes: list = []
         # one torch thread by default: tiny operations on a busy 2-core machine spend far more

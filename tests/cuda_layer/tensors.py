@@ -68,6 +68,8 @@ class Tracker:
         self.cpp_factories_on_gpu = cpp_factories == "cuda"
         self._blocks: dict[int, tuple[weakref.ref, object]] = {}
         self.frames = threading.local()
+        self.workspace_bytes = 0  # a modelled cuBLASLt workspace (SimulatedGpu(blaslt_workspace=))
+        self.workspace = None  # its block, once the first multi-row addmm allocated it
 
     # ------------------------------------------------------------------ storages
     def on_gpu(self, t: torch.Tensor) -> bool:
@@ -204,6 +206,15 @@ class Allocations(TorchDispatchMode):
                     "Expected all tensors to be on the same device, but found at least two "
                     f"devices, cuda:0 and cpu! (in {func._schema.name}, simulated GPU)"
                 )
+        if (
+            tracker.workspace_bytes
+            and tracker.workspace is None
+            and func._schema.name == "aten::addmm"
+            and gpu_inputs
+            and args[1].dim() == 2
+            and args[1].shape[0] > 1
+        ):  # the modelled cuBLASLt workspace: created once, kept
+            tracker.workspace = tracker.allocator.malloc(tracker.workspace_bytes)
         device = kwargs.get("device")
         asked = None
         if device is not None and torch.device(device).type == "cuda":

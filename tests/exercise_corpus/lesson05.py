@@ -58,6 +58,19 @@ def accumulate_layer_by_layer(model, micro_batches):
     return total
 
 
+def accumulate_with_offloaded_activations(model, micro_batches):
+    """The solution with saved activations offloaded to host memory (save_on_cpu): its own
+    saved-tensor hooks hide them from the checker's, and the answer is still right."""
+    k = len(micro_batches)
+    total = 0.0
+    with torch.autograd.graph.save_on_cpu():
+        for mb in micro_batches:
+            loss = torch.nn.functional.mse_loss(model(mb.x), mb.y)
+            (loss / k).backward()
+            total += loss.item() / k
+    return total
+
+
 # --- 05.3: wrong loops -------------------------------------------------------------------------
 def one_full_batch(model, micro_batches):
     """Skips the technique: one forward over everything."""
@@ -117,6 +130,72 @@ def throwaway_forwards_with_graph(model, micro_batches):
     for i in range(k):
         (loss / k).backward(retain_graph=i < k - 1)
     return loss.item()
+
+
+def _hook_free(model, x):
+    """The model's layers run through `Module.forward`, which skips every module hook."""
+    for layer in model:
+        x = layer.forward(x)
+    return x
+
+
+def hidden_full_batch_graph(model, micro_batches, hooks=torch.autograd.graph.save_on_cpu):
+    """Games the graph and saved-bytes checks: 4 real forwards whose losses count 0, and one
+    full-batch loss built outside the module hooks, under saved-tensor hooks of its own (which
+    hide its saved tensors from the checker's), added to the last backward."""
+    k = len(micro_batches)
+    x = torch.cat([mb.x for mb in micro_batches])
+    y = torch.cat([mb.y for mb in micro_batches])
+    total = 0.0
+    for i, mb in enumerate(micro_batches):
+        loss = torch.nn.functional.mse_loss(model(mb.x), mb.y)
+        total += loss.item() / k
+        if i < k - 1:
+            (loss * 0).backward()
+            continue
+        with hooks():
+            whole = torch.nn.functional.mse_loss(_hook_free(model, x), y)
+        (loss * 0 + whole).backward()
+    return total
+
+
+def hidden_graph_identity_hooks(model, micro_batches):
+    """The same, its saved tensors hidden by identity saved-tensor hooks."""
+
+    def identity():
+        return torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+
+    return hidden_full_batch_graph(model, micro_batches, hooks=identity)
+
+
+def delegates_to_the_audit_loop(model, micro_batches):
+    """Lesson 08's correct loop does the accumulation; the loss computed apart."""
+    from accumlab.audit import loops
+
+    class NoStep:
+        def step(self):
+            pass
+
+        def zero_grad(self):
+            pass
+
+    pairs = [(mb.x, mb.y) for mb in micro_batches]
+    loops.correct_loop(model, NoStep(), pairs, len(pairs))
+    with torch.no_grad():
+        x = torch.cat([mb.x for mb in micro_batches])
+        y = torch.cat([mb.y for mb in micro_batches])
+        return float(torch.nn.functional.mse_loss(_hook_free(model, x), y))
+
+
+def float32_running_total(model, micro_batches):
+    """Right gradient; the mean loss summed into a float32 0-d tensor, which rounds it."""
+    k = len(micro_batches)
+    total = torch.zeros(())
+    for mb in micro_batches:
+        loss = torch.nn.functional.mse_loss(model(mb.x), mb.y) / k
+        loss.backward()
+        total += loss.detach()
+    return total
 
 
 def keeps_losses_in_a_list(model, micro_batches):
@@ -185,6 +264,7 @@ RIGHT = {
         ("a detached 0-d tensor total", accumulate_detached_total),
         ("torch.autograd.grad summed into .grad", accumulate_autograd_grad),
         ("layer by layer, a numpy float", accumulate_layer_by_layer),
+        ("activations offloaded with save_on_cpu", accumulate_with_offloaded_activations),
     ],
 }
 WRONG = {
@@ -194,6 +274,8 @@ WRONG = {
         ("parameters, gradients and state", 30_000_000.0),
         ("float32 buffers", 36_000_000),
         ("five bytes off", 18_000_005),
+        ("one byte off", 18_000_001),
+        ("two float32 moments", 24_000_000),
         ("a bool", True),
     ],
     "05.2": [
@@ -213,15 +295,25 @@ WRONG = {
         ("the losses kept in a list", keeps_losses_in_a_list),
         ("loss added to a total after backward", adds_the_loss_after_backward),
         ("a micro-batch unpacked as x, y", unpacks_a_micro_batch),
+        ("a hidden full-batch graph under save_on_cpu", hidden_full_batch_graph),
+        ("a hidden full-batch graph under identity hooks", hidden_graph_identity_hooks),
+        ("calls lesson 08's correct loop", delegates_to_the_audit_loop),
+        ("a float32 running total", float32_running_total),
     ],
 }
-# the words each 05.3 wrong answer's hint must contain (tests/test_footprint.py)
+# the words a wrong answer's hint must contain (tests/test_exercises.py, tests/test_footprint.py)
 HINTS = {
     "throwaway no_grad forwards, one full-batch graph": "without recording a graph",
     "throwaway forwards, one full-batch graph": "micro-batches' worth",
     "the losses kept in a list": "a loss kept in a list",
     "loss added to a total after backward": "graphs were referenced",
     "a micro-batch unpacked as x, y": "micro_batches is a list of al.Data",
+    "a hidden full-batch graph under save_on_cpu": "did not receive the mean loss's gradient",
+    "a hidden full-batch graph under identity hooks": "did not receive the mean loss's gradient",
+    "calls lesson 08's correct loop": "write it yourself",
+    "a float32 running total": "float32 running total",
+    "one byte off": "a byte count is exact",
+    "two float32 moments": "8 bytes per parameter",
 }
 STUBS = {
     "05.1": [("None", None)],

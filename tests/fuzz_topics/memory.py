@@ -119,6 +119,18 @@ CASES = [
     bad("memory.grad_bytes", "batch 'x'", lambda: M.grad_bytes(_mlp(), "x"), "batch", "str"),
     bad("memory.train_step", "hold_last_batch 'no'", lambda: M.train_step(_mlp(), torch.optim.SGD(_mlp().parameters(), 0.1), data().micro_batches(2), hold_last_batch="no"), "hold_last_batch", "'no'"),
     bad("memory.step_peak_bytes", "hold_last_batch 1", lambda: M.step_peak_bytes(_mlp(), data(), 2, hold_last_batch=1), "hold_last_batch", "1"),
+    bad("memory.loss_storage", "model 'x'", lambda: M.loss_storage("x", data()), "model", "str"),
+    bad("memory.loss_storage", "batch a tuple", lambda: M.loss_storage(_mlp(), (torch.ones(2, 4), torch.ones(2, 1))), "batch", "tuple"),
+    bad("memory.loss_storage", "loss 'MSE'", lambda: M.loss_storage(_mlp(), data(), loss="MSE"), "'MSE'"),
+    bad("memory.step_phase_bytes", "model 'x'", lambda: M.step_phase_bytes("x", data(), 2), "model", "str"),
+    bad("memory.step_phase_bytes", "micro_batch_size=0", lambda: M.step_phase_bytes(_mlp(), data(), 0), "micro_batch_size", "0"),
+    bad("memory.step_phase_bytes", "micro_batch_size=10**9", lambda: M.step_phase_bytes(_mlp(), data(), 10**9), "micro_batch_size"),
+    bad("memory.step_phase_bytes", "hold_last_batch 'no'", lambda: M.step_phase_bytes(_mlp(), data(), 2, hold_last_batch="no"), "hold_last_batch", "'no'"),
+    bad("memory.step_phase_bytes", "optimizer 'Adam'", lambda: M.step_phase_bytes(_mlp(), data(), 2, optimizer="Adam"), "'adam'"),
+    bad("memory.step_times", "repeats=0", lambda: M.step_times(_mlp(), data(), 2, repeats=0), "repeats", "0"),
+    bad("memory.step_times", "model 'x'", lambda: M.step_times("x", data(), 2), "model", "str"),
+    bad("memory.train_step", "compact_loss 'yes'", lambda: M.train_step(_mlp(), torch.optim.SGD(_mlp().parameters(), 0.1), data().micro_batches(2), compact_loss="yes"), "compact_loss", "'yes'"),
+    bad("memory.step_peak_bytes", "compact_loss 1", lambda: M.step_peak_bytes(_mlp(), data(), 2, compact_loss=1), "compact_loss", "1"),
     bad("memory.train_step", "micro_batches []", lambda: M.train_step(_mlp(), torch.optim.SGD(_mlp().parameters(), 0.1), []), "micro_batches"),
 ]
 # fmt: on

@@ -1,0 +1,114 @@
+"""What exercise 05.3 watches beyond `Observe`: the graphs an answer still references (saved
+tensors freed or not), and whether each micro-batch's gradient came through the forward the
+checker saw."""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+
+class GraphsReferenced:
+    """Graphs still referenced, with or without their saved tensors: a loss kept in a list, or a
+    running total that a loss was added to, keeps every autograd node behind it after backward has
+    freed the saved tensors. Each forward's module outputs carry a marker in their autograd node's
+    `metadata` dict, which dies with the node; `peak` is the most forwards with a node alive at once,
+    sampled whenever a module output is made (the previous micro-batch's loss is usually still bound
+    then, so a right loop reads 2)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.entry = next(m for m in model.modules() if not any(True for _ in m.children()))
+        self._passes = 0
+        self._alive: dict[int, int] = {}
+        self.peak = 0
+        self._handles: list = []
+
+    def _drop(self, index: int) -> None:
+        self._alive[index] -= 1
+        if not self._alive[index]:
+            del self._alive[index]
+
+    def _tag(self, module, args, output) -> None:
+        if isinstance(output, torch.Tensor) and output.grad_fn is not None:
+            marker = _Marker()
+            self._alive[self._passes] = self._alive.get(self._passes, 0) + 1
+            weakref.finalize(marker, self._drop, self._passes)
+            output.grad_fn.metadata.setdefault("accumlab-05.3", []).append(marker)
+            self.peak = max(self.peak, len(self._alive))
+
+    def _count(self, module, args) -> None:
+        self._passes += 1
+
+    def __enter__(self) -> GraphsReferenced:
+        self._handles.append(self.entry.register_forward_pre_hook(self._count))
+        for module in self.model.modules():
+            self._handles.append(module.register_forward_hook(self._tag))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+class _Marker:
+    __slots__ = ("__weakref__",)
+
+
+class OutputGradients:
+    """For each forward through the model that records a graph: a copy of its input, a copy of
+    its output (at the last layer, so layers called one by one are seen too) and the gradient
+    backward brought to that output, summed over backward calls. Whatever the loss formula, the
+    mean loss's gradient at a micro-batch's output is 2 (output - y) / (all target elements): an
+    answer whose gradient came from another graph (built outside the model's modules, its saved
+    tensors hidden by hooks of its own) leaves the forwards the checker saw without it."""
+
+    def __init__(self, model: torch.nn.Module):
+        leaves = [m for m in model.modules() if not any(True for _ in m.children())]
+        self.entry, self.exit = leaves[0], leaves[-1]
+        self.passes: list[dict] = []
+        self._handles: list = []
+
+    def _enter(self, module, args) -> None:
+        x = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        self.passes.append({"x": None if x is None else x.detach().clone(), "out": None})
+
+    def _exit(self, module, args, output) -> None:
+        if not self.passes or not isinstance(output, torch.Tensor) or output.grad_fn is None:
+            return
+        record = self.passes[-1]
+        record.update(out=output.detach().clone(), grad=torch.zeros_like(output))
+
+        def arrived(grad, record=record):
+            record["grad"] = record["grad"] + grad.detach()
+
+        output.register_hook(arrived)
+
+    def wrong(self, micro, elements: int) -> int:
+        """How many micro-batches' forwards with a graph did not receive the mean loss's gradient."""
+        from ._observe import _rows_key
+
+        by_rows = {_rows_key(mb.x): mb for mb in micro}
+        graphs = [p for p in self.passes if p["out"] is not None]
+        missed = len(micro) - len(graphs) if len(graphs) < len(micro) else 0
+        for p in graphs:
+            mb = by_rows.get(_rows_key(p["x"]))
+            if mb is None or p["out"].shape != mb.y.shape:
+                missed += 1
+                continue
+            expected = 2 * (p["out"] - mb.y) / elements
+            if not torch.allclose(p["grad"], expected, rtol=1e-6, atol=1e-12):
+                missed += 1
+        return missed
+
+    def __enter__(self) -> OutputGradients:
+        self._handles = [
+            self.entry.register_forward_pre_hook(self._enter),
+            self.exit.register_forward_hook(self._exit),
+        ]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
