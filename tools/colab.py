@@ -5,8 +5,8 @@ only where it is missing.
     python tools/colab.py --check  # exit 1 if a lesson lacks them or carries an old copy
 
 The badge opens `notebooks/NAME` at REF of the repository on GitHub; the install cell installs
-accumlab from the same REF, so the package a Colab learner gets is the one the notebook was written
-against. Where accumlab is installed (make lab, Binder, a workstation) the cell does nothing.
+accumlab from the same REF, so a learner who opened the lesson from its badge gets the package of
+the same branch (a copy of the notebook from another commit still installs REF). Where accumlab is installed (make lab, Binder, a workstation) the cell does nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ REPO = "accumlab/accumlab"  # github.com/REPO
 REF = "main"  # the branch (or tag) badges open and install cells install from
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_URL = f"git+https://github.com/{REPO}@{REF}"
-INSTALL_CELL = f"""# Colab (or any machine without accumlab): install it from the revision this notebook came from.
+INSTALL_CELL = f"""# Colab (or any machine without accumlab): install accumlab from {REF}, the branch the badge opens.
 # Where accumlab is already installed — make lab, Binder, a workstation — this cell does nothing.
 import importlib.util
 import subprocess
