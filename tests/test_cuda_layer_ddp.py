@@ -60,6 +60,32 @@ def test_bucket_memory_passes_the_lessons_check_on_a_gpu(one_rank):
     assert window and found[window[0]], buckets["window"]
 
 
+def test_bucket_memory_warms_up_before_its_meter(one_rank, monkeypatch):
+    """On a GPU, cuBLAS takes its workspace from the caching allocator at a handle's first matmul
+    (one per thread and stream: the forward's and autograd's) and keeps it. Run alone
+    (`python -m accumlab.dist --parts buckets`), the first meter would see those megabytes as
+    copies of the gradients; the warm-up before it keeps them out. The layer's workspace is a
+    labelled model of that first-use allocation, 8 MiB as cuBLAS's default."""
+    from accumlab.dist import buckets as buckets_module
+    from accumlab.dist.backend import choose_plan
+    from accumlab.dist.report import bucket_checks
+    from accumlab.dist.worker import Context
+
+    def measured():
+        with SimulatedGpu(cublas_like_workspace=8 << 20) as gpu:
+            ctx = Context(rank=0, world_size=1, local_rank=0, plan=choose_plan(1))
+            out = buckets_module.bucket_memory(ctx)
+            assert len(gpu.tracker.workspaces) == 2  # the forward's and the backward's
+        return out
+
+    name = "DDP buckets: a second copy of the gradients, unless gradient_as_bucket_view"
+    assert bucket_checks(measured())[name]
+    monkeypatch.setattr(buckets_module, "_warm_up", lambda *args: None)  # no warm-up
+    cold = measured()
+    assert not bucket_checks(cold)[name]  # the workspaces landed in the first reading
+    assert cold["gradient_as_bucket_view"]["false"]["after_backward"] > 16 << 20
+
+
 def _gpu_context():
     """A one-rank Context with the plan of ranks sharing one GPU (the lesson on Colab): gloo on
     CUDA tensors for DDP, FSDP on the CPU. (One GPU per rank means NCCL, absent here.)"""
