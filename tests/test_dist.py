@@ -233,6 +233,7 @@ def test_the_installed_torch_has_the_fsdp2_internals_the_lesson_reads():
 
     assert hasattr(FSDPModule, "set_custom_reduce_scatter")
     assert hasattr(FSDPModule, "set_reshard_after_backward")
+    assert hasattr(FSDPModule, "set_reshard_after_forward")
     assert hasattr(FSDPModule, "_get_fsdp_state")
 
 

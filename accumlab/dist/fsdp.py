@@ -28,7 +28,8 @@ from .shards import shard
 # sync_each        — reduce-scatter after every backward (the default)
 # sync_last        — set_requires_gradient_sync(False) on micro-steps 0..k-2
 # sync_last_keep   — also set_reshard_after_backward(False) on them: parameters stay unsharded
-FSDP_VARIANTS = ("sync_each", "sync_last", "sync_last_keep")
+# sync_last_keep_all — and set_reshard_after_forward(False): not freed after the forward either
+FSDP_VARIANTS = ("sync_each", "sync_last", "sync_last_keep", "sync_last_keep_all")
 
 
 class FsdpInternalsChanged(RuntimeError):
@@ -196,6 +197,8 @@ def fsdp_accumulation(
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer, mesh=mesh)  # one FSDP unit per Linear: shard, gather, free
         fully_shard(model, mesh=mesh)
+        if variant == "sync_last_keep_all":
+            model.set_reshard_after_forward(False)  # every unit keeps its parameters after forward
         rs, ag = CommCounter(), CommCounter()
         at_rs = [0]  # this micro-step's most gradient bytes alive at one of its reduce-scatters
 
@@ -209,7 +212,7 @@ def fsdp_accumulation(
         for i, mb in enumerate(micro):
             last = i == k - 1
             model.set_requires_gradient_sync(variant == "sync_each" or last)
-            if variant == "sync_last_keep":
+            if variant.startswith("sync_last_keep"):
                 model.set_reshard_after_backward(last)  # keep parameters unsharded until the end
             loss = F.mse_loss(model(mb.x), mb.y) / k
             # held_bytes reads memory BETWEEN micro-steps; during a backward a unit's unsharded

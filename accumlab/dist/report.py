@@ -283,4 +283,9 @@ def fsdp_checks(f: dict, k: int, world: int) -> dict[str, bool]:
         out["FSDP2: keeping parameters unsharded saves all-gathers"] = (
             keep["all_gather_calls"] < last["all_gather_calls"]
         )
+    if "sync_last_keep_all" in f:
+        gathers = f["sync_last_keep_all"]["all_gather_per_micro_step"]
+        out["FSDP2: not resharding after forward either: all-gathers in the first forward only"] = (
+            gathers[0] > 0 and gathers[1:] == [0] * (len(gathers) - 1)
+        )
     return out
