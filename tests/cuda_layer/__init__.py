@@ -17,11 +17,7 @@ cells, `al.dist.choose_plan`) executes here, with CUDA's memory semantics:
 - `torch.autocast("cuda")` runs as CPU autocast in float16 (CUDA's default autocast dtype), and
   `torch.amp.GradScaler("cuda")` runs its real code on the marked tensors.
 
-With `SimulatedGpu(cublas_like_workspace=nbytes)` the first matmul of each thread (and of
-backward, which on a GPU runs on autograd's own thread) also allocates a block of `nbytes` that is
-never freed: a labelled model of cuBLAS's per-handle workspace, not cuBLAS itself.
-
-What it does not prove: anything about speed, kernels (cuBLAS itself, fused kernels), CUDA's
+What it does not prove: anything about speed, kernels (cuBLAS workspaces, fused kernels), CUDA's
 own autocast op list and float16 numerics, NCCL, or memory allocated by C++ outside the ATen
 dispatcher. It proves that the CUDA code paths run, read the counters they mean to read, and
 count what a GPU would count (including a copy made inside a measured block).
@@ -100,15 +96,13 @@ class SimulatedGpu:
         cpp_factories: str = "cuda",
         name: str = NAME,
         threads: int | None = 1,
-        cublas_like_workspace: int = 0,
     ):
         if cpp_factories not in ("cuda", "cpu"):
             raise ValueError(f"cpp_factories must be 'cuda' or 'cpu', got {cpp_factories!r}")
         self.name = name
         self.devices = devices
         self.allocator = CachingAllocator(total_memory, context_bytes)
-        # a model of cuBLAS's first-use workspace (see tensors.Tracker), off unless asked for
-        self.tracker = Tracker(self.allocator, cpp_factories, cublas_like_workspace)
+        self.tracker = Tracker(self.allocator, cpp_factories)
         self._saved: list[tuple[object, str, object]] = []
         self._modes: list = []
         # one torch thread by default: tiny operations on a busy 2-core machine spend far more

@@ -60,29 +60,14 @@ def _storage(t: torch.Tensor):
         return None
 
 
-# matrix products that take a cuBLAS handle on a real GPU (the simulated workspace's trigger)
-_MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv"}
-
-
 class Tracker:
     """The storages on the simulated GPU, each with its allocator block."""
 
-    def __init__(self, allocator, cpp_factories: str = "cuda", workspace_bytes: int = 0):
+    def __init__(self, allocator, cpp_factories: str = "cuda"):
         self.allocator = allocator
         self.cpp_factories_on_gpu = cpp_factories == "cuda"
         self._blocks: dict[int, tuple[weakref.ref, object]] = {}
         self.frames = threading.local()
-        # a cuBLAS-LIKE first-use allocation (a model of it, not cuBLAS): on a real GPU a handle's
-        # first matmul takes a workspace from the caching allocator and keeps it, one per (thread,
-        # stream); backward runs on autograd's device thread, so it gets its own. Here: one block
-        # of `workspace_bytes` per (thread, in backward or not), never freed. 0: none.
-        self.workspace_bytes = workspace_bytes
-        self.workspaces: dict[tuple[int, bool], object] = {}
-
-    def first_use_workspace(self) -> None:
-        key = (threading.get_ident(), torch._C._current_autograd_node() is not None)
-        if self.workspace_bytes and key not in self.workspaces:
-            self.workspaces[key] = self.allocator.malloc(self.workspace_bytes)
 
     # ------------------------------------------------------------------ storages
     def on_gpu(self, t: torch.Tensor) -> bool:
@@ -219,8 +204,6 @@ class Allocations(TorchDispatchMode):
                     "Expected all tensors to be on the same device, but found at least two "
                     f"devices, cuda:0 and cpu! (in {func._schema.name}, simulated GPU)"
                 )
-        if gpu_inputs and func._schema.name in _MATMULS:
-            tracker.first_use_workspace()
         device = kwargs.get("device")
         asked = None
         if device is not None and torch.device(device).type == "cuda":
