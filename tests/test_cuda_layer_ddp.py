@@ -4,9 +4,13 @@ inside the measured block is invisible there; on a GPU it is an allocation. The 
 tests/cuda_layer makes it one here too, with DDP itself running (one gloo rank, in this process).
 """
 
+import threading
+
 import pytest
+import torch
 import torch.distributed as dist
 from cuda_layer import SimulatedGpu
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from accumlab.device import MemoryMeter
 
@@ -58,6 +62,57 @@ def test_bucket_memory_passes_the_lessons_check_on_a_gpu(one_rank):
     # the views survive zero_grad (set_to_none=False), from the second window on
     window = [k for k in found if k.startswith("DDP buckets under no_sync")]
     assert window and found[window[0]], buckets["window"]
+
+
+# matrix products that take a cuBLAS handle on a real GPU
+_MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv"}
+
+
+class FirstMatmulWorkspace(TorchDispatchMode):
+    """A MODEL of cuBLAS's first-use workspace, not cuBLAS: on a real GPU a handle's first matmul
+    takes its workspace from the caching allocator and keeps it, one per (thread, stream), and
+    backward runs on autograd's own device thread. Here, under the simulated GPU's own modes, the
+    first matmul on it of each thread, and of backward, takes `nbytes` from the simulated
+    allocator and never gives them back."""
+
+    def __init__(self, gpu, nbytes: int):
+        super().__init__()
+        self.gpu, self.nbytes = gpu, nbytes
+        self.blocks: dict[tuple[int, bool], object] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if func._schema.name in _MATMULS and any(self.gpu.on_gpu(t) for t in tensors):
+            key = (threading.get_ident(), torch._C._current_autograd_node() is not None)
+            if key not in self.blocks:
+                self.blocks[key] = self.gpu.allocator.malloc(self.nbytes)
+        return func(*args, **(kwargs or {}))
+
+
+def test_bucket_memory_warms_up_before_its_meter(one_rank, monkeypatch):
+    """Run alone (`python -m accumlab.dist --parts buckets`), the first meter of bucket_memory
+    would see cuBLAS's workspaces (8 MiB each, its default) as copies of the gradients; the
+    warm-up before the meter keeps them out. Without it the lesson's check fails."""
+    from accumlab.dist import buckets as buckets_module
+    from accumlab.dist.backend import choose_plan
+    from accumlab.dist.report import bucket_checks
+    from accumlab.dist.worker import Context
+
+    def measured():
+        gpu = SimulatedGpu()
+        # entered first, so that the layer's own modes see every call before it does
+        with FirstMatmulWorkspace(gpu, 8 << 20) as workspaces, gpu:
+            ctx = Context(rank=0, world_size=1, local_rank=0, plan=choose_plan(1))
+            out = buckets_module.bucket_memory(ctx)
+            assert len(workspaces.blocks) == 2  # the forward's and the backward's
+        return out
+
+    name = "DDP buckets: a second copy of the gradients, unless gradient_as_bucket_view"
+    assert bucket_checks(measured())[name]
+    monkeypatch.setattr(buckets_module, "_warm_up", lambda *args: None)  # no warm-up
+    cold = measured()
+    assert not bucket_checks(cold)[name]  # the workspaces landed in the first reading
+    assert cold["gradient_as_bucket_view"]["false"]["after_backward"] > 16 << 20
 
 
 def _gpu_context():

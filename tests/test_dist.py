@@ -233,6 +233,7 @@ def test_the_installed_torch_has_the_fsdp2_internals_the_lesson_reads():
 
     assert hasattr(FSDPModule, "set_custom_reduce_scatter")
     assert hasattr(FSDPModule, "set_reshard_after_backward")
+    assert hasattr(FSDPModule, "set_reshard_after_forward")
     assert hasattr(FSDPModule, "_get_fsdp_state")
 
 
@@ -255,6 +256,7 @@ def _rows():
                             "allreduce_calls": calls,
                             "allreduce_bytes": 1000 * calls,
                             "step_time_s": 0.001 * k + 0.0005 * calls,
+                            "allreduce_alone_s": 0.0004,
                         }
                     )
     return rows
@@ -264,6 +266,8 @@ def test_sweep_view_and_bad_values():
     view = al.dist.sweep_view(_rows(), 2, 4, 8, True)
     assert view["selected"]["allreduce_calls"] == 1
     assert view["series"][False]["allreduce_calls"] == [1, 2, 4]
+    # the step's all-reduces at what one took when timed alone
+    assert view["series"][False]["allreduce_time_s"] == [0.0004, 0.0008, 0.0016]
     with pytest.raises(ValueError, match="k must be one of"):
         al.dist.sweep_view(_rows(), 2, 3, 8, True)
     with pytest.raises(ValueError, match="rows"):
@@ -449,7 +453,8 @@ def test_sampler_split_is_torchs_distributed_sampler():
         al.dist.sampler_split(1, 2, drop_last=True)
 
 
-def _uneven(finished=(False, True), calls=(3, 2), join=(3, 3), seconds=1.2, rel=0.0):
+def _uneven(finished=(False, True), calls=(3, 2), join=(3, 3), seconds=1.2, rel=0.0,
+            per_forward=(2,) * 5, remaining=1.0, throw=(3,) * 4):  # fmt: skip
     return {
         "k": 2,
         "micro_batches": [5, 4],
@@ -457,7 +462,15 @@ def _uneven(finished=(False, True), calls=(3, 2), join=(3, 3), seconds=1.2, rel=
         "plain": {"finished": list(finished), "allreduce_calls": list(calls),
                   "seconds": [seconds, 0.01], "error": "timed out"},
         "join": {"allreduce_calls": list(join),
-                 "rank0_last_window_vs_local_over_world": {"max_rel": rel}},
+                 "rank0_last_window_vs_local_over_world": {"max_rel": rel},
+                 "forwards": [5, 4], "other_allreduce_calls": [12, 12],
+                 "other_allreduce_per_forward": list(per_forward),
+                 "rank0_last_window_over_local": {"hook_initial": 0.5, "hook_remaining": 0.5,
+                                                  "no_hook_initial": 0.5,
+                                                  "no_hook_remaining": remaining},
+                 "rank0_last_window_off_proportional": 0.0,
+                 "throw": {"raised": ["exhausted", "exhausted"],
+                           "other_allreduce_per_forward": list(throw)}},
     }  # fmt: skip
 
 
@@ -470,6 +483,10 @@ def test_uneven_checks_fail_when_nothing_hung_or_join_did_not_shadow():
     assert not all(uneven_checks(_uneven(seconds=0.5)).values())  # gave up before the timeout
     assert not all(uneven_checks(_uneven(join=(3, 2))).values())  # rank 1 did not join in
     assert not all(uneven_checks(_uneven(rel=0.5)).values())  # not divided by the ranks
+    # Join's own all-reduces: not on every forward; the division without a hook not measured
+    assert not all(uneven_checks(_uneven(per_forward=(2, 2, 2, 2, 0))).values())
+    assert not all(uneven_checks(_uneven(remaining=0.5)).values())
+    assert not all(uneven_checks(_uneven(throw=(2,) * 4)).values())
 
 
 def _clipping(before=(0.9, 1.5), fsdp_before=(0.0, 0.0), shards=(8.0, 4.9), combined=0.0):
@@ -597,8 +614,9 @@ def _buckets(after_backward_false=2, window_true_none_false=None, g=297_988, n=6
         held["view_true_set_to_none_false"] = [c * g for c in window_true_none_false]
     view = {"false": {"after_wrap": g, "after_backward": after_backward_false * g},
             "true": {"after_wrap": g, "after_backward": g}}  # fmt: skip
-    return {"grad_bytes": g, "n_params": n, "k": 4, "gradient_as_bucket_view": view,
-            "window": held}  # fmt: skip
+    peak = {key: 3 * g for key in held} | {"view_true_sync_each": 2 * g}
+    return {"grad_bytes": g, "n_params": n, "k": 4, "device": "cpu",
+            "gradient_as_bucket_view": view, "window": held, "window_peak": peak}  # fmt: skip
 
 
 def test_bucket_checks_count_whole_copies_and_refuse_a_third_or_a_missing_one():
@@ -611,27 +629,44 @@ def test_bucket_checks_count_whole_copies_and_refuse_a_third_or_a_missing_one():
     assert not all(bucket_checks(_buckets(window_true_none_false=[2] * 8)).values())
     assert copies(2 * 297_988 + 511 * 6, 297_988, 6) == 2  # CUDA rounds each block to 512 B
     assert copies(2 * 297_988 + 7_000, 297_988, 6) is None  # more than rounding: not a copy
+    assert copies(2 * 297_988, 297_988, 6, block=0) == 2  # the CPU meter is exact
+    assert copies(2 * 297_988 + 6_143, 297_988, 6, block=0) is None  # ... and so is the check
+    off_by_a_little = _buckets()
+    off_by_a_little["gradient_as_bucket_view"]["false"]["after_backward"] += 64
+    assert not all(bucket_checks(off_by_a_little).values())  # on the CPU, not a whole copy
+    # syncing every micro-step: one copy with the view, and a lower high point than no_sync's
+    flat = _buckets()
+    flat["window_peak"]["view_true_sync_each"] = 3 * 297_988
+    assert not all(bucket_checks(flat).values())
+    two = _buckets()
+    two["window"]["view_true_sync_each"] = [2 * 297_988] * 8
+    assert not all(bucket_checks(two).values())
 
 
 def test_fsdp_checks_want_the_exact_padded_shard_and_the_backward_transient():
     from accumlab.dist.report import fsdp_checks
 
-    def fsdp(held_each=21_512, extra=(74_168,) * 4):
+    def fsdp(held_each=21_512, at_rs=(50_440, 71_432, 71_432, 71_432), rank1=21_512):
         r = {"reduce_scatter_calls": 12, "reduce_scatter_bytes": 4 * 43_024,
              "reduce_scatter_per_backward": [3] * 4, "collectives_counted": True,
              "vs_reference": {"max_rel": 0.0}, "held_grad_bytes": held_each,
-             "backward_extra_bytes_per_micro_step": list(extra),
-             "backward_peak_bytes": held_each + max(extra)}  # fmt: skip
+             "held_grad_bytes_per_rank": [held_each, rank1],
+             "grad_bytes_per_micro_step": [held_each] * 4,
+             "grad_bytes_at_reduce_scatter": list(at_rs)}  # fmt: skip
         last = {**r, "reduce_scatter_bytes": 43_024, "reduce_scatter_per_backward": [0, 0, 0, 3],
                 "held_grad_bytes": 42_504}  # fmt: skip
         return {"param_bytes_full": 42_504, "shard_bytes_expected": 21_512,
                 "unit_bytes": [8704, 33280, 520], "sync_each": r, "sync_last": last}  # fmt: skip
 
-    name = "FSDP2: syncing every micro-step, a rank holds its padded shard between micro-steps"
+    name = "FSDP2: syncing every micro-step, every rank holds its padded shard between micro-steps"
     assert all(fsdp_checks(fsdp(), 4, 2).values())
     assert not fsdp_checks(fsdp(held_each=0), 4, 2)[name]  # the shards not counted
     assert not fsdp_checks(fsdp(held_each=21_252), 4, 2)[name]  # unpadded
-    assert not all(fsdp_checks(fsdp(extra=(100,) * 4), 4, 2).values())  # no unit unsharded
+    assert not fsdp_checks(fsdp(rank1=20_992), 4, 2)[name]  # rank 1's views, not its storage
+    # a backward that makes no parameter gradient has no reduce-scatter to read at
+    assert not all(fsdp_checks(fsdp(at_rs=(0, 0, 0, 0)), 4, 2).values())
+    # the parameters' all-gather is as large as a unit's gradient, but is not one
+    assert not all(fsdp_checks(fsdp(at_rs=(33_280,) * 4), 4, 2).values())
 
 
 def test_explorer_sends_nothing_between_ranks_at_one_rank_and_states_its_noise():

@@ -3,9 +3,9 @@
 Where each rule comes from (none of it was measured by this project's own recorder yet):
 - NCCL needs one GPU per rank: two ranks on one GPU fail with "Duplicate GPU detected" (NCCL's
   own error, e.g. NVIDIA/nccl#1241, NVIDIA/Megatron-LM#661);
-- gloo on CUDA tensors implements only broadcast and all_reduce (the backend table of the
-  torch.distributed documentation): enough for DDP, not for FSDP2's all-gather and
-  reduce-scatter, so FSDP2 then runs on CPU tensors with an explicit CPU device mesh.
+- gloo on CUDA tensors is documented for broadcast and all_reduce only (the backend table of
+  the torch.distributed documentation): enough for DDP; FSDP2's all-gather and reduce-scatter
+  then run on CPU tensors with an explicit CPU device mesh.
 The GPU identities (`gpu_ids`) matter under torchrun: a launcher that gives every process ONE
 visible GPU makes each rank see `device_count() == 1` although the ranks use different GPUs.
 """

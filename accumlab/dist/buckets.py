@@ -7,6 +7,8 @@ bucket only when a synced backward writes it there. `zero_grad(set_to_none=True)
 drops that view, so the next window's no_sync micro-steps allocate fresh `.grad` tensors beside
 the buckets again: two copies, as with the view off (the `batched_grad_copy` note in DDP's
 docstring says the same). Only `set_to_none=False` keeps the views, from the second window on.
+Syncing every micro-step (what Accelerate's `sync_each_batch=True` does) turns each fresh `.grad`
+into a view at once, so with the view it holds one copy whatever `zero_grad` does.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import contextlib
 
 import torch
 
-from ..device import MemoryMeter
+from ..device import MemoryMeter, synchronize
 from .ddp import _wrap, timing_model
 
 
@@ -24,14 +26,25 @@ def _input(ctx, micro_batch: int, features: int, seed: int) -> torch.Tensor:
     return torch.randn(micro_batch, features, generator=gen).to(ctx.ddp_device)
 
 
+def _warm_up(ctx, features: int, hidden: int, seed: int) -> None:
+    """One forward and backward on the device before any meter starts. On a GPU, cuBLAS takes
+    its workspace from the caching allocator at a handle's first matmul and keeps it, one per
+    (thread, stream): the forward's thread and autograd's device thread. Measured first, those
+    megabytes would read as copies of the gradients DDP does not keep."""
+    model = timing_model(features, hidden, seed).to(ctx.ddp_device)
+    model(_input(ctx, 8, features, seed)).sum().backward()
+    synchronize(ctx.ddp_device)
+
+
 def bucket_memory(
     ctx, *, features: int = 32, hidden: int = 256, seed: int = 0, k: int = 4, windows: int = 2
 ) -> dict:
     """Bytes this rank allocates for gradients with DDP, measured (`accumlab.device.MemoryMeter`):
     by wrapping the model (DDP's communication buckets) and after one backward (the .grad
     tensors), with `gradient_as_bucket_view` False (the default) and True; then `window`: the
-    bytes held after each micro-step of `windows` no_sync windows of k micro-steps (see
-    `window_memory`)."""
+    bytes held after each micro-step of `windows` windows of k micro-steps, and `window_peak`:
+    the most held at once over them (see `window_memory`)."""
+    _warm_up(ctx, features, hidden, seed)
     out = {}
     for view in (False, True):
         # model and input on the device BEFORE the meter: on a GPU `.to` allocates the parameters,
@@ -47,44 +60,59 @@ def bucket_memory(
         del ddp
     model = timing_model(features, hidden, seed)
     grads = sum(p.numel() * p.element_size() for p in model.parameters())
+    held, peak = window_memory(
+        ctx, features=features, hidden=hidden, seed=seed, k=k, windows=windows
+    )
     return {
         "grad_bytes": grads,
         "n_params": len(list(model.parameters())),
         "k": k,
+        "device": torch.device(ctx.ddp_device).type,  # CPU bytes are exact; CUDA rounds blocks
         "gradient_as_bucket_view": out,
-        "window": window_memory(
-            ctx, features=features, hidden=hidden, seed=seed, k=k, windows=windows
-        ),
+        "window": held,
+        "window_peak": peak,
     }
+
+
+# the loops `window_memory` measures: (gradient_as_bucket_view, zero_grad's set_to_none, whether
+# every micro-step syncs); key "view_<v>_set_to_none_<n>" with no_sync on micro-steps 0..k-2,
+# "view_<v>_sync_each" syncing every micro-step with the default zero_grad
+WINDOW_LOOPS = {
+    **{
+        f"view_{str(v).lower()}_set_to_none_{str(n).lower()}": (v, n, False)
+        for v in (False, True)
+        for n in (True, False)
+    },
+    **{f"view_{str(v).lower()}_sync_each": (v, True, True) for v in (False, True)},
+}
 
 
 def window_memory(
     ctx, *, features: int = 32, hidden: int = 256, seed: int = 0, k: int = 4, windows: int = 2
-) -> dict:
-    """{"view_<true|false>_set_to_none_<true|false>": bytes held after each micro-step} over
-    `windows` windows: no_sync on micro-steps 0..k-2, a synced backward on the last, then
+) -> tuple[dict, dict]:
+    """({loop: bytes held after each micro-step}, {loop: the most held at once}) over `windows`
+    windows of k micro-steps for each of WINDOW_LOOPS, each window ending with
     `optimizer.step()` and `optimizer.zero_grad(set_to_none=...)` (plain SGD: no optimizer
     state). Measured from before the wrap, so the buckets are included."""
-    out = {}
-    for view in (False, True):
-        for to_none in (True, False):
-            model = timing_model(features, hidden, seed).to(ctx.ddp_device)
-            x = _input(ctx, 8, features, seed)
-            held = []
-            with MemoryMeter(ctx.ddp_device) as meter:
-                ddp = _wrap(model, ctx, gradient_as_bucket_view=view, **_no_init_broadcast())
-                opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-                for _ in range(windows):
-                    for i in range(k):
-                        last = i == k - 1
-                        with contextlib.nullcontext() if last else ddp.no_sync():
-                            (ddp(x).sum() / k).backward()
-                        held.append(meter.now())
-                    opt.step()
-                    opt.zero_grad(set_to_none=to_none)
-            out[f"view_{str(view).lower()}_set_to_none_{str(to_none).lower()}"] = held
-            del ddp, opt
-    return out
+    held, peak = {}, {}
+    for key, (view, to_none, sync_each) in WINDOW_LOOPS.items():
+        model = timing_model(features, hidden, seed).to(ctx.ddp_device)
+        x = _input(ctx, 8, features, seed)
+        after = []
+        with MemoryMeter(ctx.ddp_device) as meter:
+            ddp = _wrap(model, ctx, gradient_as_bucket_view=view, **_no_init_broadcast())
+            opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+            for _ in range(windows):
+                for i in range(k):
+                    sync = sync_each or i == k - 1
+                    with contextlib.nullcontext() if sync else ddp.no_sync():
+                        (ddp(x).sum() / k).backward()
+                    after.append(meter.now())
+                opt.step()
+                opt.zero_grad(set_to_none=to_none)
+        held[key], peak[key] = after, meter.peak
+        del ddp, opt
+    return held, peak
 
 
 def _no_init_broadcast() -> dict:

@@ -5,7 +5,10 @@ payload (bytes this rank sends into the collective), then the real collective ru
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
+
+_IN_HOOK = threading.local()  # set while the counting comm hook runs (its all-reduce is counted)
 
 
 @dataclass
@@ -36,14 +39,62 @@ def count_allreduce(ddp, counter: CommCounter, process_group=None) -> None:
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
     def hook(group, bucket):
-        counter.add(bucket.buffer())  # the flattened gradients of one bucket: what goes on the wire
-        return allreduce_hook(group, bucket)  # the default: divide by the group size, all-reduce
+        counter.add(
+            bucket.buffer()
+        )  # the flattened gradients of one bucket: the collective's input
+        _IN_HOOK.active = True
+        try:  # the default hook: divide by the group's size (whatever Join says), all-reduce
+            return allreduce_hook(group, bucket)
+        finally:
+            _IN_HOOK.active = False
 
     ddp.register_comm_hook(process_group, hook)
 
 
-def count_fsdp_collectives(model, reduce_scatter: CommCounter, all_gather: CommCounter) -> bool:
-    """Count FSDP2 reduce-scatters and all-gathers of every FSDP module in `model`.
+class OtherAllReduces:
+    """`with OtherAllReduces(ddp) as other:` counts every `torch.distributed.all_reduce` made while
+    the block runs, except the bucket all-reduces of `count_allreduce`'s hook: under `Join`, DDP's
+    forward makes its own. `other.calls`: all of them; `other.per_forward`: those made during each
+    forward of `ddp` that finished."""
+
+    def __init__(self, ddp):
+        self.ddp = ddp
+        self.calls = 0
+        self.per_forward: list[int] = []
+
+    def __enter__(self) -> OtherAllReduces:
+        import torch.distributed as dist
+
+        self._real = real = dist.all_reduce
+
+        def counting(*args, **kwargs):
+            if not getattr(_IN_HOOK, "active", False):
+                self.calls += 1
+            return real(*args, **kwargs)
+
+        dist.all_reduce = counting  # Join and DDP call it as `dist.all_reduce`
+        start = [0]
+        self._handles = [
+            self.ddp.register_forward_pre_hook(lambda *_: start.__setitem__(0, self.calls)),
+            self.ddp.register_forward_hook(
+                lambda *_: self.per_forward.append(self.calls - start[0])
+            ),
+        ]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import torch.distributed as dist
+
+        dist.all_reduce = self._real
+        for handle in self._handles:
+            handle.remove()
+
+
+def count_fsdp_collectives(
+    model, reduce_scatter: CommCounter, all_gather: CommCounter, at_reduce_scatter=None
+) -> bool:
+    """Count FSDP2 reduce-scatters and all-gathers of every FSDP module in `model`; call
+    `at_reduce_scatter(output_tensor, input_tensor)` just before each reduce-scatter runs.
 
     Uses `FSDPModule.set_custom_reduce_scatter/all_gather` (torch >= 2.8); returns False when the
     installed torch lacks them (nothing is counted then).
@@ -63,6 +114,8 @@ def count_fsdp_collectives(model, reduce_scatter: CommCounter, all_gather: CommC
             reduce_scatter.add(input_tensor)  # the unsharded gradients this rank contributes
             op = kwargs.get("op", args[1] if len(args) > 1 else None)
             reduce_scatter.ops.add(str(getattr(op, "name", op)))  # SUM, AVG, PREMUL_SUM
+            if at_reduce_scatter is not None:
+                at_reduce_scatter(output_tensor, input_tensor)
             return super().__call__(output_tensor, input_tensor, *args, **kwargs)
 
     class CountingAllGather(DefaultAllGather):

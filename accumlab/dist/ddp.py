@@ -159,6 +159,7 @@ def _time_one(ctx, group, micro, mode, repeats, features, hidden, seed) -> dict:
         "allreduce_bytes": nbytes,
         "step_time_s": statistics.median(times),
         "allreduce_alone_s": _allreduce_alone(ddp, group, repeats),
+        "bucket_copy_alone_s": _bucket_copy_alone(ddp, repeats),
     }
 
 
@@ -172,6 +173,25 @@ def _allreduce_alone(ddp, group, repeats: int) -> float:
         synchronize(flat.device)
         t0 = time.perf_counter()
         dist.all_reduce(flat, group=group)
+        synchronize(flat.device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])
+
+
+def _bucket_copy_alone(ddp, repeats: int) -> float:
+    """Median seconds of copying every gradient into one flat buffer and back, on its own: what
+    DDP adds per synced backward with gradient_as_bucket_view=False."""
+    grads = [torch.ones_like(p).reshape(-1) for p in ddp.parameters()]
+    flat = torch.empty(sum(g.numel() for g in grads), dtype=grads[0].dtype, device=grads[0].device)
+    slots = flat.split([g.numel() for g in grads])
+    times = []
+    for _ in range(repeats + 1):
+        synchronize(flat.device)
+        t0 = time.perf_counter()
+        for slot, g in zip(slots, grads, strict=True):
+            slot.copy_(g)  # into the bucket before the all-reduce
+        for slot, g in zip(slots, grads, strict=True):
+            g.copy_(slot)  # and back into .grad after it
         synchronize(flat.device)
         times.append(time.perf_counter() - t0)
     return statistics.median(times[1:])

@@ -1,4 +1,5 @@
-"""Lesson 07's explorer: ranks, k, micro-batch and no_sync → all-reduce count, bytes, step time.
+"""Lesson 07's explorer: ranks, k, micro-batch and no_sync → all-reduce count, the time those
+all-reduces take when each is timed alone, and the measured step time.
 
 Launching processes on every slider move would take seconds, so the explorer reads the sweep that
 `al.dist.sync_experiments(...)` already measured (or a recorded GPU sweep); `sweep_view` is the plain
@@ -46,6 +47,11 @@ def sweep_view(
         # one rank: DDP's hook still runs on its 1-rank group, but no byte leaves the process
         series[mode]["bytes_between_ranks"] = [
             r["allreduce_bytes"] if ranks > 1 else 0 for r in pts
+        ]
+        # the step's all-reduces, each costing what one all-reduce of every gradient took when
+        # timed on its own (nothing to overlap with): the communication part of the step time
+        series[mode]["allreduce_time_s"] = [
+            r["allreduce_calls"] * r["allreduce_alone_s"] for r in pts
         ]
     selected = next(
         r

@@ -28,7 +28,8 @@ from .shards import shard
 # sync_each        — reduce-scatter after every backward (the default)
 # sync_last        — set_requires_gradient_sync(False) on micro-steps 0..k-2
 # sync_last_keep   — also set_reshard_after_backward(False) on them: parameters stay unsharded
-FSDP_VARIANTS = ("sync_each", "sync_last", "sync_last_keep")
+# sync_last_keep_all — and set_reshard_after_forward(False): not freed after the forward either
+FSDP_VARIANTS = ("sync_each", "sync_last", "sync_last_keep", "sync_last_keep_all")
 
 
 class FsdpInternalsChanged(RuntimeError):
@@ -36,10 +37,10 @@ class FsdpInternalsChanged(RuntimeError):
 
 
 def _regions(tensors) -> dict:
-    # one entry per memory region: the same tensor (or a view of the same bytes) counts once
+    # one entry per storage, counted whole: FSDP2's sharded gradients are views into one padded
+    # reduce-scatter output, so a rank whose views cover fewer rows still holds every padded row
     return {
-        (t.device, t.data_ptr(), t.numel() * t.element_size()): t.numel() * t.element_size()
-        for t in tensors
+        (t.device, t.untyped_storage().data_ptr()): t.untyped_storage().nbytes() for t in tensors
     }
 
 
@@ -94,6 +95,34 @@ def held_bytes(model) -> dict:
         "unsharded_params": sum(_regions(inside["params"]).values()) if inside else None,
         "error": error,
     }
+
+
+def gradient_storages(model, *tensors) -> int:
+    """Bytes of the gradient storages alive on this rank now: the shards (`param.grad`), FSDP2's
+    unsharded gradients (internals; skipped when missing) and `tensors` (a reduce-scatter's input
+    and output), each storage counted once and whole."""
+    grads = [p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+             for p in model.parameters() if p.grad is not None]  # fmt: skip
+    try:
+        grads += unsharded_tensors(model)["grads"]
+    except FsdpInternalsChanged:
+        pass
+    return sum(_regions([*grads, *tensors]).values())
+
+
+def _warm_up(mesh, device: str, features: int, hidden: int, depth: int, seed: int) -> None:
+    """One synced forward and backward of a throwaway FSDP2 model before anything is measured:
+    first uses allocate and keep memory (on a GPU, cuBLAS's workspace per thread and stream)."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = mlp(features, hidden, depth=depth, seed=seed).to(device)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    x = regression_data(n=2, features=features, seed=seed).x.to(device)
+    model(x).sum().backward()
+    synchronize(device)
 
 
 def _mesh(ctx, device: str):
@@ -153,6 +182,7 @@ def fsdp_accumulation(
     mesh = _mesh(ctx, device)
     data = regression_data(n=ctx.world_size * k * micro_batch, features=features, seed=seed)
     micro = [shard(data, ctx.rank, ctx.world_size, i, micro_batch).to(device) for i in range(k)]
+    _warm_up(mesh, device, features, hidden, depth, seed)
     out = {}
     for variant in FSDP_VARIANTS:
         model = mlp(features, hidden, depth=depth, seed=seed).to(device)
@@ -167,15 +197,22 @@ def fsdp_accumulation(
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer, mesh=mesh)  # one FSDP unit per Linear: shard, gather, free
         fully_shard(model, mesh=mesh)
+        if variant == "sync_last_keep_all":
+            model.set_reshard_after_forward(False)  # every unit keeps its parameters after forward
         rs, ag = CommCounter(), CommCounter()
-        counted = count_fsdp_collectives(model, rs, ag)
+        at_rs = [0]  # this micro-step's most gradient bytes alive at one of its reduce-scatters
+
+        def reading(output, inp, model=model, at_rs=at_rs):
+            at_rs[-1] = max(at_rs[-1], gradient_storages(model, output, inp))
+
+        counted = count_fsdp_collectives(model, rs, ag, at_reduce_scatter=reading)
         held, extra = [], []
         synchronize(device)
         t0 = time.perf_counter()
         for i, mb in enumerate(micro):
             last = i == k - 1
             model.set_requires_gradient_sync(variant == "sync_each" or last)
-            if variant == "sync_last_keep":
+            if variant.startswith("sync_last_keep"):
                 model.set_reshard_after_backward(last)  # keep parameters unsharded until the end
             loss = F.mse_loss(model(mb.x), mb.y) / k
             # held_bytes reads memory BETWEEN micro-steps; during a backward a unit's unsharded
@@ -183,6 +220,7 @@ def fsdp_accumulation(
             with MemoryMeter(device) as meter:
                 loss.backward()
             extra.append(meter.peak)  # the most allocated at once above the backward's start
+            at_rs.append(0)
             rs.end_backward()
             ag.end_backward()  # all-gathers of this micro-step: its forward and its backward
             held.append(held_bytes(model))
@@ -195,12 +233,15 @@ def fsdp_accumulation(
             "counted": counted,
             "grad_bytes": held,
             "backward_extra_bytes": extra,
+            # gradient storages alive at the reduce-scatter, per micro-step (0: it had none):
+            # the unit's whole gradient, flattened into the collective's input, beside the shards
+            "grad_bytes_at_reduce_scatter": at_rs[:k],
             "seconds": seconds,
             "grads": grads,
             "param_bytes_full": full_bytes,
             "param_shapes": shapes,
-            # what the rank with the most rows holds once sharded: FSDP2 pads dimension 0 so
-            # every rank gets ceil(rows / ranks) rows of each parameter
+            # what every rank holds once sharded: FSDP2 pads dimension 0 so that each rank's
+            # storage has ceil(rows / ranks) rows of each parameter (padding included)
             "shard_bytes_expected": sum(
                 -(-p.shape[0] // ctx.world_size) * p[0].numel() * p.element_size()
                 for p in mlp(features, hidden, depth=depth, seed=seed).parameters()

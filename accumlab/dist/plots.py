@@ -120,7 +120,9 @@ def plot_fsdp_grad_memory(fsdp: dict) -> Figure:
         ],
         color=["tab:blue", "tab:orange"],
     )
-    right.set_ylabel("reduce-scatter KiB sent per rank")
+    # the collective's input on each rank; what crosses the wire depends on the algorithm
+    # (a ring reduce-scatter sends (ranks - 1) / ranks of it)
+    right.set_ylabel("reduce-scatter input, KiB per rank")
     right.set_title("Communication per optimizer step", fontsize=10)
     return fig
 
@@ -145,15 +147,15 @@ def plot_token_normalisation(tokens: dict) -> Figure:
 
 _SYNC_KEYS = (
     ("allreduce_calls", "all-reduce calls / step", 1),
-    ("bytes_between_ranks", "KiB sent between ranks / step", 1 / 1024),
+    ("allreduce_time_s", "ms / step in all-reduces (each timed alone)", 1e3),
     ("step_time_s", "ms / step (measured)", 1e3),
 )
 
 
 def plot_sync_explorer(view: dict) -> Figure:
-    """Lesson 07's widget: all-reduce calls, bytes and step time against k for the chosen ranks and
-    micro-batch, both ways of syncing; the chosen (k, no_sync) point is ringed. The explorer moves
-    its artists with `update_sync_explorer`."""
+    """Lesson 07's widget: all-reduce calls, the time they take when each is timed alone, and the
+    step time against k for the chosen ranks and micro-batch, both ways of syncing; the chosen
+    (k, no_sync) point is ringed. The explorer moves its artists with `update_sync_explorer`."""
     shapes.view("view", view)
     from matplotlib.ticker import NullLocator
 
@@ -192,7 +194,7 @@ def update_sync_explorer(fig: Figure, view: dict) -> None:
             ys = [y * scale for y in series[key]]
             a[f"{key} {no_sync}"].set_data(series["k"], ys)
             top = max([top, *ys])
-        # the chosen point, read off its series (bytes between ranks are not a row's field)
+        # the chosen point, read off its series (the all-reduce time is not a row's field)
         chosen = view["series"][bool(sel["no_sync"])]
         y = chosen[key][chosen["k"].index(sel["k"])]
         a[f"{key} ring"].set_data([sel["k"]], [y * scale])
@@ -205,7 +207,10 @@ def update_sync_explorer(fig: Figure, view: dict) -> None:
             f"nothing sent between ranks ({sel['allreduce_calls']} hook call(s) on a 1-rank group)"
         )
     else:
-        sent = f"{sel['allreduce_calls']} all-reduce(s), {sel['allreduce_bytes'] / 1024:.0f} KiB"
+        sent = (
+            f"{sel['allreduce_calls']} all-reduce(s) of "
+            f"{sel['allreduce_bytes'] / 1024:.0f} KiB input in all"
+        )
     a["title"].set_text(
         f"{view['ranks']} rank(s), micro-batch {view['micro_batch']}: {sent}, "
         f"{sel['step_time_s'] * 1e3:.2f} ms per step{view.get('source', '')}\n"

@@ -76,12 +76,20 @@ def checks(summary: dict) -> dict[str, bool]:
     return out
 
 
-def copies(nbytes: int, grad_bytes: int, n_params: int) -> float | None:
+def copies(nbytes: int, grad_bytes: int, n_params: int, block: int = 512) -> float | None:
     """`nbytes` in whole copies of the gradients, or None when it is not a whole number of them:
-    c copies are c·grad_bytes, plus less than 512 bytes per parameter and copy (CUDA's allocator
-    rounds every block up to 512 bytes; the CPU meter counts exact bytes)."""
+    c copies are c·grad_bytes, plus less than `block` bytes per parameter and copy (CUDA's
+    allocator rounds every block up to 512 bytes); `block=0`: exactly c·grad_bytes (the CPU
+    meter counts exact bytes)."""
     c = nbytes // grad_bytes
-    return c if 0 <= nbytes - c * grad_bytes < 512 * n_params * max(c, 1) else None
+    slack = nbytes - c * grad_bytes
+    return c if slack == 0 or 0 < slack < block * n_params * max(c, 1) else None
+
+
+def rounding(buckets: dict) -> int:
+    """The allocator's block size `copies` allows for in a bucket measurement: 0 on the CPU
+    (exact bytes), 512 on a GPU."""
+    return 0 if buckets["device"] == "cpu" else 512
 
 
 def window_pattern(k: int, windows: int) -> dict[str, list[int]]:
@@ -95,16 +103,19 @@ def window_pattern(k: int, windows: int) -> dict[str, list[int]]:
         "view_false_set_to_none_false": [2] * (k * windows),
         "view_true_set_to_none_true": window * windows,
         "view_true_set_to_none_false": window + [1] * (k * (windows - 1)),
+        # every micro-step synced: each fresh .grad becomes a view into its bucket at once
+        "view_false_sync_each": [2] * (k * windows),
+        "view_true_sync_each": [1] * (k * windows),
     }
 
 
 def bucket_checks(b: dict) -> dict[str, bool]:
     """Whole copies of the gradients DDP holds: after one backward, and under no_sync windows."""
-    g, view, n = b["grad_bytes"], b["gradient_as_bucket_view"], b["n_params"]
+    g, view, n, block = b["grad_bytes"], b["gradient_as_bucket_view"], b["n_params"], rounding(b)
     out = {
         "DDP buckets: a second copy of the gradients, unless gradient_as_bucket_view": (
             [
-                copies(view[v][when], g, n)
+                copies(view[v][when], g, n, block)
                 for v in ("false", "true")
                 for when in ("after_wrap", "after_backward")
             ]
@@ -115,9 +126,17 @@ def bucket_checks(b: dict) -> dict[str, bool]:
     k_windows = len(held["view_false_set_to_none_true"])
     k = b.get("k", 4)
     want = window_pattern(k, k_windows // k)
+    got = {key: [copies(x, g, n, block) for x in held[key]] for key in want}
+    no_sync = [key for key in want if "set_to_none" in key]
     out[
         "DDP buckets under no_sync: the view saves the copy only with zero_grad(set_to_none=False), from the second window"
-    ] = all([copies(x, g, n) for x in held[key]] == want[key] for key in want)
+    ] = all(got[key] == want[key] for key in no_sync)
+    peak = b["window_peak"]
+    out["DDP buckets syncing every micro-step: the view holds one copy, and a lower high point"] = (
+        got["view_true_sync_each"] == want["view_true_sync_each"]
+        and got["view_false_sync_each"] == want["view_false_sync_each"]
+        and peak["view_true_sync_each"] < min(peak[key] for key in no_sync)
+    )
     return out
 
 
@@ -149,6 +168,33 @@ def uneven_checks(u: dict) -> dict[str, bool]:
         "uneven inputs: with Join the finished ranks join the extra all-reduce, with zeros": (
             join["allreduce_calls"] == [extra_call] * world
             and join["rank0_last_window_vs_local_over_world"]["max_rel"] < TOLERANCE
+        ),
+        **join_checks(join, world),
+    }
+
+
+def join_checks(join: dict, world: int) -> dict[str, bool]:
+    """What Join costs and divides by: two all-reduces of its own in every forward (three with
+    throw_on_early_termination), and a division by the ranks still in only without a comm hook
+    and with divide_by_initial_world_size=False (rank 0 is alone in its last window)."""
+    ratio = join["rank0_last_window_over_local"]
+    want = {"hook_initial": 1 / world, "hook_remaining": 1 / world,
+            "no_hook_initial": 1 / world, "no_hook_remaining": 1.0}  # fmt: skip
+    forwards = join["forwards"][0]
+    throw = join["throw"]
+    return {
+        "Join: every forward adds two all-reduces of its own, no_sync or not": (
+            join["other_allreduce_per_forward"] == [2] * forwards
+        ),
+        "Join: a comm hook divides by the group's size whatever divide_by_initial_world_size says": (
+            all(abs(ratio[v] - want[v]) < TOLERANCE for v in want)
+            and join["rank0_last_window_off_proportional"] < TOLERANCE
+        ),
+        "Join: throw_on_early_termination raises on every rank, with a third all-reduce per forward": (
+            all(throw["raised"])
+            and throw["other_allreduce_per_forward"]
+            == [3] * len(throw["other_allreduce_per_forward"])
+            and len(throw["other_allreduce_per_forward"]) >= 1
         ),
     }
 
@@ -207,15 +253,20 @@ def fsdp_checks(f: dict, k: int, world: int) -> dict[str, bool]:
         and each["reduce_scatter_bytes"] == k * last["reduce_scatter_bytes"]
     )
     if "shard_bytes_expected" in f and each.get("held_grad_bytes") is not None:
+        per_rank = each.get("held_grad_bytes_per_rank", [each["held_grad_bytes"]])
         out[
-            "FSDP2: syncing every micro-step, a rank holds its padded shard between micro-steps"
+            "FSDP2: syncing every micro-step, every rank holds its padded shard between micro-steps"
         ] = (
-            each["held_grad_bytes"] == f["shard_bytes_expected"]
+            per_rank == [f["shard_bytes_expected"]] * len(per_rank)
             and last["held_grad_bytes"] == f["param_bytes_full"]
         )
+        # gradient storages at each synced backward's reduce-scatter: the shards held before it,
+        # plus a unit's whole gradient (the collective's input); 0 where no reduce-scatter ran
+        before = [0] + each["grad_bytes_per_micro_step"][:-1]
+        at = each["grad_bytes_at_reduce_scatter"]
         out["FSDP2: during each synced backward a unit's whole gradient exists on top of that"] = (
-            min(each["backward_extra_bytes_per_micro_step"]) >= max(f["unit_bytes"])
-            and each["backward_peak_bytes"] > each["held_grad_bytes"]
+            len(at) == k
+            and all(a >= b + max(f["unit_bytes"]) for a, b in zip(at, before, strict=True))
         )
     mesh = f.get("default_mesh") or {}
     if mesh.get("mesh_device") is not None:  # built only on a machine without a GPU
@@ -231,5 +282,10 @@ def fsdp_checks(f: dict, k: int, world: int) -> dict[str, bool]:
         keep = f["sync_last_keep"]
         out["FSDP2: keeping parameters unsharded saves all-gathers"] = (
             keep["all_gather_calls"] < last["all_gather_calls"]
+        )
+    if "sync_last_keep_all" in f:
+        gathers = f["sync_last_keep_all"]["all_gather_per_micro_step"]
+        out["FSDP2: not resharding after forward either: all-gathers in the first forward only"] = (
+            gathers[0] > 0 and gathers[1:] == [0] * (len(gathers) - 1)
         )
     return out

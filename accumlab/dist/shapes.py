@@ -41,6 +41,7 @@ ROW = {
     "allreduce_calls": int,
     "allreduce_bytes": int,
     "step_time_s": float,
+    "allreduce_alone_s": float,
 }
 SUMMARY = {
     "backend_note": str,
@@ -60,10 +61,22 @@ PARTS = {
         "grad_bytes": int,
         "n_params": int,
         "k": int,
+        "device": str,
         "window": {
-            f"view_{v}_set_to_none_{n}": nonempty([int])
-            for v in ("false", "true")
-            for n in ("true", "false")
+            **{
+                f"view_{v}_set_to_none_{n}": nonempty([int])
+                for v in ("false", "true")
+                for n in ("true", "false")
+            },
+            **{f"view_{v}_sync_each": nonempty([int]) for v in ("false", "true")},
+        },
+        "window_peak": {
+            **{
+                f"view_{v}_set_to_none_{n}": int
+                for v in ("false", "true")
+                for n in ("true", "false")
+            },
+            **{f"view_{v}_sync_each": int for v in ("false", "true")},
         },
         "gradient_as_bucket_view": {
             v: {"after_wrap": int, "after_backward": int} for v in ("false", "true")
@@ -89,6 +102,18 @@ PARTS = {
         "join": {
             "allreduce_calls": nonempty([int]),
             "rank0_last_window_vs_local_over_world": _MAXREL,
+            "forwards": nonempty([int]),
+            "other_allreduce_calls": nonempty([int]),
+            "other_allreduce_per_forward": [int],
+            "rank0_last_window_over_local": {
+                v: float
+                for v in ("hook_initial", "hook_remaining", "no_hook_initial", "no_hook_remaining")
+            },
+            "rank0_last_window_off_proportional": float,
+            "throw": {
+                "raised": nonempty([(str, type(None))]),
+                "other_allreduce_per_forward": [int],
+            },
         },
     },
     "clipping": {
@@ -160,6 +185,7 @@ _SERIES = {
     "allreduce_bytes": [int],
     "bytes_between_ranks": [int],
     "step_time_s": [float],
+    "allreduce_time_s": [float],
 }
 VIEW = {
     "ranks": int,

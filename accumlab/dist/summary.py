@@ -16,7 +16,6 @@ import torch
 from ..compare import flatten, grad_diff
 from .backend import Plan
 from .ddp import PITFALL_VARIANTS, uses_extra
-from .fsdp import FSDP_VARIANTS
 from .hsdp import HSDP_VARIANTS
 from .references import (
     PITFALL,
@@ -117,6 +116,8 @@ def _uneven(raw, world, k, micro_batch, seed) -> dict:
     u, plain = UNEVEN, [r["plain"] for r in raw]
     r0 = raw[0]["join"]
     local = {n: g / world for n, g in r0["local_grads"].items()}  # zeros from the other ranks
+    runs = r0["variants"]
+    ratio = {v: _ratio(runs[v]["grads"], r0["local_grads"]) for v in runs if v != "throw"}
     return {
         "uneven": {
             "k": u["k"],
@@ -131,9 +132,28 @@ def _uneven(raw, world, k, micro_batch, seed) -> dict:
             "join": {
                 "allreduce_calls": [r["join"]["allreduce_calls"] for r in raw],
                 "rank0_last_window_vs_local_over_world": _diff(r0["grads"], local),
+                "forwards": [r["join"]["forwards"] for r in raw],
+                # torch.distributed.all_reduce calls besides the hook's bucket all-reduces
+                "other_allreduce_calls": [r["join"]["other_allreduce_calls"] for r in raw],
+                "other_allreduce_per_forward": r0["other_allreduce_per_forward"],
+                # rank 0's last-window gradient over its local one, per way of dividing
+                "rank0_last_window_over_local": {v: x for v, (x, _) in ratio.items()},
+                "rank0_last_window_off_proportional": max(off for _, off in ratio.values()),
+                "throw": {
+                    "raised": [r["join"]["variants"]["throw"]["raised"] for r in raw],
+                    "other_allreduce_per_forward": runs["throw"]["other_allreduce_per_forward"],
+                },
             },
         }
     }
+
+
+def _ratio(grads: dict, local: dict) -> tuple[float, float]:
+    """(c, off): the c for which `grads` is closest to c·`local`, and how far it is from that
+    (largest relative difference): c says what a gradient was divided by, off that it is one."""
+    g, ref = flatten(grads), flatten(local)
+    c = float(g @ ref / (ref @ ref))
+    return c, grad_diff(grads, {n: c * t for n, t in local.items()}).max_rel
 
 
 def _norm(grads: dict) -> float:
@@ -217,83 +237,35 @@ def _accelerate(raw, world, k, micro_batch, seed) -> dict:
 
 def _buckets(raw, world, k, micro_batch, seed) -> dict:
     """Rank 0's bytes, and the same in whole copies of the gradients (None: not a whole number)."""
-    from .report import copies
+    from .report import copies, rounding
 
     b = raw[0]
-    g, n = b["grad_bytes"], b["n_params"]
+    g, n, block = b["grad_bytes"], b["n_params"], rounding(b)
     return {
         "ddp_buckets": {
             **b,
             "copies": {
-                v: {when: copies(x, g, n) for when, x in r.items()}
+                v: {when: copies(x, g, n, block) for when, x in r.items()}
                 for v, r in b["gradient_as_bucket_view"].items()
             },
             "window_copies": {
-                key: [copies(x, g, n) for x in xs] for key, xs in b["window"].items()
+                key: [copies(x, g, n, block) for x in xs] for key, xs in b["window"].items()
             },
+            # the most held at once, in copies of the gradients (not a whole number: a backward
+            # holds new gradients beside the old ones for a moment)
+            "window_peak_copies": {key: x / g for key, x in b["window_peak"].items()},
         }
     }
 
 
 def _fsdp(raw, world, k, micro_batch, seed) -> dict:
+    from .fsdp_summary import summarise_fsdp  # it reads this module's helpers
+
     return {"fsdp": summarise_fsdp(raw, fsdp_reference(world, k, micro_batch, seed), k)}
 
 
 def _sweep(raw, world, k, micro_batch, seed) -> dict:
     return {"sweep": raw[0]}  # rank 0 timed the rows
-
-
-def summarise_fsdp(raw: list[dict], ref: dict, k: int) -> dict:
-    """FSDP2's counts and bytes per variant. Bytes read from internals that this torch lacks stay
-    None (never 0), with the reason in `internals_error`."""
-    first = raw[0]
-    out = {
-        "param_bytes_full": first[FSDP_VARIANTS[0]]["param_bytes_full"],
-        "param_shapes": first[FSDP_VARIANTS[0]]["param_shapes"],
-        "unit_bytes": first[FSDP_VARIANTS[0]]["unit_bytes"],
-        "shard_bytes_expected": first[FSDP_VARIANTS[0]]["shard_bytes_expected"],
-        "variants": list(FSDP_VARIANTS),
-    }
-    errors = {h["error"] for r in raw for v in FSDP_VARIANTS for h in r[v]["grad_bytes"]}
-    out["internals_error"] = next((e for e in errors if e), None)
-    out["accumulation_dtypes"] = first["accumulation_dtypes"]
-    out["reduce_ops"] = sorted({op for r in raw for op in r["reduce_ops"]})
-    out["default_mesh"] = first["default_mesh"]
-
-    def worst(v, i, key):  # the largest over ranks, after micro-step i; None if any is unknown
-        values = [r[v]["grad_bytes"][i][key] for r in raw]
-        return None if any(x is None for x in values) else max(values)
-
-    for v in FSDP_VARIANTS:
-        r0 = first[v]
-        held = [worst(v, i, "total") for i in range(k)]
-        extra = [max(r[v]["backward_extra_bytes"][i] for r in raw) for i in range(k)]
-        out[v] = {
-            "reduce_scatter_calls": r0["reduce_scatter"]["calls"],
-            "reduce_scatter_bytes": r0["reduce_scatter"]["bytes"],
-            "reduce_scatter_per_backward": r0["reduce_scatter"]["per_backward"],
-            "all_gather_calls": r0["all_gather"]["calls"],
-            "all_gather_bytes": r0["all_gather"]["bytes"],
-            "all_gather_per_micro_step": r0["all_gather"]["per_backward"],
-            "collectives_counted": r0["counted"],
-            "grad_bytes_per_micro_step": held,
-            "sharded_bytes_per_micro_step": [r0["grad_bytes"][i]["sharded"] for i in range(k)],
-            "unsharded_bytes_per_micro_step": [r0["grad_bytes"][i]["unsharded"] for i in range(k)],
-            "unsharded_param_bytes_per_micro_step": [
-                worst(v, i, "unsharded_params") for i in range(k)
-            ],
-            "held_grad_bytes": None if None in held else max(held),
-            # the most allocated during each backward above its start (all ranks' largest), and
-            # held gradient + that: what a micro-step really needs at its high point
-            "backward_extra_bytes_per_micro_step": extra,
-            "backward_peak_bytes": None
-            if None in held
-            else max(([0] + held[:-1])[i] + extra[i] for i in range(k)),
-            "seconds": max(r[v]["seconds"] for r in raw),
-            "rank_max_abs_diff": _rank_spread([r[v]["grads"] for r in raw]),
-            "vs_reference": _diff(r0["grads"], ref),
-        }
-    return out
 
 
 # summary of each part (`lesson_task`'s keys), in the order a full run reports them

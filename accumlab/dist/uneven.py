@@ -6,6 +6,11 @@ rank with one extra micro-batch then enters one more all-reduce than its peers, 
 it: it waits until the process group's timeout. `torch.distributed.algorithms.Join` lets the
 finished ranks shadow that all-reduce with zeros; `DistributedSampler` avoids the imbalance by
 padding (repeating samples) or, with `drop_last=True`, by dropping the tail.
+
+What Join costs and divides by is measured too: DDP's forward under Join makes small all-reduces
+of its own on every micro-step (`Join.notify_join_context`, and whether the backward syncs), and
+`divide_by_initial_world_size=False` changes the division only where DDP divides: a comm hook
+(such as the default `allreduce_hook` the lesson counts with) divides by the group's size itself.
 """
 
 from __future__ import annotations
@@ -19,9 +24,19 @@ import torch.nn.functional as F
 from .._validate import flag, positive_int
 from ..data import regression_data
 from ..engine import grads_of
-from .comm import CommCounter, count_allreduce
+from .comm import CommCounter, OtherAllReduces, count_allreduce
 from .ddp import _cpu, _wrap
 from .shards import shard
+
+# the Join runs: (the counting comm hook registered?, divide_by_initial_world_size,
+# throw_on_early_termination); "hook_initial" is the lesson's loop, counted
+JOIN_VARIANTS = {
+    "hook_initial": (True, True, False),
+    "hook_remaining": (True, False, False),
+    "no_hook_initial": (False, True, False),
+    "no_hook_remaining": (False, False, False),
+    "throw": (True, True, True),
+}
 
 
 def micro_batch_counts(world_size: int, k: int) -> list[int]:
@@ -83,20 +98,41 @@ def uneven_inputs(
     dist.barrier(group=ctx.group)  # the finished ranks wait here for the one that timed out
     ctx.step("uneven inputs without Join")
 
-    ddp = _wrap(mlp(features, hidden, seed=seed), ctx)
-    counter = CommCounter()
-    count_allreduce(ddp, counter, ctx.group)
-    with Join([ddp]):  # a rank out of data shadows the others' all-reduces with zeros
-        _window_loop(ddp, micro, k, counter)
+    runs = {}
+    for name, (hook, initial, throw) in JOIN_VARIANTS.items():
+        ddp = _wrap(mlp(features, hidden, seed=seed), ctx)
+        counter = CommCounter()
+        if hook:
+            count_allreduce(ddp, counter, ctx.group)
+        raised = None
+        # a rank out of data shadows the others' all-reduces with zeros
+        join = Join([ddp], divide_by_initial_world_size=initial, throw_on_early_termination=throw)
+        with OtherAllReduces(ddp) as other:
+            try:
+                with join:
+                    _window_loop(ddp, micro, k, counter)
+            except RuntimeError as err:  # throw_on_early_termination: every rank raises
+                raised = str(err).strip().splitlines()[0][:200]
+                if not throw:
+                    raise
+        runs[name] = {
+            "allreduce_calls": counter.calls,
+            "per_backward": counter.per_backward,
+            "other_allreduce_calls": other.calls,
+            "other_allreduce_per_forward": other.per_forward,
+            "raised": raised,
+            "grads": _cpu(grads_of(ddp.module)),
+        }
+        del ddp
     last = micro[(len(micro) - 1) // k * k :]  # this rank's last window
     local = mlp(features, hidden, seed=seed).to(ctx.ddp_device)
     for mb in last:
         (F.mse_loss(local(mb.x), mb.y) / k).backward()
     out["join"] = {
-        "allreduce_calls": counter.calls,
-        "per_backward": counter.per_backward,
-        "grads": _cpu(grads_of(ddp.module)),
+        **runs["hook_initial"],
+        "forwards": len(micro),
         "local_grads": _cpu(grads_of(local)),  # the last window's gradient before any sync
+        "variants": runs,
     }
     ctx.step("uneven inputs with Join")
     return out

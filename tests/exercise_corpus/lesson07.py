@@ -25,6 +25,16 @@ def divisor_global(local_tokens, global_tokens, world_size, k):
     return global_tokens  # forgets both DDP's average and the backward's k
 
 
+def divisor_bfloat16(local_tokens, global_tokens, world_size, k):
+    """The right method in bfloat16 (a count kept in a 16-bit tensor): 12 / 9 is 1.3359 there."""
+    return torch.tensor(float(global_tokens), dtype=torch.bfloat16) / (world_size * k)
+
+
+def divisor_float32(local_tokens, global_tokens, world_size, k):
+    """The right method in float32 (an all-reduced count in a float32 tensor), a 0-d tensor."""
+    return torch.tensor(float(global_tokens)) / torch.tensor(float(world_size * k))
+
+
 def divisor_stub(local_tokens, global_tokens, world_size, k):
     return None  # your code
 
@@ -76,6 +86,30 @@ def _reference_07_4():
     return fsdp_bytes_expected
 
 
+def _answer_key_07_4():
+    """The repository's answer key imported as a learner would (`from solutions.lesson07 import
+    fsdp_grad_bytes`, with the repository on the path): its module is `solutions.lesson07`."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "solutions" / "lesson07.py"
+    spec = importlib.util.spec_from_file_location("solutions.lesson07", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.fsdp_grad_bytes
+
+
+def grad_bytes_padded_rows(shapes, world_size, element_size):
+    """Another algorithm: pad dimension 0 to a multiple of the ranks, then divide."""
+    each = full = 0
+    for shape in shapes:
+        rows, rest = shape[0], math.prod(shape[1:])
+        padded = rows + (-rows) % world_size
+        each += padded // world_size * rest
+        full += rows * rest
+    return each * element_size, full * element_size
+
+
 RIGHT = {
     "07.1": [
         ("a list", [18, 3, 18]),
@@ -95,10 +129,12 @@ RIGHT = {
             "a lambda",
             lambda local_tokens, global_tokens, world_size, k: global_tokens / world_size / k,
         ),
+        ("float32 tensors", divisor_float32),
     ],
     "07.4": [
         ("ceil by negative floor division, numpy and torch integers", grad_bytes_by_chunks),
         ("(rows + ranks - 1) // ranks, a 1-d tensor pair", grad_bytes_tensors),
+        ("dimension 0 padded to a multiple of the ranks", grad_bytes_padded_rows),
     ],
 }
 WRONG = {
@@ -114,6 +150,8 @@ WRONG = {
         ("no_sync on every micro-step too", "ACDE"),
         ("only the context manager", "A"),
         ("all five", "ABCDE"),
+        ("one right letter alone", "D"),
+        ("one wrong letter alone", "B"),
         ("not letters", 12),
     ],
     "07.3": [
@@ -130,6 +168,7 @@ WRONG = {
                 global_tokens / (world_size * k), 3
             ),
         ),
+        ("the right method in bfloat16 (close: more precision)", divisor_bfloat16),
     ],
     "07.4": [
         ("the whole gradient either way", grad_bytes_unsharded_both),
@@ -137,7 +176,21 @@ WRONG = {
         ("one number", lambda shapes, world_size, element_size: 8),
         ("calls accumlab's own reference", grad_bytes_calls_accumlab),
         ("is accumlab's own reference", _reference_07_4()),
+        ("is the repository's answer key", _answer_key_07_4()),
     ],
+}
+# the words each of these wrong answers' hints must contain (tests/test_exercises.py); 07.2's
+# gaming sequence gets one hint, whatever the letters: it cannot walk to the answer
+_SAME_07_2 = "not this set of loops"
+HINTS = {
+    "all five": _SAME_07_2,
+    "no_sync on every micro-step too": _SAME_07_2,
+    "only the context manager": _SAME_07_2,
+    "one right letter alone": _SAME_07_2,
+    "one wrong letter alone": _SAME_07_2,
+    "the flag set after the forward too": _SAME_07_2,
+    "the right method in bfloat16 (close: more precision)": "close — compute it in more precision",
+    "is the repository's answer key": "the solutions folder's",
 }
 STUBS = {
     "07.1": [("the notebook's cell", None), ("a tuple of Nones", (None, None, None))],
