@@ -17,8 +17,10 @@ def train(model, batches, k, max_norm, make_scheduler, lr=0.1):
         scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
         scaler.step(opt)
+        before = scaler.get_scale()
         scaler.update()
-        scheduler.step()
+        if scaler.get_scale() >= before:  # update() halves the scale after a skipped step
+            scheduler.step()
     return model
 
 

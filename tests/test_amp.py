@@ -446,8 +446,58 @@ def test_optimizer_step_instead_of_scaler_step_puts_the_overflow_into_the_weight
     assert all(bool(torch.isfinite(v).all()) for v in good.params[-1].values())
 
 
-def test_a_fused_optimizer_skips_inside_its_kernel():
-    r = al.precision.fused_with_scaler()
+def test_a_fused_optimizer_skips_and_unscales_inside_its_kernel():
+    r = al.precision.fused_with_scaler()  # n = 64: four windows, window 1 skipped, not the last
     assert r["supports_amp_scaling"] == {"fused": True, "default": False}
-    assert r["skipped"]["fused"] == r["skipped"]["default"] == [False, True]
-    assert r["param_gap"] < 1e-6
+    scale = al.precision.default_loss_scale()
+    for name, run in r["runs"].items():
+        assert run["update_norms"][1] == 0.0 and min(run["update_norms"][2:]) > 0, name
+        assert run["adam_steps"] == 3, name  # the skipped window does not advance Adam's count
+        fused = run["supports_amp_scaling"]
+        assert run["step_calls"] == (4 if fused else 3), name  # a fused step() is always called
+        assert run["found_inf"] == ([0.0, 1.0, 0.0, 0.0] if fused else [None] * 3), name
+    kernel = r["runs"]["fused, scaler.step unscales"]
+    assert kernel["grad_scale"][0] == scale and kernel["grad_ratio"][0] == scale  # divided .grad
+    assert r["runs"]["fused"]["grad_scale"] == [None] * 4  # unscale_ ran: nothing left to divide
+    assert max(r["param_gaps"].values()) < 1e-6
+
+
+def test_a_skipped_fused_step_that_advanced_adam_would_be_seen(monkeypatch):
+    # the mutation: a fused step whose found_inf is set still counts a step (as a kernel that
+    # skipped only the weights would); fused_with_scaler must show it
+    init = torch.optim.Adam.__init__
+
+    def mutated(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if self.defaults.get("fused"):
+
+            def count_anyway(opt, args, kwargs):
+                if getattr(opt, "found_inf", None) is not None and float(opt.found_inf):
+                    for state in opt.state.values():
+                        state["step"] += 1
+
+            self.register_step_post_hook(count_anyway)
+
+    monkeypatch.setattr(torch.optim.Adam, "__init__", mutated)
+    r = al.precision.fused_with_scaler()
+    assert r["runs"]["fused"]["adam_steps"] == 4 and r["param_gaps"]["unscale_ + clip"] > 1e-6
+
+
+def test_accelerate_sees_no_skip_with_a_fused_optimizer():
+    plain = al.precision.accelerate_on_skip(skip_step=1, steps=4)
+    fused = al.precision.accelerate_on_skip(skip_step=1, steps=4, fused=True)
+    assert plain["moved"] == fused["moved"] == [True, False, True, True]  # both kernels skip
+    assert plain["skipped"] == [False, True, False, False]
+    assert fused["skipped"] == [False] * 4 and fused["lrs"] == fused["schedule"]  # not held
+
+
+def test_the_trainer_holds_unless_skipped_and_its_default_optimizer_is_fused():
+    t = al.precision.trainer_skip_check()
+    assert t["holds_unless_skipped"] and t["default_is_fused"] == ("fused" in t["default_optim"])
+
+
+@pytest.mark.slow
+def test_float16_skip_counts_over_32_seeds_are_the_recorded_ones():
+    r = al.precision.float16_skips(seeds=range(32))
+    assert al.precision.float16_skip_counts(r) == al.precision.FLOAT16_SEED_SWEEP
+    assert [s for s, t in zip(r["seeds"], r["silent"], strict=True) if not t[0]] == [30]

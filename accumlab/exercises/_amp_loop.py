@@ -1,5 +1,6 @@
 """Watching an AMP training loop through its gradients (exercise 06.3): what each backward found
-in `.grad`, what the optimizer stepped on, and how the GradScaler was used.
+in `.grad`, the weights at each backward, what the optimizer stepped on and with which lr, and how
+the GradScaler was used; `run_observed` runs an answer under all of it (`_amp_judge` judges).
 
 Clipping is seen in the gradients, not by patching one binding of `clip_grad_norm_`: an answer
 that imported it under its own name, or used `get_total_norm` + `clip_grads_with_norm_`, or
@@ -12,21 +13,33 @@ from __future__ import annotations
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from ._observe import _graph_task
+from ._observe import Observe, Refuse, Spy, _graph_task
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal, NaN for NaN: after an overflowing micro-batch `.grad` holds NaNs that later
+    backwards leave as they are."""
+    return a.shape == b.shape and bool(
+        torch.isclose(a, b, rtol=0.0, atol=0.0, equal_nan=True).all()
+    )
 
 
 class GradWatch:
     """`with GradWatch(model) as watch: answer(...)`, then read, per backward pass over the model
     (in order): `watch.found[b]` — what `.grad` held when backward b began adding to it: "empty"
-    (None or zero), "kept" (what backward b-1 left) or "changed" (rescaled or replaced since);
-    `watch.step_norms` — the total `.grad` norm at each `optimizer.step()` over the model's
-    parameters; `watch.last_norms` — the norm backward by backward, after it wrote `.grad`."""
+    (None or zero), "kept" (what backward b-1 left, infs and NaNs included) or "changed" (rescaled
+    or replaced since); `watch.weights[b]` — the model's weights when backward b began;
+    `watch.step_norms`, `watch.step_lrs` — the total `.grad` norm and the first group's lr at each
+    `optimizer.step()` over the model's parameters; `watch.last_norms` — the norm backward by
+    backward, after it wrote `.grad`."""
 
     def __init__(self, model: torch.nn.Module):
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.ids = {id(p) for p in self.params}
         self.found: list[str] = []
         self.step_norms: list[float] = []
+        self.step_lrs: list[float] = []
+        self.weights: list[list[torch.Tensor]] = []
         self.last_norms: list[float] = []
         self._task = None
         self._left: dict[int, torch.Tensor] = {}  # .grad as the last backward left it
@@ -38,10 +51,11 @@ class GradWatch:
             if task != self._task:  # the first parameter this backward reaches
                 self._task = task
                 self.found.append("kept")
+                self.weights.append([q.detach().clone() for q in self.params])
             now, left = p.grad, self._left.get(id(p))
             if now is None or not bool(now.any()):
                 state = "empty"
-            elif left is not None and torch.equal(now, left):
+            elif left is not None and _same(now, left):
                 state = "kept"
             else:
                 state = "changed"
@@ -62,6 +76,7 @@ class GradWatch:
     def _on_step(self, optimizer, args, kwargs):
         if any(id(p) in self.ids for g in optimizer.param_groups for p in g["params"]):
             self.step_norms.append(self._norm())
+            self.step_lrs.append(float(optimizer.param_groups[0]["lr"]))
 
     def __enter__(self) -> GradWatch:
         for p in self.params:
@@ -84,10 +99,12 @@ class GradWatch:
 class ScalerWatch:
     """Wraps `GradScaler.scale` while the block runs: `watch.disabled` counts calls on a scaler
     built with enabled=False, `watch.detached` calls on a value backward cannot reach (a dummy
-    `scaler.scale(torch.zeros(()))`), `watch.calls` all of them."""
+    `scaler.scale(torch.zeros(()))`), `watch.calls` all of them; `watch.scales` holds the scale
+    each enabled call multiplied by."""
 
     def __init__(self):
         self.calls = self.disabled = self.detached = 0
+        self.scales: list[float] = []
 
     def __enter__(self) -> ScalerWatch:
         self._original = torch.amp.GradScaler.scale
@@ -97,6 +114,8 @@ class ScalerWatch:
             self.calls += 1
             self.disabled += not scaler.is_enabled()
             self.detached += not (isinstance(outputs, torch.Tensor) and outputs.requires_grad)
+            if scaler.is_enabled():
+                self.scales.append(float(scaler.get_scale()))
             return original(scaler, outputs)
 
         torch.amp.GradScaler.scale = scale
@@ -104,3 +123,45 @@ class ScalerWatch:
 
     def __exit__(self, *exc) -> None:
         torch.amp.GradScaler.scale = self._original
+
+
+def run_observed(answer, model, batches, k, max_norm, make_scheduler):
+    """Run the answer observed: its forwards and backward passes, what `.grad` held at each
+    backward and at each step (GradWatch), the calls it made to GradScaler and its scheduler, and
+    the dtype the model's first layer produced."""
+    import contextlib
+
+    scheduler_calls = []
+
+    def counted_scheduler(opt):
+        sched = make_scheduler(opt)
+        step = sched.step
+
+        def counted(*args, **kwargs):
+            scheduler_calls.append(1)
+            return step(*args, **kwargs)
+
+        sched.step = counted
+        return sched
+
+    dtypes = []
+    hook = model[0].register_forward_hook(lambda m, a, out: dtypes.append(out.dtype))
+    spies = {
+        name: Spy(torch.amp.GradScaler, name, f"scaler.{name}")
+        for name in ("unscale_", "step", "update")
+    }
+    refused = Refuse(
+        "al.precision.amp_train",
+        "al.exercises.lesson06.reference_train",
+        "al.exercises.lesson06._reference_trace",
+    )
+    seen, grads, scale = Observe(model), GradWatch(model), ScalerWatch()
+    try:
+        with refused, seen, grads, scale, contextlib.ExitStack() as stack:
+            for spy in spies.values():
+                stack.enter_context(spy)
+            trained = answer(model, batches, k, max_norm, counted_scheduler)
+    finally:
+        hook.remove()
+    counts = {name: spy.calls for name, spy in spies.items()}
+    return trained, counts, seen, grads, scale, len(scheduler_calls), dtypes

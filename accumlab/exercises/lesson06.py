@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from . import exercise
-from ._amp_loop import GradWatch, ScalerWatch
+from ._amp_judge import OVERFLOW_06_3, judge_skip, judge_structure
+from ._amp_loop import run_observed
 from ._answers import Hint, compare
-from ._observe import Observe, Refuse, Spy, forwards_phrase
 
 # 06.1: CosineAnnealingLR(T_max=400) built for 400 optimizer steps, k = 8, stepped per micro-batch
 T_MAX, K_06_1, STEP_06_1 = 400, 8, 30
@@ -121,103 +121,40 @@ def _train_setup():
     return model, batches, warmup_cosine(2, 4)
 
 
-def reference_train(model, batches, k, max_norm, make_scheduler, lr=0.1):
-    """What 06.3 asks for, built from `al.precision.amp_train` (the checker's reference)."""
+def _reference_trace(model, batches, k, max_norm, make_scheduler, lr=0.1, overflow=()):
+    """What 06.3 asks for, by `al.precision.amp_train`: the scheduler holds on a skipped step;
+    `overflow` lists micro-batches whose loss is made inf (as an inf target makes it)."""
     import torch
 
     from ..data import Data
     from ..precision.amp import amp_train
 
     data = Data(torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches]))
-    trace = amp_train(
-        model,
-        data,
-        micro_batch_size=len(batches[0][0]),
-        accumulation_steps=k,
-        max_norm=max_norm,
-        lr=lr,
-        scheduler=make_scheduler,
-    )
-    return trace.params[-1]
+    return amp_train(
+        model, data, micro_batch_size=len(batches[0][0]), accumulation_steps=k,
+        max_norm=max_norm, lr=lr, scheduler=make_scheduler, scheduler_on_skip="hold",
+        overflow_micro_steps=tuple(overflow),
+    )  # fmt: skip
 
 
-def _calls(answer, model, batches, k, max_norm, make_scheduler):
-    """Run the answer observed: its forwards and backward passes, what `.grad` held at each
-    backward and at each step (GradWatch), the calls it made to GradScaler and its scheduler, and
-    the dtype the model's first layer produced."""
-    import contextlib
+def reference_train(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """What 06.3 asks for, built from `al.precision.amp_train` (the checker's reference)."""
+    return _reference_trace(model, batches, k, max_norm, make_scheduler, lr).params[-1]
 
+
+def _runs(batches):
+    """06.3's three runs: (max_norm, batches, micro-batches made to overflow). Clipping active
+    (every window's norm is above 0.05); a threshold no gradient reaches (clipping can hide a
+    missing / k, since it caps the norm either way); and one inf target in window 1."""
     import torch
 
-    scheduler_calls = []
-
-    def counted_scheduler(opt):
-        sched = make_scheduler(opt)
-        step = sched.step
-
-        def counted(*args, **kwargs):
-            scheduler_calls.append(1)
-            return step(*args, **kwargs)
-
-        sched.step = counted
-        return sched
-
-    dtypes = []
-    hook = model[0].register_forward_hook(lambda m, a, out: dtypes.append(out.dtype))
-    spies = {
-        name: Spy(torch.amp.GradScaler, name, f"scaler.{name}")
-        for name in ("unscale_", "step", "update")
-    }
-    refused = Refuse("al.precision.amp_train", "al.exercises.lesson06.reference_train")
-    seen, grads, scale = Observe(model), GradWatch(model), ScalerWatch()
-    try:
-        with refused, seen, grads, scale, contextlib.ExitStack() as stack:
-            for spy in spies.values():
-                stack.enter_context(spy)
-            trained = answer(model, batches, k, max_norm, counted_scheduler)
-    finally:
-        hook.remove()
-    counts = {name: spy.calls for name, spy in spies.items()}
-    return trained, counts, seen, grads, scale, len(scheduler_calls), dtypes
+    poisoned = list(batches)
+    x, y = poisoned[OVERFLOW_06_3]
+    poisoned[OVERFLOW_06_3] = (x, torch.full_like(y, float("inf")))
+    return ((0.05, batches, ()), (100.0, batches, ()), (0.05, poisoned, (OVERFLOW_06_3,)))
 
 
-def _judge_structure(seen, grads, scale, batches, k):
-    """The technique: one forward and one scaled backward per micro-batch, `.grad` zeroed once per
-    window and left alone inside it."""
-    rows = len(batches[0][0])
-    if seen.backwards == 0:
-        raise Hint(
-            "no backward pass reached the model you were given (did your loop train a copy?): "
-            "train that model in place and return it"
-        )
-    if seen.rows != [rows] * len(batches) or seen.backwards != len(batches):
-        raise Hint(
-            f"{seen.summary()}; accumulation runs {forwards_phrase([rows] * len(batches))} and "
-            f"{len(batches)} backward passes, one per micro-batch"
-        )
-    if scale.disabled:
-        raise Hint("your GradScaler is disabled (enabled=False): it must scale the losses")
-    if scale.calls - scale.detached != len(batches):
-        raise Hint(
-            f"your loop scaled {scale.calls - scale.detached} losses that backward went through; "
-            f"scale each micro-batch's loss, {len(batches)} in all"
-        )
-    for b, state in enumerate(grads.found):
-        first = b % k == 0
-        if first and state != "empty":
-            raise Hint(
-                f"when window {b // k}'s first backward began, .grad still held the previous "
-                "window's gradient: zero it once per window"
-            )
-        if not first and state != "kept":
-            raise Hint(
-                f"between backward {b - 1} and {b} (inside window {b // k}) your loop "
-                f"{'zeroed' if state == 'empty' else 'rescaled'} .grad: unscale_ and clip once, "
-                "after the window's last backward"
-            )
-
-
-@exercise("06.3", 3, "A loop combining AMP, clipping and a scheduler")
+@exercise("06.3", 3, "A loop combining AMP, clipping and a scheduler that holds on a skip")
 def full_loop(answer) -> str | None:
     # answer(model, batches, k, max_norm, make_scheduler) -> trained model (CPU, bfloat16 autocast)
     import copy
@@ -226,14 +163,13 @@ def full_loop(answer) -> str | None:
 
     if not callable(answer):
         raise Hint("answer with a function train(model, batches, k, max_norm, make_scheduler)")
-    model, batches, sched = _train_setup()
+    model, clean, sched = _train_setup()
     k = 4
-    windows = len(batches) // k
-    # twice: with clipping active (every window's norm is above 0.05), and with a threshold no
-    # gradient reaches (clipping can hide a missing / k, since it caps the norm either way)
-    for max_norm in (0.05, 100.0):
-        expected = reference_train(model, batches, k, max_norm, sched)
-        trained, counts, seen, grads, scale, sched_steps, dtypes = _calls(
+    windows = len(clean) // k
+    for max_norm, batches, overflow in _runs(clean):
+        ref = _reference_trace(model, clean, k, max_norm, sched, overflow=overflow)
+        expected = ref.params[-1]
+        trained, counts, seen, grads, scale, sched_steps, dtypes = run_observed(
             answer, copy.deepcopy(model), batches, k, max_norm, sched
         )
         if not isinstance(trained, torch.nn.Module):
@@ -243,34 +179,62 @@ def full_loop(answer) -> str | None:
                 f"the forward ran in {sorted({str(d) for d in dtypes}) or 'no dtype'}: run it "
                 "under torch.autocast('cpu', dtype=torch.bfloat16)"
             )
-        _judge_structure(seen, grads, scale, batches, k)
+        judge_structure(seen, grads, scale, batches, k, overflow)
         for name in ("unscale_", "step", "update"):
             if counts[name] != windows:
                 raise Hint(
                     f"your loop called scaler.{name} {counts[name]} times; {len(batches)} "
                     f"micro-batches in windows of {k} need {windows} (one per window)"
                 )
-        if len(grads.step_norms) != windows:
+        if overflow:
+            judge_skip(trained, grads, sched_steps, k, windows)
+        elif len(grads.step_norms) != windows:
             raise Hint(
                 f"an optimizer over the model's parameters stepped {len(grads.step_norms)} "
                 f"times; train the model you were given, {windows} steps"
             )
         ends = grads.window_norms()[k - 1 :: k]  # .grad after each window's last backward
         if max_norm == 100.0 and min(e / s for e, s in zip(ends, grads.step_norms)) < 1e3:
+            used = max(scale.scales, default=1.0)
             raise Hint(
-                ".grad after the window's backward passes was no larger than the gradient the "
-                "optimizer used: the losses were not scaled before backward"
+                f"your GradScaler's scale was {used:g}: build torch.amp.GradScaler('cpu') as "
+                "asked (its scale starts at 65 536)"
+                if 1.0 < used < 1e3
+                else ".grad after the window's backward passes was no larger than the gradient "
+                "the optimizer used: the losses were not scaled before backward"
             )
-        over = [w for w, g in enumerate(grads.step_norms) if g > max_norm * (1 + 1e-3)]
+        over = [
+            w
+            for w, g in enumerate(grads.step_norms)
+            if math.isfinite(g) and g > max_norm * (1 + 1e-3)
+        ]
         if over:
             raise Hint(
                 f"in window {over[0]} the optimizer stepped on a gradient of norm "
                 f"{grads.step_norms[over[0]]:.3g} > max_norm={max_norm}: clip once per window, "
                 "after unscale_"
             )
-        if sched_steps != windows:
+        steps = [g for g in grads.step_norms if math.isfinite(g)]
+        if max_norm == 0.05 and steps and max(steps) < max_norm / 100:  # every window clips here
+            raise Hint(
+                f"the optimizer stepped on gradients of norm {max(steps):.2g} at most, far below "
+                f"max_norm={max_norm} although every window's gradient is above it: clipping met "
+                "the scaled gradients. Unscale_ first, then clip"
+            )
+        if not overflow and sched_steps != windows:
             raise Hint(
                 f"your scheduler stepped {sched_steps} times; once per optimizer step is {windows}"
+            )
+        # the lr each step used, against the schedule's (the skipped window has no step)
+        stepped = [lr for lr, s in zip(ref.lrs, ref.skipped, strict=True) if not s]
+        lrs = ref.lrs if len(grads.step_lrs) == windows else stepped
+        wrong = [j for j, (a, b) in enumerate(zip(grads.step_lrs, lrs)) if abs(a - b) > 1e-9 * b]
+        if wrong:
+            j = wrong[0]
+            raise Hint(
+                f"optimizer step {j} used lr {grads.step_lrs[j]:.3g}; the schedule gives "
+                f"{lrs[j]:.3g} there: step the scheduler after the optimizer step (the first "
+                "window uses the schedule's first lr)"
             )
         got = dict(trained.named_parameters())
         start = {n: p.detach() for n, p in model.named_parameters()}
@@ -284,6 +248,6 @@ def full_loop(answer) -> str | None:
             raise Hint(
                 f"with max_norm={max_norm} the parameters differ from a correct loop's by "
                 f"{gap:.2g}; allowed: {0.05 * moved:.2g} (5 % of the {moved:.2g} the correct "
-                "loop moved them): check loss / k, and unscale_ before clipping"
+                "loop moved them): check loss / k"
             )
     return None

@@ -124,6 +124,7 @@ def amp_train(
     overflow_micro_steps: tuple[int, ...] = (),
     dtype: str | None = None,
     scheduler_on_skip: str = "step",
+    unscale: bool = True,
 ) -> AmpTrace:
     """Train a copy of `model` (float32) on `data` with autocast + GradScaler in `order`. Lesson 06.
 
@@ -131,6 +132,9 @@ def amp_train(
     lists global micro-step indices whose loss is made infinite, as a float16 overflow would.
     `dtype` is autocast's ("float16" or "bfloat16"; default: float16 on CUDA, bfloat16 on CPU).
     `scheduler_on_skip` says what `scheduler` does after a skipped step (SKIP_CONVENTIONS).
+    `unscale=False` leaves out the window's explicit `unscale_`: `scaler.step` then unscales (a
+    fused optimizer inside its kernel; `window_grads` then hold scaled gradients); clipping needs
+    the explicit one, so no `max_norm` then.
     Every window must be full: `len(data)` a multiple of micro_batch_size × accumulation_steps.
     """
     _validate.model("model", model)
@@ -154,6 +158,11 @@ def amp_train(
         raise ValueError(f"init_scale must be a finite number > 0, got {init_scale!r}")
     if max_norm is not None:
         max_norm = positive_float("max_norm", max_norm)
+    _validate.flag("unscale", unscale)
+    if not unscale and max_norm is not None:  # clipping before unscale_ meets scaled gradients
+        raise ValueError(
+            f"unscale=False cannot clip (unscale_ comes first), got max_norm={max_norm}"
+        )
     if len(data) % (micro_batch_size * k):
         raise ValueError(
             f"len(data)={len(data)} must be a multiple of micro_batch_size × accumulation_steps "
@@ -196,7 +205,7 @@ def amp_train(
                 scaler.update()  # wrong: changes the scale while the window still accumulates
             step += 1
         before = params_of(model)
-        if order != "unscale_every_micro_step":  # (that loop already unscaled after its backward)
+        if order != "unscale_every_micro_step" and unscale:  # (that loop already unscaled)
             scaler.unscale_(opt)  # once: .grad now holds the true window gradient
         if max_norm is not None:  # clip after unscale_, or the threshold meets scaled gradients
             trace.clip_norms.append(

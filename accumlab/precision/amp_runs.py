@@ -129,6 +129,41 @@ def float16_skips(seeds: list[int] = (0, 1, 2, 3, 4, 5), *, n: int = 64) -> dict
     return out
 
 
+# float16_skip_counts(float16_skips(seeds=range(32))) on the CPU: a sweep too slow for the lesson
+# (two float16 runs per seed), rerun by tests/test_amp.py
+FLOAT16_SEED_SWEEP = {
+    "seeds": 32,
+    "both_skip_injected": 32,
+    "silent_skips_window_0": 31,  # all but seed 30: its scale reached 524 288 with no overflow
+    "silent_skips_more": 29,
+    "silent_skips_fewer": 0,
+    "correct_skips_extra": 20,
+}
+
+
+def float16_skip_counts(result: dict) -> dict:
+    """On how many seeds of a `float16_skips` result each relation holds (keys as in
+    FLOAT16_SEED_SWEEP): both loops skip the injected window 1, the silent loop skips window 0,
+    skips more / fewer windows than the correct one, the correct loop skips more than window 1."""
+    from .shapes import float16_skips as checked
+
+    checked("result", result)
+    pairs = list(zip(result["correct"], result["silent"], strict=True))
+    if len(pairs) != len(result["seeds"]) or any(len(c) < 2 or len(s) < 2 for c, s in pairs):
+        raise ValueError(
+            "result must hold, per seed, the skipped windows of both loops, at least 2 windows "
+            "each (window 1 is the injected one): what al.precision.float16_skips(...) returns"
+        )
+    return {
+        "seeds": len(pairs),
+        "both_skip_injected": sum(c[1] and s[1] for c, s in pairs),
+        "silent_skips_window_0": sum(s[0] for _, s in pairs),
+        "silent_skips_more": sum(sum(s) > sum(c) for c, s in pairs),
+        "silent_skips_fewer": sum(sum(s) < sum(c) for c, s in pairs),
+        "correct_skips_extra": sum(sum(c) > 1 for c, _ in pairs),
+    }
+
+
 def amp_report(results: dict) -> str:
     """Plain-language lines for the results of `al.precision.record_results()` (lesson 06),
     whether measured just now or loaded from accumlab/results/amp.json."""
@@ -207,11 +242,13 @@ def skip_conventions(
     return out
 
 
-def accelerate_on_skip(skip_step: int = 1, steps: int = 4) -> dict:
+def accelerate_on_skip(skip_step: int = 1, steps: int = 4, *, fused: bool = False) -> dict:
     """What the real Accelerate does to the scheduler when GradScaler skips a step: its
     `AcceleratedOptimizer` (given a GradScaler, as `Accelerator(mixed_precision="fp16")` builds on
-    a GPU) and `AcceleratedScheduler`, with an infinite loss at `skip_step`. Returns the lr each
-    step used, `step_was_skipped` after each, and the lr schedule as written."""
+    a GPU) over SGD (`fused=True`: SGD's fused kernel) and `AcceleratedScheduler`, with an infinite
+    loss at `skip_step`. Returns the lr each step used, `step_was_skipped` and whether the weights
+    moved after each, and the lr schedule as written. Accelerate decides "skipped" when its patched
+    `optimizer.step` was not called: `scaler.step` always calls a fused optimizer's."""
     from accelerate import Accelerator
     from accelerate.optimizer import AcceleratedOptimizer
     from accelerate.scheduler import AcceleratedScheduler
@@ -220,17 +257,19 @@ def accelerate_on_skip(skip_step: int = 1, steps: int = 4) -> dict:
     skip_step = positive_int(
         "skip_step", skip_step, minimum=0, maximum=steps - 1, why="a step of the run"
     )
+    _validate.flag("fused", fused)
     Accelerator(cpu=True)  # the state Accelerate's wrappers read
     w = torch.nn.Parameter(torch.ones(3))
-    base = torch.optim.SGD([w], lr=1.0)
+    base = torch.optim.SGD([w], lr=1.0, fused=fused)
     opt = AcceleratedOptimizer(base, scaler=torch.amp.GradScaler("cpu", init_scale=4.0))
     lam = lambda s: 1.0 / (s + 1)  # noqa: E731 — lr 1, 1/2, 1/3, ... per scheduler step
     sched = AcceleratedScheduler(
         torch.optim.lr_scheduler.LambdaLR(base, lam), opt, split_batches=True
     )
-    out = {"lrs": [], "skipped": [], "schedule": [lam(s) for s in range(steps)]}
+    out = {"lrs": [], "skipped": [], "moved": [], "schedule": [lam(s) for s in range(steps)]}
     for i in range(steps):
-        loss = (w * w).sum() * (float("inf") if i == skip_step else 1.0)
+        before = w.detach().clone()
+        loss = w.sum() * (float("inf") if i == skip_step else 1.0)  # gradient 1: w always moves
         opt.scaler.scale(loss).backward()
         out["lrs"].append(base.param_groups[0]["lr"])
         with warnings.catch_warnings():
@@ -238,47 +277,28 @@ def accelerate_on_skip(skip_step: int = 1, steps: int = 4) -> dict:
             opt.step()
             sched.step()
         out["skipped"].append(bool(opt.step_was_skipped))
+        out["moved"].append(not torch.equal(before, w.detach()))
         opt.zero_grad()
     return out
 
 
-def fused_with_scaler(*, n: int = 32, seed: int = 0) -> dict:
-    """The same AMP loop (correct order, one injected overflow) with Adam's fused kernel and with
-    its default implementation. For an optimizer whose `_step_supports_amp_scaling` is set (the
-    fused ones) `GradScaler.step` still finds the infs itself (`_check_inf_per_device`, unless
-    `unscale_` already did), then sets `optimizer.grad_scale` (the scale itself, or None once
-    `unscale_` has run) and `optimizer.found_inf` and always calls `step`: the kernel divides by
-    the scale and skips its own update, without the `.item()` host sync of the default path
-    (`GradScaler.step` in torch/amp/grad_scaler.py). Lesson 06.
+def fused_with_scaler(*, n: int = 64, seed: int = 0) -> dict:
+    """The same AMP loop (correct order, one injected overflow at micro-step 5: window 1 of
+    n / 16 skipped) with Adam's fused kernel and with its default implementation, each with an
+    explicit `unscale_` + clip and without (then `scaler.step` unscales: the fused kernel does it
+    itself). See fused.py for what GradScaler does with a fused optimizer. Lesson 06.
 
-    Returns {"supports_amp_scaling": {name: bool}, "skipped": {name: [bool per window]},
-    "param_gap": largest |difference| of the final weights}."""
-    from ..data import regression_data
-    from ..models import mlp
+    Returns {"supports_amp_scaling": {"fused": bool, "default": bool}, "runs": {name: what each
+    `optimizer.step()` call was handed, update norms, Adam's step count}, "param_gaps": {variant:
+    largest |difference| of the final weights, fused against default}}."""
+    from .fused import fused_runs
 
     n = positive_int("n", n, maximum=4096, why="a tiny demonstration")
     if n % 16:
         raise ValueError(f"n must be a multiple of 16 (4 micro-batches of 4 per window), got {n}")
-    data = regression_data(n=n, features=4, seed=seed, dtype=torch.float32)
-    model = mlp(features=4, hidden=16, depth=2, seed=seed, dtype=torch.float32)
-    builds = {
-        "fused": lambda params: torch.optim.Adam(params, lr=1e-3, fused=True),
-        "default": lambda params: torch.optim.Adam(params, lr=1e-3),
+    out = fused_runs(n, seed)
+    runs = out["runs"]
+    out["supports_amp_scaling"] = {
+        name: runs[name]["supports_amp_scaling"] for name in ("fused", "default")
     }
-    out = {"supports_amp_scaling": {}, "skipped": {}}
-    final = {}
-    for name, build in builds.items():
-        probe = build([torch.nn.Parameter(torch.zeros(1))])
-        out["supports_amp_scaling"][name] = bool(
-            getattr(probe, "_step_supports_amp_scaling", False)
-        )
-        trace = amp_train(
-            model, data, micro_batch_size=4, accumulation_steps=4, optimizer=build,
-            overflow_micro_steps=(5,), max_norm=1.0,
-        )  # fmt: skip
-        out["skipped"][name] = trace.skipped
-        final[name] = trace.params[-1]
-    out["param_gap"] = max(
-        float((final["fused"][p] - final["default"][p]).abs().max()) for p in final["fused"]
-    )
     return out

@@ -31,6 +31,7 @@ EXPLORER = {
     "precision": SWEEP,
     "accumulation_error": float,
 }
+FLOAT16_SKIPS = {"seeds": nonempty([int]), "correct": [[bool]], "silent": [[bool]]}
 _ORDER = {
     "grad_rel_l2_vs_float32": [float],
     "skipped": [bool],
@@ -72,6 +73,10 @@ def clip_sweep(name: str, value) -> dict:
 
 def conventions(name: str, value) -> dict:
     return result(name, value, CONVENTIONS, "what al.precision.skip_conventions(...) returns")
+
+
+def float16_skips(name: str, value) -> dict:
+    return result(name, value, FLOAT16_SKIPS, "what al.precision.float16_skips(...) returns")
 
 
 def explorer(name: str, value) -> dict:

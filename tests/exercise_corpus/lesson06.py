@@ -13,9 +13,10 @@ G = ["unscale_(g)", "clip(g)", "step(g)"]
 D = ["unscale_(d)", "clip(d)", "step(d)"]
 
 
-# --- 06.3: other right loops -------------------------------------------------------------------
+# --- 06.3: other right loops (each holds the scheduler on a skipped step, told another way) -------
 def zero_grad_last(model, batches, k, max_norm, make_scheduler, lr=0.1):
-    """zero_grad after the step, scheduler after zero_grad; autocast's default CPU dtype."""
+    """zero_grad after the step, scheduler after zero_grad; autocast's default CPU dtype; the skip
+    read from the scale going down."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     scheduler = make_scheduler(opt)
     scaler = torch.amp.GradScaler("cpu")
@@ -27,17 +28,23 @@ def zero_grad_last(model, batches, k, max_norm, make_scheduler, lr=0.1):
             scaler.unscale_(opt)
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
             scaler.step(opt)
+            scale = scaler.get_scale()
             scaler.update()
+            skipped = scaler.get_scale() < scale
             opt.zero_grad()
-            scheduler.step()
+            if not skipped:
+                scheduler.step()
     return model
 
 
 def summed_then_scaled(model, batches, k, max_norm, make_scheduler, lr=0.1):
-    """reduction='sum' over the window's sample count: the same gradient."""
+    """reduction='sum' over the window's sample count: the same gradient; the skip seen by a step
+    hook (scaler.step does not call optimizer.step on a skipped window)."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     scheduler = make_scheduler(opt)
     scaler = torch.amp.GradScaler("cpu")
+    stepped = []
+    opt.register_step_post_hook(lambda *_: stepped.append(True))
     for start in range(0, len(batches), k):
         window = batches[start : start + k]
         n = sum(len(x) * y.shape[1] for x, y in window)
@@ -49,15 +56,18 @@ def summed_then_scaled(model, batches, k, max_norm, make_scheduler, lr=0.1):
             ).backward()
         scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        stepped.clear()
         scaler.step(opt)
         scaler.update()
-        scheduler.step()
+        if stepped:
+            scheduler.step()
         opt.zero_grad(set_to_none=True)
     return model
 
 
 def clip_imported_by_name(model, batches, k, max_norm, make_scheduler, lr=0.1):
-    """`from torch.nn.utils import clip_grad_norm_` at the top of the notebook."""
+    """`from torch.nn.utils import clip_grad_norm_` at the top of the notebook; the skip read from
+    the norm it returns (inf or NaN exactly when scaler.step skips)."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     scheduler = make_scheduler(opt)
     scaler = torch.amp.GradScaler("cpu")
@@ -68,10 +78,11 @@ def clip_imported_by_name(model, batches, k, max_norm, make_scheduler, lr=0.1):
                 pred = model(x)
             scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
         scaler.unscale_(opt)
-        clip_bound_early(model.parameters(), max_norm)
+        norm = clip_bound_early(model.parameters(), max_norm)
         scaler.step(opt)
         scaler.update()
-        scheduler.step()
+        if torch.isfinite(norm):
+            scheduler.step()
     return model
 
 
@@ -92,7 +103,30 @@ def total_norm_then_clip(model, batches, k, max_norm, make_scheduler, lr=0.1):
         torch.nn.utils.clip_grads_with_norm_(model.parameters(), max_norm, norm)
         scaler.step(opt)
         scaler.update()
-        scheduler.step()
+        if norm.isfinite():
+            scheduler.step()
+    return model
+
+
+def fused_sgd(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """SGD(fused=True): scaler.step always calls its step, and the kernel skips the update; the
+    skip read from the scale."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, fused=True)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        scale = scaler.get_scale()
+        scaler.update()
+        if scaler.get_scale() >= scale:
+            scheduler.step()
     return model
 
 
@@ -268,6 +302,115 @@ def no_division(model, batches, k, max_norm, make_scheduler, lr=0.1):
     return model
 
 
+def _plain(model, batches, k, max_norm, make_scheduler, lr, *, where="end", scaler=None):
+    """The lesson's section-1 loop with scheduler.step() every window, skipped or not (`where`:
+    after the step, or at the window's start)."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = scaler or torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        if where == "start":
+            scheduler.step()
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        scaler.update()
+        if where == "end":
+            scheduler.step()
+    return model
+
+
+def scheduler_steps_on_skip(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Section 1's loop plus scheduler.step() every window: it steps on the skipped one too."""
+    return _plain(model, batches, k, max_norm, make_scheduler, lr)
+
+
+def scheduler_at_window_start(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    return _plain(model, batches, k, max_norm, make_scheduler, lr, where="start")
+
+
+def tiny_init_scale(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """GradScaler('cpu', init_scale=2.0): the losses are scaled, by 2."""
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0)
+    return _plain(model, batches, k, max_norm, make_scheduler, lr, scaler=scaler)
+
+
+def forwards_first(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """All k forwards of a window, then the k backwards: the whole window's graphs alive."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        losses = []
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            losses.append(torch.nn.functional.mse_loss(pred.float(), y) / k)
+        for loss in losses:
+            scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        scale = scaler.get_scale()
+        scaler.update()
+        if scaler.get_scale() >= scale:
+            scheduler.step()
+    return model
+
+
+def manual_unscale_and_dummy_step(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Unscales by hand, steps the model's optimizer itself, and feeds the scaler a dummy
+    optimizer so every scaler call is made: no inf check guards the model."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    dummy_param = torch.nn.Parameter(torch.zeros(1))
+    dummy = torch.optim.SGD([dummy_param], lr=0.0)
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+        for p in model.parameters():
+            p.grad.mul_(1.0 / scaler.get_scale())
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        opt.step()
+        dummy_param.grad = torch.zeros(1)
+        scaler.unscale_(dummy)
+        scaler.step(dummy)
+        scaler.update()
+        scheduler.step()
+    return model
+
+
+def drops_the_infinite_loss(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Skips the backward of a micro-batch whose loss is not finite, and steps on the rest."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            loss = torch.nn.functional.mse_loss(pred.float(), y) / k
+            if torch.isfinite(loss):
+                scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        scaler.update()
+        scheduler.step()
+    return model
+
+
 RIGHT = {
     "06.1": [
         ("3 digits", 0.320),
@@ -306,6 +449,7 @@ RIGHT = {
         ("reduction='sum' over the window", summed_then_scaled),
         ("clip_grad_norm_ imported by name before the check", clip_imported_by_name),
         ("get_total_norm + clip_grads_with_norm_", total_norm_then_clip),
+        ("SGD(fused=True): the kernel skips", fused_sgd),
     ],
 }
 WRONG = {
@@ -374,6 +518,25 @@ WRONG = {
         ("clip before unscale_", clip_before_unscale),
         ("optimizer.step() instead of scaler.step()", optimizer_step_not_scaler),
         ("no / k", no_division),
+        ("the scheduler stepped on the skipped window", scheduler_steps_on_skip),
+        ("the scheduler stepped at the window's start", scheduler_at_window_start),
+        ("GradScaler('cpu', init_scale=2.0)", tiny_init_scale),
+        ("all forwards of a window, then the backwards", forwards_first),
+        (
+            "unscale by hand, optimizer.step(), a dummy for the scaler",
+            manual_unscale_and_dummy_step,
+        ),
+        ("the inf micro-batch's backward left out", drops_the_infinite_loss),
     ],
+}
+# the words the hint of each of these wrong answers must contain
+HINTS = {
+    "the scheduler stepped on the skipped window": "Hold it on a skipped step",
+    "the scheduler stepped at the window's start": "step the scheduler after the optimizer step",
+    "GradScaler('cpu', init_scale=2.0)": "your GradScaler's scale was 2",
+    "all forwards of a window, then the backwards": "graphs alive",
+    "unscale by hand, optimizer.step(), a dummy for the scaler": "only scaler.step(optimizer) skips",
+    "the inf micro-batch's backward left out": "left out its backward",
+    "clip before unscale_": "Unscale_ first, then clip",
 }
 STUBS = {"06.2": [("None", None)]}
