@@ -499,7 +499,8 @@ def test_a_gru_accumulates_exactly():
 
 
 def test_sync_batchnorm_refuses_cpu_tensors_inside_a_process_group(tmp_path):
-    """Lesson 04 cannot run SyncBatchNorm on CPU: with a process group its forward raises."""
+    """Lesson 04 cannot run SyncBatchNorm on CPU: with a process group its forward raises, and
+    DDP refuses it."""
     import torch.distributed as dist
 
     if not dist.is_available():
@@ -510,6 +511,9 @@ def test_sync_batchnorm_refuses_cpu_tensors_inside_a_process_group(tmp_path):
         layer = torch.nn.SyncBatchNorm(4).train()
         with pytest.raises(ValueError, match="SyncBatchNorm expected input tensor to be on GPU"):
             layer(torch.randn(8, 4))
+        # and DDP refuses a CPU module holding one: the two-rank test calls its function directly
+        with pytest.raises(ValueError, match="SyncBatchNorm layers only work with GPU modules"):
+            torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(layer))
     finally:
         dist.destroy_process_group()
 
