@@ -1,5 +1,7 @@
 """BatchNorm under micro-batching (lesson 04): statistics, mismatch, running statistics, remedies."""
 
+import copy
+
 import pytest
 import torch
 from matplotlib.figure import Figure
@@ -770,3 +772,22 @@ def test_explorer_steps_move_the_full_batch_line_toward_the_mean():
         assert traj["full"][1][-1] == pytest.approx((1 - 0.9**s) * target, rel=1e-9)
     with pytest.raises(ValueError, match="steps"):
         al.batchnorm.explore_batchnorm("batch", 4, 4, 0.1, steps=0)
+
+
+@pytest.mark.parametrize("momentum", [0.3, None])
+def test_running_mean_trajectory_is_what_forwards_of_the_layer_leave(data, momentum):
+    """The explorer's trajectory applies BatchNorm's update rule to micro-batch means; the same
+    forwards through the model itself leave the same running mean after every one."""
+    model = al.batchnorm.with_momentum(al.batchnorm.norm_model("batch"), momentum)
+    traj = al.batchnorm.running_mean_trajectory(model, data, 4, 4, steps=6, channel=2)
+    for name, mb in (("accumulated", 4), ("full", 16)):
+        m = copy.deepcopy(model).train()
+        seen = [float(m[1].running_mean[2])]
+        with torch.no_grad():
+            for s in range(6):
+                w = s % (len(data) // 16)  # the windows of 16 samples, in turn
+                window = data.x[16 * w : 16 * (w + 1)]
+                for x in window.split(mb):
+                    m(x)
+                    seen.append(float(m[1].running_mean[2]))
+        assert traj[name][1] == pytest.approx(seen, rel=1e-12, abs=1e-15), name

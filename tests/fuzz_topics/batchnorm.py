@@ -122,6 +122,7 @@ CASES = [
     bad("batchnorm.running_mean_trajectory", "model 'x'", lambda: B.running_mean_trajectory("x", _data(), 4, 2), "model", "str"),
     bad("batchnorm.running_mean_trajectory", "data 'x'", lambda: B.running_mean_trajectory(_bn(), "x", 4, 2), "data", "str"),
     bad("batchnorm.running_mean_trajectory", "a model without BatchNorm", lambda: B.running_mean_trajectory(B.norm_model("none"), _data(), 4, 2), "BatchNorm"),
+    bad("batchnorm.running_mean_trajectory", "a BatchNorm without running statistics", lambda: B.running_mean_trajectory(B.norm_model("batch", track_running_stats=False), _data(), 4, 2), "track_running_stats=False"),
     bad("batchnorm.running_stats_step", "model 'x'", lambda: B.running_stats_step("x", _data(), 4, 2), "model", "str"),
     bad("batchnorm.running_stats_step", "data 'x'", lambda: B.running_stats_step(_bn(), "x", 4, 2), "data", "str"),
     bad("batchnorm.running_stats_step", "accumulation_steps=0", lambda: B.running_stats_step(_bn(), _data(), 4, 0), "accumulation_steps", "0"),
