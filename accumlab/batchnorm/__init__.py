@@ -11,6 +11,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "batchnorm_layers": "layers",
         "check_micro_batches": "layers",
         "norm_model": "layers",
+        "refusal": "layers",
         # stats.py: statistics and the gradient mismatch
         "batch_gradient_diff": "stats",
         "gradient_mismatch": "stats",
@@ -31,13 +32,16 @@ __getattr__, __dir__, __all__ = lazy_names(
         "freeze_batchnorm": "remedies",
         "ghost_batchnorm": "remedies",
         "sync_batchnorm_sweep": "remedies",
-        # recalibrate.py: torch.optim.swa_utils.update_bn
+        # recalibration.py: torch.optim.swa_utils.update_bn
         "recalibrate": "recalibration",
+        # repeats.py: the training comparison over several data draws
+        "accuracy_over_draws": "repeats",
         # coupling.py: only coupling across samples breaks exactness (dropout masks, a GRU)
         "ReplayedDropout": "coupling",
         "TinyGRU": "coupling",
         "replayed_dropout_diff": "coupling",
         "sequence_data": "coupling",
+        "truncated_bptt_diff": "coupling",
         # training.py: effect on training, dropout
         "accuracy": "training",
         "accuracy_over_seeds": "training",

@@ -101,3 +101,41 @@ def sequence_data(n: int = 32, steps: int = 12, features: int = 3, *, seed: int 
     flat = regression_data(n=n, features=steps * features, seed=seed)
     x = flat.x.reshape(n, steps, features)
     return Data(x, flat.y)
+
+
+def truncated_bptt_diff(model: TinyGRU, data: Data, chunks: int = 2) -> dict:
+    """Where "RNNs should not accumulate" comes from: each sequence split ALONG TIME into `chunks`
+    pieces, one backward per piece, the hidden state passed on from piece to piece. The loss
+    predicts the target from every time step's hidden state. Carried with its graph, the pieces'
+    gradients add up to one backward over the whole sequences; detached (truncated
+    backpropagation through time), a piece's loss no longer reaches the earlier pieces' steps.
+
+    Returns {"chunks", "carried": GradDiff, "detached": GradDiff}, each against the whole
+    sequences' gradient. Lesson 04."""
+    _validate.instance("model", model, TinyGRU, "an al.batchnorm.TinyGRU")
+    _validate.data("data", data)
+    if data.x.dim() != 3 or data.x.shape[2] != model.gru.input_size:
+        raise ValueError(
+            f"data.x must be (sequences, steps, {model.gru.input_size}) for this TinyGRU, got "
+            f"{tuple(data.x.shape)} (build it with al.batchnorm.sequence_data)"
+        )
+    steps = data.x.shape[1]
+    positive_int("chunks", chunks, minimum=2, maximum=steps, why=f"{steps} time steps to split")
+    x, y = data.x.to(model.head.weight.dtype), data.y.to(model.head.weight.dtype)
+
+    def grads(pieces: int, detach: bool) -> dict:
+        net = copy.deepcopy(model)
+        h = None
+        for i, xs in enumerate(x.tensor_split(pieces, dim=1)):
+            out, h = net.gru(xs, h)
+            loss = ((net.head(out) - y.unsqueeze(1)) ** 2).sum()
+            loss.backward(retain_graph=not detach and i < pieces - 1)  # later pieces reach back
+            h = h.detach() if detach else h
+        return {n: p.grad.clone() for n, p in net.named_parameters()}
+
+    whole = grads(1, detach=True)
+    return {
+        "chunks": chunks,
+        "carried": grad_diff(grads(chunks, detach=False), whole),
+        "detached": grad_diff(grads(chunks, detach=True), whole),
+    }

@@ -1,5 +1,5 @@
-"""Lesson 04's explorer: micro-batch size, accumulation steps, norm layer and momentum →
-statistics per micro-batch, gradient error vs the full batch, running-mean trajectory."""
+"""Lesson 04's explorer: micro-batch size, accumulation steps, norm layer, momentum and optimizer
+steps → statistics per micro-batch, gradient error vs the full batch, running-mean trajectory."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ipywidgets as W
 
 from .. import _validate
 from .._threads import one_thread
-from .._validate import one_of
+from .._validate import one_of, positive_int
 from ..data import Data
 from ..explorer import Explorer, int_slider
 from ..models import NORMS
@@ -15,6 +15,8 @@ from .layers import batchnorm_data, norm_model
 from .plots import plot_batchnorm_explorer, update_batchnorm_explorer
 from .running import check_momentum, running_mean_trajectory, with_momentum
 from .stats import batch_gradient_diff, micro_batch_stats
+
+MAX_STEPS_SHOWN = 30  # optimizer steps the running-mean panel can show
 
 
 @one_thread()
@@ -24,12 +26,15 @@ def explore_batchnorm(
     accumulation_steps: int,
     momentum: float,
     *,
+    steps: int = 4,
     data: Data | None = None,
 ) -> dict:
     """Everything lesson 04's widget draws for one setting: per-micro-batch statistics, the gradient
-    error of accumulating vs the full batch, and (BatchNorm only) the running-mean trajectory."""
+    error of accumulating vs the full batch, and (BatchNorm only) the running-mean trajectory over
+    `steps` optimizer steps."""
     one_of("norm", norm, NORMS)
     check_momentum("momentum", momentum)
+    positive_int("steps", steps, maximum=MAX_STEPS_SHOWN)
     data = _validate.data("data", data) if data is not None else batchnorm_data()
     window = len(data.first_window(micro_batch_size, accumulation_steps))
     model = with_momentum(norm_model(norm), momentum) if norm == "batch" else norm_model(norm)
@@ -40,7 +45,7 @@ def explore_batchnorm(
         "stats": micro_batch_stats(model, batch, micro_batch_size),
         "diff": batch_gradient_diff(model, batch, micro_batch_size),
         "trajectory": (
-            running_mean_trajectory(model, data, micro_batch_size, accumulation_steps)
+            running_mean_trajectory(model, data, micro_batch_size, accumulation_steps, steps=steps)
             if norm == "batch"
             else None
         ),
@@ -71,10 +76,23 @@ def batchnorm_explorer(data=None) -> Explorer:
     def clamp_k(change):
         k.max = max(1, n // change["new"])  # keeps micro_batch_size × k ≤ n
 
+    # the full-batch line moves 1 − (1 − m)^steps of the way to the data's mean: at m = 0.1 that
+    # is 34 % after 4 steps, 96 % after 30
+    steps = int_slider("optimizer steps", 4, 1, MAX_STEPS_SHOWN)
     mb.observe(clamp_k, names="value")
 
-    def compute(micro_batch_size: int, accumulation_steps: int, norm: str, momentum: float):
-        return explore_batchnorm(norm, micro_batch_size, accumulation_steps, momentum, data=data)
+    def compute(
+        micro_batch_size: int, accumulation_steps: int, norm: str, momentum: float, steps: int
+    ):
+        return explore_batchnorm(
+            norm, micro_batch_size, accumulation_steps, momentum, steps=steps, data=data
+        )
 
-    controls = {"micro_batch_size": mb, "accumulation_steps": k, "norm": norm, "momentum": momentum}
+    controls = {
+        "micro_batch_size": mb,
+        "accumulation_steps": k,
+        "norm": norm,
+        "momentum": momentum,
+        "steps": steps,
+    }
     return Explorer(controls, compute, plot_batchnorm_explorer, update_batchnorm_explorer)

@@ -72,16 +72,64 @@ def check_micro_batches(model: nn.Module, data: Data, micro_batch_size: int) -> 
 
 
 def norm_model(
-    norm: str, *, features: int = 8, hidden: int = 16, outputs: int = 3, seed: int = 0, **kwargs
+    norm: str,
+    *,
+    features: int = 8,
+    hidden: int = 16,
+    outputs: int = 3,
+    seed: int = 0,
+    track_running_stats: bool = True,
+    **kwargs,
 ):
     """The lesson's small classifier with normalisation `norm` ('batch', 'layer', 'group', 'none').
 
-    The Linear weights depend only on `seed`, so models with different norms start alike. Lesson 04.
+    The Linear weights depend only on `seed`, so models with different norms start alike.
+    `track_running_stats=False` (norm='batch' only) builds BatchNorm layers that keep no running
+    statistics: they normalise with the batch's statistics in eval mode too. Lesson 04.
     """
     one_of("norm", norm, NORMS)
-    return mlp(features, hidden, outputs, norm=norm, seed=seed, **kwargs)
+    _validate.flag("track_running_stats", track_running_stats)
+    if not track_running_stats and norm != "batch":
+        raise ValueError(
+            f"track_running_stats=False applies to norm='batch' only (norm={norm!r} keeps no "
+            "running statistics anyway)"
+        )
+    model = mlp(features, hidden, outputs, norm=norm, seed=seed, **kwargs)
+    if not track_running_stats:
+        for i, layer in enumerate(model):
+            if isinstance(layer, nn.BatchNorm1d):
+                untracked = nn.BatchNorm1d(layer.num_features, track_running_stats=False)
+                untracked.load_state_dict(
+                    {k: v for k, v in layer.state_dict().items() if k in ("weight", "bias")}
+                )
+                model[i] = untracked.to(layer.weight.dtype)
+    return model
 
 
 def batchnorm_data(n: int = 64, *, seed: int = 0) -> Data:
     """Blobs shifted off zero and widely spread, so micro-batch statistics visibly differ. Lesson 04."""
     return classification_data(n=n, features=8, classes=3, spread=2.0, shift=3.0, seed=seed)
+
+
+def refusal(layer: nn.Module, shape, *, training: bool = True) -> str | None:
+    """PyTorch's error message when `layer` (a copy of it, in training or eval mode) is handed a
+    tensor of `shape`, or None when it accepts it. BatchNorm refuses, in training mode only, an
+    input that gives a channel a single value: BatchNorm1d on (1, C) or BatchNorm2d on
+    (1, C, 1, 1); one (1, C, L) sequence or one (1, C, H, W) image has L or H·W values. Lesson 04.
+    """
+    _module(layer, "layer")
+    shape = _validate.positive_ints("shape", shape)
+    _validate.flag("training", training)
+    numel = 1
+    for size in shape:
+        numel *= size
+    _validate.fits_in_memory(f"an input of shape {tuple(shape)}", 8 * numel)
+    layer = copy.deepcopy(layer).train(training)
+    dtype = next((t.dtype for t in layer.state_dict().values() if t.is_floating_point()), None)
+    x = torch.randn(shape, dtype=dtype or torch.get_default_dtype())
+    try:
+        with torch.no_grad():
+            layer(x)
+    except ValueError as err:  # PyTorch's own words, e.g. "Expected more than 1 value per channel"
+        return str(err)
+    return None

@@ -21,6 +21,10 @@ def recalibrate(model: nn.Module, data: Data, batch_size: int | None = None) -> 
     at once). update_bn resets the buffers, sets momentum=None (a cumulative average: every batch
     weighs the same), runs the forwards in training mode and puts momentum and mode back.
 
+    "Mode back" is `model.train(was_training)` for the whole model: dropout runs in training mode
+    during the pass, and a model whose BatchNorm layers were frozen (eval mode inside a model in
+    training mode) comes back with every layer in training mode: re-freeze it afterwards.
+
     No gradient is needed, so the forwards run under no_grad (update_bn is decorated with it too):
     nothing is kept for a backward, though each forward still allocates its layers' outputs while
     it runs, so a batch larger than the training micro-batch still costs memory. Lesson 04."""
@@ -28,6 +32,11 @@ def recalibrate(model: nn.Module, data: Data, batch_size: int | None = None) -> 
     _check_data(data)
     if not batchnorm_layers(model):
         raise ValueError("model has no BatchNorm layer: there are no running statistics to rebuild")
+    if any(bn.running_mean is None for bn in batchnorm_layers(model)):
+        raise ValueError(
+            "model has a BatchNorm layer built with track_running_stats=False: it keeps no "
+            "running statistics to rebuild"
+        )
     batch_size = (
         len(data) if batch_size is None else positive_int("batch_size", batch_size, minimum=2)
     )

@@ -18,8 +18,20 @@ from .stats import batch_gradient_diff
 def freeze_batchnorm(model: nn.Module) -> nn.Module:
     """A copy of `model` whose BatchNorm layers are in eval mode: they normalise with their running
     statistics and no longer update them, so each sample's output ignores its micro-batch (the
-    usual setting when fine-tuning). Other layers keep their mode. Lesson 04."""
+    usual setting when fine-tuning). Other layers keep their mode. Lesson 04.
+
+    Only a layer that keeps running statistics can be frozen: one built with
+    track_running_stats=False has none and normalises with the batch's statistics in eval mode
+    too, so it is refused (freezing it would leave accumulation as mismatched as before)."""
     _module(model)
+    for name, bn in model.named_modules():
+        if isinstance(bn, nn.modules.batchnorm._BatchNorm) and bn.running_mean is None:
+            raise ValueError(
+                f"model's BatchNorm layer {name!r} keeps no running statistics "
+                "(track_running_stats=False): in eval mode it still normalises with each "
+                "batch's statistics, so freezing it cannot make accumulation exact; build it "
+                "with track_running_stats=True, or use norm='group' or 'layer'"
+            )
     model = copy.deepcopy(model)
     for bn in batchnorm_layers(model):
         bn.eval()

@@ -14,7 +14,6 @@ from .._validate import MAX_STEPS, positive_float, positive_int
 from ..data import Data
 from ..engine import Recipe, forward, run
 from .layers import _check_data, _module, batchnorm_layers, check_micro_batches
-from .stats import norm_inputs
 
 
 def check_momentum(name: str, value, *, below_one: bool = False, allow_none: bool = False):
@@ -123,13 +122,20 @@ def running_mean_trajectory(
 ) -> dict:
     """One channel's running mean after every forward, over `steps` optimizer steps, accumulating
     (k forwards per step) and full-batch (1 forward per step). Weights stay fixed: this isolates the
-    statistics. Lesson 04's widget."""
+    statistics. The first BatchNorm's input is measured once; each forward's update is the layer's
+    own rule applied to its micro-batch's mean (tests check it against forwards of the layer; lesson
+    04 measures the buffers themselves with `running_stats_step`). Lesson 04's widget."""
     _validate.model("model", model)
     _check_data(data)
     positive_int("steps", steps)
     bns = batchnorm_layers(model)
     if not bns:
         raise ValueError("model has no BatchNorm layer: it keeps no running statistics")
+    if bns[0].running_mean is None:
+        raise ValueError(
+            "model's first BatchNorm layer was built with track_running_stats=False: it keeps no "
+            "running mean to follow"
+        )
     window = len(data.first_window(micro_batch_size, accumulation_steps))
     # per step: k micro-batch forwards and one full-batch forward
     _validate.within_max_steps(
@@ -138,22 +144,46 @@ def running_mean_trajectory(
     )
     check_micro_batches(model, data[:window], micro_batch_size)
     positive_int("channel", channel, minimum=0, maximum=bns[0].num_features - 1)
-    windows = [data[i : i + window] for i in range(0, len(data) - window + 1, window)]
+    windows = len(data) // window
+    # with the weights fixed, what reaches the first BatchNorm is the same in every forward: take
+    # it once, then apply the layer's own update to each micro-batch's mean (a forward of the
+    # model per micro-batch made the explorer slow at 30 steps of k = 16)
+    inputs = _first_batchnorm_input(model, data.x[: windows * window])[:, channel]
+    first = bns[0]
     out = {"steps": steps, "accumulation_steps": accumulation_steps, "channel": channel}
     for name, mb in (("accumulated", micro_batch_size), ("full", window)):
-        m = copy.deepcopy(model).train()
-        first = batchnorm_layers(m)[0]
-        xs, ys = [0.0], [float(first.running_mean[channel])]
-        with torch.no_grad():
-            for s in range(steps):
-                chunks = windows[s % len(windows)].x.split(mb)
-                for j, x in enumerate(chunks):
-                    forward(m, x, f"micro-batch {j} of step {s}")
-                    xs.append(s + (j + 1) / len(chunks))
-                    ys.append(float(first.running_mean[channel]))
+        means = [
+            [float(c.mean()) for c in inputs[w * window : (w + 1) * window].split(mb)]
+            for w in range(windows)
+        ]
+        value, tracked = float(first.running_mean[channel]), int(first.num_batches_tracked)
+        xs, ys = [0.0], [value]
+        for s in range(steps):
+            chunk_means = means[s % windows]
+            for j, mean in enumerate(chunk_means):
+                tracked += 1  # BatchNorm's update: momentum, or 1/t for momentum=None
+                factor = 1.0 / tracked if first.momentum is None else first.momentum
+                value = (1 - factor) * value + factor * mean
+                xs.append(s + (j + 1) / len(chunk_means))
+                ys.append(value)
         out[name] = (xs, ys)
-    out["target"] = float(norm_inputs(model, data[: len(windows) * window].x)[:, channel].mean())
+    out["target"] = float(inputs.mean())
     return out
+
+
+def _first_batchnorm_input(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """What the first BatchNorm layer receives when `model` (a copy, in training mode) runs `x`."""
+    model = copy.deepcopy(model).train()
+    seen = []
+    hook = batchnorm_layers(model)[0].register_forward_pre_hook(
+        lambda _m, args: seen.append(args[0].detach())
+    )
+    try:
+        with torch.no_grad():
+            forward(model, x, "data")
+    finally:
+        hook.remove()
+    return seen[0]
 
 
 def old_weight_formula(momentum: float, updates: int) -> float:

@@ -1,87 +1,101 @@
 """Lesson 04 exercises: BatchNorm under micro-batching.
 
-04.1 and 04.2 ask for numbers (any real number type, checked to 3 significant digits); 04.3 and
-04.4 ask for functions and observe what they did: which layers are still the original ones, what
-they compute, and whether the answer called accumlab's own implementation.
+04.1 and 04.2 ask for numbers (any real number type: a whole number of steps, and a momentum
+checked to 3 significant digits) about settings the lesson does not compute; 04.3 and 04.4 ask for
+functions and observe what they did: which layers are still the original ones, what they compute,
+and whether the answer called accumlab's own implementation.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 
+import numpy as np
 import torch
 from torch import nn
 
 from . import exercise
-from ._answers import Hint, compare
+from ._answers import Hint, compare, integer, number
+from ._batchnorm_models import BATCHNORM as _BATCHNORM
+from ._batchnorm_models import model_with_statistics as _model_with_statistics
 from ._observe import Modules, Refuse
 
-_BATCHNORM = nn.modules.batchnorm._BatchNorm
+# 04.1: momentum 0.1, k = 4 forwards per optimizer step: the old running mean keeps 0.9^(4s)
+# after s steps; 0.9^40 = 1.48 % and 0.9^44 = 0.97 %, so the first step count below 1 % is 11
+FORGET_BELOW = 0.01
+STEPS_BELOW = 11
 
 
 @exercise(
     "04.1",
     1,
-    "What fraction of the old running mean survives k = 4 micro-batch forwards (momentum 0.1)?",
+    "Optimizer steps (k = 4, momentum 0.1) until the old running mean weighs less than 1 %",
 )
-def old_weight(answer):
-    return compare(
-        answer,
-        0.9**4,
-        sig=3,
-        wrong={
-            0.9: "that is one update; count the forwards in training mode one optimizer step makes",
-            1
-            - 4
-            * 0.1: "each update multiplies the old value by a factor; the factors do not add up",
-            0.9**8: "that is k = 8, the lesson's example; this step accumulates 4 micro-batches",
-            1 - 0.9**4: "that is the weight all the new micro-batches carry together; the question "
-            "asks what is left of the old running mean",
-            0.1**4: "momentum is the weight of the NEW batch; the old value keeps 1 − momentum",
-        },
-        otherwise="each forward keeps a fraction (1 − momentum) of the running mean it found",
+def steps_to_forget(answer):
+    forwards = math.log(FORGET_BELOW) / math.log(0.9)  # 43.7 forwards, as a real number
+    try:
+        value = number(answer)
+    except Hint as hint:
+        return str(hint)
+    if abs(value - forwards / 4) < 0.01:
+        return (
+            "that solves 0.9^(4s) = 0.01 as a real number; optimizer steps come whole: give the "
+            "first step count after which less than 1 % is left"
+        )
+    if abs(value - forwards) < 0.01:
+        return "that is the number of forwards, as a real number; the question asks for steps"
+    try:
+        steps = integer(answer)
+    except Hint as hint:
+        return str(hint)
+    wrong = {
+        44: "that is the number of forwards (or of full-batch steps, one forward each); each "
+        "optimizer step here makes 4 forwards in training mode",
+        43: "that counts forwards, and one too few: 0.9^43 is still above 1 %",
+        10: "after 10 steps 0.9^40 ≈ 1.5 % is left, still above 1 %",
+        12: "one step too many: 11 steps already leave 0.9^44, below 1 %",
+        1: "one step leaves 0.9^4 ≈ 66 %: the old mean fades, but not that fast",
+    }
+    if steps == STEPS_BELOW:
+        return None
+    return wrong.get(
+        steps,
+        "each forward keeps (1 − momentum) of the old running mean, and one optimizer step makes "
+        "k = 4 forwards: find the first s with 0.9^(4s) < 0.01",
     )
+
+
+# 04.2: k = 4 micro-batch updates at m' = 0.05 keep 0.95^4 per optimizer step; one full-batch
+# update keeps 1 − m, so m = 1 − 0.95^4 = 0.18549...
+MICRO_MOMENTUM = 0.05
 
 
 @exercise(
     "04.2",
     2,
-    "Which momentum makes 4 micro-batch updates decay the old statistics like one update at 0.1?",
+    "The full-batch momentum that forgets as fast as 4 micro-batch updates at momentum 0.05",
 )
-def matched(answer):
+def full_batch_momentum(answer):
+    m = MICRO_MOMENTUM
     return compare(
         answer,
-        1 - 0.9**0.25,
+        1 - (1 - m) ** 4,
         sig=3,
         wrong={
-            0.1 / 4: "dividing by k is close but not exact: write what survives after 4 updates, "
-            "(1 − m')^4, and solve (1 − m')^4 = 0.9 for m'",
-            0.1: "with momentum 0.1, four updates keep 0.9^4 of the old value, not 0.9",
-            1 - 0.9 ** (1 / 8): "that is the matched momentum for k = 8, the lesson's example",
-            0.9
-            ** 0.25: "that is what survives each update, 1 − m'; momentum is the new batch's weight",
-            1 - 0.9**4: "that solves the wrong equation: you need (1 − m')^4 = 0.9",
+            4 * m: "the updates multiply what is left, they do not add: 4 updates keep "
+            "(1 − 0.05)^4 of the old value",
+            (1 - m) ** 4: "that is what survives the 4 updates; momentum is the weight of the NEW "
+            "batch, 1 minus what survives",
+            m: "one full-batch update at 0.05 keeps 0.95, but 4 micro-batch updates keep 0.95^4",
+            1 - (1 - m) ** 0.25: "that is the other direction (the micro-batch momentum matching "
+            "a full-batch 0.05); here the micro-batch momentum is given",
+            m / 4: "the full batch makes fewer updates, so it needs a LARGER momentum, not a "
+            "smaller one",
         },
-        otherwise="you need (1 − m')^4 to equal 0.9, what one update at momentum 0.1 leaves",
+        otherwise="one full-batch update keeps 1 − m; four micro-batch updates keep (1 − 0.05)^4: "
+        "make them equal",
     )
-
-
-def _model_with_statistics(dropout: float | None) -> nn.Module:
-    """The lesson's classifier with running statistics, scales and shifts that are not the initial
-    0, 1, 1, 0: BatchNorm in eval mode is then visibly different from an identity."""
-    from ..models import mlp
-
-    kwargs = {"dropout": dropout} if dropout else {}
-    model = mlp(8, 8, 3, norm="batch", seed=0, **kwargs)
-    g = torch.Generator().manual_seed(40)
-    with torch.no_grad():
-        for bn in (m for m in model.modules() if isinstance(m, _BATCHNORM)):
-            shape = bn.running_mean.shape
-            bn.running_mean.copy_(torch.randn(shape, generator=g, dtype=torch.float64))
-            bn.running_var.copy_(0.5 + torch.rand(shape, generator=g, dtype=torch.float64))
-            bn.weight.copy_(0.5 + torch.rand(shape, generator=g, dtype=torch.float64))
-            bn.bias.copy_(torch.randn(shape, generator=g, dtype=torch.float64))
-    return model
 
 
 def _frozen_by_us(model: nn.Module) -> nn.Module:
@@ -147,7 +161,7 @@ def _run_freeze(answer, model: nn.Module) -> nn.Module:
             "your function returned a different model object: freeze the layers of the model "
             "it was given, in place, and return that model"
         )
-    for kind in (nn.BatchNorm1d, nn.Dropout):
+    for kind in (nn.BatchNorm1d, nn.BatchNorm2d, nn.SyncBatchNorm, nn.Dropout):
         gone = before.sentence(frozen, kind)
         if gone:
             raise Hint(
@@ -170,8 +184,17 @@ def freeze(answer):
     before = {n: b.clone() for n, b in model.named_buffers()}
     rates = {n: m.p for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
     frozen = _run_freeze(answer, model)
-    if any(bn.training for bn in frozen.modules() if isinstance(bn, _BATCHNORM)):
-        return "a BatchNorm layer is still in training mode: it would normalise with micro-batch statistics"
+    training = [
+        f"{n} ({type(m).__name__})"
+        for n, m in frozen.named_modules()
+        if isinstance(m, _BATCHNORM) and m.training
+    ]
+    if training:
+        return (
+            f"BatchNorm layers still in training mode: {', '.join(training)}; they would normalise "
+            "with micro-batch statistics (BatchNorm2d and SyncBatchNorm are not subclasses of "
+            "BatchNorm1d: all of them derive from nn.modules.batchnorm._BatchNorm)"
+        )
     if any(not m.training for m in frozen.modules() if isinstance(m, nn.Dropout)):
         return "only the BatchNorm layers should change mode; dropout should keep regularising"
     now = dict(frozen.named_modules())
@@ -233,11 +256,19 @@ def ghost(answer):
         scale = torch.tensor([2.0, 1.0, 0.01], dtype=torch.float64)
         x = shift + scale * torch.randn(rows, 3, generator=g, dtype=torch.float64)
         expected = _ghost_reference(x, size)
-        with Refuse("al.batchnorm.GhostBatchNorm1d", "al.batchnorm.ghost_batchnorm"):
+        with Refuse(
+            "al.batchnorm.GhostBatchNorm1d",
+            "al.batchnorm.ghost_batchnorm",
+            "al.batchnorm.micro_batch_stats",
+            "al.batchnorm.layer_statistics",
+            "al.batchnorm.normalized_values",
+        ):
             got = answer(x.clone(), size)
+        if isinstance(got, np.ndarray) and got.dtype.kind == "f":
+            got = torch.from_numpy(got)  # a numpy computation's result, read as a tensor
         if not isinstance(got, torch.Tensor) or got.shape != x.shape:
             shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-            return f"return a tensor shaped like x {tuple(x.shape)}, got {shape}"
+            return f"return a tensor (or numpy array) shaped like x {tuple(x.shape)}, got {shape}"
         got = got.detach().to(torch.float64)
         if torch.allclose(got, expected, rtol=0, atol=GHOST_TOLERANCE):
             continue

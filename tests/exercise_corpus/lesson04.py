@@ -1,10 +1,11 @@
 """Lesson 04: right, wrong and unanswered answers for its exercises (see __init__.py).
 
-04.1 and 04.2 ask for a number: the right ones come in the forms a person types (rounded to the 3
-significant digits the exercise asks for, float32, numpy, a 0-d tensor, a Fraction, a Decimal);
-the wrong ones are the numbers the common mistakes give. A call to accumlab's own formula returns
-the right number and cannot be told from it, so the "call the package" kind applies to 04.3 and
-04.4 only, where the answer is code.
+04.1 and 04.2 ask for a number: the right ones come in the forms a person types (a whole number
+of steps as int, float, numpy or 0-d tensor; a momentum rounded to the 3 significant digits the
+exercise asks for, float32, numpy, a 0-d tensor, a Fraction); the wrong ones are the numbers the
+common mistakes give. Both ask about settings the lesson does not compute: accumlab's own formulas
+(old_weight_formula, matching_momentum) answer the lesson's questions, not these, so calling them
+gives a wrong number. In 04.3 and 04.4 the answer is code, and a call to accumlab is refused.
 """
 
 from decimal import Decimal
@@ -20,9 +21,41 @@ import accumlab as al
 # --- 04.3: freeze BatchNorm ------------------------------------------------------------------------
 
 
+BATCHNORM = nn.modules.batchnorm._BatchNorm  # every BatchNorm kind, SyncBatchNorm included
+
+
 def freeze_by_apply(model):
     """model.apply visits every module; train(False) is what eval() does."""
+    model.apply(lambda m: m.train(False) if isinstance(m, BATCHNORM) else None)
+    return model
+
+
+def freeze_by_kinds(model):
+    """The BatchNorm classes named one by one."""
+    kinds = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+    for m in model.modules():
+        if isinstance(m, kinds):
+            m.eval()
+    return model
+
+
+def freeze_by_class_name(model):
+    for m in model.modules():
+        if "BatchNorm" in type(m).__name__:
+            m.eval()
+    return model
+
+
+def freeze_batchnorm1d_only(model):
+    """A common mistake: BatchNorm2d and SyncBatchNorm are not subclasses of BatchNorm1d."""
     model.apply(lambda m: m.train(False) if isinstance(m, nn.BatchNorm1d) else None)
+    return model
+
+
+def freeze_by_exact_name(model):
+    for m in model.modules():
+        if type(m).__name__ == "BatchNorm1d":
+            m.eval()
     return model
 
 
@@ -47,7 +80,7 @@ def replace_batchnorm_by_identity(model):
     normalises either."""
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, nn.BatchNorm1d):
+            if isinstance(child, BATCHNORM):
                 setattr(parent, name, nn.Identity())
     return model
 
@@ -57,7 +90,7 @@ def remove_dropout_too(model):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Dropout):
                 setattr(parent, name, nn.Identity())
-            elif isinstance(child, nn.BatchNorm1d):
+            elif isinstance(child, BATCHNORM):
                 child.eval()
     return model
 
@@ -65,7 +98,7 @@ def remove_dropout_too(model):
 def dropout_rate_zeroed(model):
     """Dropout still in training mode, but dropping nothing."""
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm1d):
+        if isinstance(m, BATCHNORM):
             m.eval()
         elif isinstance(m, nn.Dropout):
             m.p = 0.0
@@ -75,7 +108,7 @@ def dropout_rate_zeroed(model):
 def freeze_with_requires_grad_off(model):
     """Frozen BatchNorm as detection codebases freeze it: eval mode and fixed scale and shift."""
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm1d):
+        if isinstance(m, BATCHNORM):
             m.eval()
             m.requires_grad_(False)
     return model
@@ -89,7 +122,7 @@ def stop_updating_only(model):
     """momentum 0: the running statistics stay, but training still normalises with the
     micro-batch's own statistics."""
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm1d):
+        if isinstance(m, BATCHNORM):
             m.momentum = 0.0
     return model
 
@@ -97,7 +130,7 @@ def stop_updating_only(model):
 def forward_replaced(model):
     """The layer object stays and reports eval mode, but its forward no longer normalises."""
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm1d):
+        if isinstance(m, BATCHNORM):
             m.eval()
             m.forward = lambda x: x
     return model
@@ -108,7 +141,7 @@ def frozen_copy(model):
 
     model = copy.deepcopy(model)
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm1d):
+        if isinstance(m, BATCHNORM):
             m.eval()
     return model
 
@@ -172,29 +205,54 @@ def ghost_by_reshape(x, ghost_batch_size):
     return ((chunks - mean) / (var + 1e-5).sqrt()).view_as(x)
 
 
+def ghost_with_micro_batch_stats(x, ghost_batch_size):
+    """Calls the package: al.batchnorm.micro_batch_stats hands over each chunk's mean and biased
+    variance, measured at a BatchNorm layer's input."""
+    layer = nn.Sequential(nn.BatchNorm1d(x.shape[1])).to(x.dtype)
+    rows = al.Data(x, torch.zeros(len(x), dtype=torch.long))
+    stats = al.batchnorm.micro_batch_stats(layer, rows, ghost_batch_size)
+    pieces = zip(x.split(ghost_batch_size), stats["micro_means"], stats["micro_vars"], strict=True)
+    return torch.cat([(c - mu) / (v + 1e-5).sqrt() for c, mu, v in pieces])
+
+
+def ghost_in_numpy(x, ghost_batch_size):
+    """numpy throughout, a numpy array returned."""
+    a = x.numpy()
+    parts = [a[i : i + ghost_batch_size] for i in range(0, len(a), ghost_batch_size)]
+    return np.concatenate([(p - p.mean(0)) / np.sqrt(p.var(0) + 1e-5) for p in parts])
+
+
 def ghost_stub(x, ghost_batch_size):
     # your code here
     return None
 
 
+def steps_by_logarithm():
+    """Solved for s, then rounded up: 4·s·ln 0.9 < ln 0.01."""
+    return int(np.ceil(np.log(0.01) / (4 * np.log(0.9))))
+
+
 RIGHT = {
     "04.1": [
-        ("rounded to 3 digits", 0.656),
-        ("float32 arithmetic", np.float32(0.9) ** 4),
-        ("0-d tensor", torch.tensor(0.9, dtype=torch.float64) ** 4),
-        ("Fraction", Fraction(9, 10) ** 4),
-        ("Decimal typed to 4 digits", Decimal("0.6561")),
+        ("an int", 11),
+        ("through logarithms, rounded up", steps_by_logarithm()),
+        ("numpy int64", np.int64(11)),
+        ("0-d tensor", torch.tensor(11)),
+        ("a float", 11.0),
     ],
     "04.2": [
-        ("typed to 5 significant digits", 0.025996),
-        ("typed to 6 significant digits", 0.0259955),
-        ("rounded to 3 digits", 0.0260),
-        ("numpy float64", 1 - np.float64(0.9) ** 0.25),
-        ("0-d float32 tensor", 1 - torch.tensor(0.9) ** 0.25),
-        ("through logarithms", 1 - float(np.exp(np.log(0.9) / 4))),
+        ("rounded to 3 digits", 0.185),
+        ("typed to 5 significant digits", 0.18549),
+        ("numpy float64", 1 - np.float64(0.95) ** 4),
+        ("0-d float32 tensor", 1 - torch.tensor(0.95) ** 4),
+        ("Fraction", 1 - Fraction(19, 20) ** 4),
+        ("Decimal typed to 4 digits", Decimal("0.1855")),
+        ("through logarithms", 1 - float(np.exp(4 * np.log(0.95)))),
     ],
     "04.3": [
         ("model.apply with train(False)", freeze_by_apply),
+        ("the BatchNorm classes named one by one", freeze_by_kinds),
+        ("'BatchNorm' in the class name", freeze_by_class_name),
         ("eval() everything, dropout back to train()", freeze_all_then_dropout_back),
         ("training flag set to False", freeze_by_flag),
         ("eval mode and scale and shift fixed too", freeze_with_requires_grad_off),
@@ -203,26 +261,32 @@ RIGHT = {
         ("F.batch_norm per chunk", ghost_with_functional),
         ("a BatchNorm1d per chunk", ghost_with_modules),
         ("computed in float32", ghost_in_float32),
+        ("numpy, returning an array", ghost_in_numpy),
     ],
 }
 
 WRONG = {
     "04.1": [
-        ("one update: 0.9", 0.9),
-        ("factors added: 1 − 4·0.1", 0.6),
-        ("the lesson's k = 8", 0.4305),
-        ("the new data's weight, 1 − 0.9^4", np.float64(1 - 0.9**4)),
-        ("momentum^4", torch.tensor(1e-4)),
+        ("counted forwards: 44", 44),
+        ("rounded down: 10", 10),
+        ("the real solution, not rounded up", float(np.log(0.01) / (4 * np.log(0.9)))),
+        ("forwards as a real number", np.float64(np.log(0.01) / np.log(0.9))),
+        ("calls the package: one step's old weight", al.batchnorm.old_weight_formula(0.1, 4)),
     ],
     "04.2": [
-        ("divided by k: 0.1 / 4", 0.025),
-        ("momentum unchanged", 0.1),
-        ("the lesson's k = 8", 0.013084),
-        ("the survival per update, 0.9^(1/4)", 0.9740),
-        ("wrong equation: 1 − 0.9^4", 0.3439),
+        ("factors added: 4 · 0.05", 0.2),
+        ("what survives, 0.95^4", 0.8145),
+        ("momentum unchanged", 0.05),
+        (
+            "calls the package: matching_momentum, the other direction",
+            al.batchnorm.matching_momentum(0.05, 4),
+        ),
+        ("divided by k", torch.tensor(0.0125)),
     ],
     "04.3": [
         ("skips the technique: BatchNorm replaced by Identity", replace_batchnorm_by_identity),
+        ("BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm", freeze_batchnorm1d_only),
+        ("type name == 'BatchNorm1d'", freeze_by_exact_name),
         ("calls the package: al.batchnorm.freeze_batchnorm", freeze_with_accumlab),
         ("model.eval(): dropout switched off too", lambda model: model.eval()),
         ("dropout removed", remove_dropout_too),
@@ -237,6 +301,7 @@ WRONG = {
             lambda x, g: F.batch_norm(x, None, None, training=True),
         ),
         ("calls the package: al.batchnorm.GhostBatchNorm1d", ghost_with_accumlab),
+        ("calls the package: al.batchnorm.micro_batch_stats", ghost_with_micro_batch_stats),
         ("unbiased variance", ghost_unbiased),
         ("no eps", ghost_without_eps),
         ("reshape: fails on a shorter last chunk", ghost_by_reshape),
@@ -254,7 +319,7 @@ STUBS = {
 # dropout silenced while m.training and m.p still look right: it must really drop
 def _dropout_forward_identity(model):
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm1d):
+        if isinstance(m, BATCHNORM):
             m.eval()
         if isinstance(m, nn.Dropout):
             m.forward = lambda x: x
@@ -268,7 +333,7 @@ class _QuietDropout(nn.Dropout):
 
 def _dropout_class_swapped(model):
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm1d):
+        if isinstance(m, BATCHNORM):
             m.eval()
         if type(m) is nn.Dropout:
             m.__class__ = _QuietDropout
@@ -279,7 +344,7 @@ def _dropout_off_during_forward(model):
     """A pre-hook switches dropout off, a post-hook back on: m.training reads True afterwards."""
     drops = [m for m in model.modules() if isinstance(m, nn.Dropout)]
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm1d):
+        if isinstance(m, BATCHNORM):
             m.eval()
 
     def off(module, args):
@@ -332,4 +397,9 @@ HINTS = {
     "hooks switch dropout off during each forward": "dropped 0%",
     "al.batchnorm.freeze_batchnorm bound before the check": "your answer called al.batchnorm.freeze_batchnorm",
     "torch.chunk into ceil(rows / size) pieces": "torch.chunk(n)",
+    "BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm": "SyncBatchNorm",
+    "calls the package: al.batchnorm.micro_batch_stats": "al.batchnorm.micro_batch_stats",
+    "counted forwards: 44": "number of forwards",
+    "the real solution, not rounded up": "whole",
+    "calls the package: matching_momentum, the other direction": "other direction",
 }
