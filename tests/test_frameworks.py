@@ -479,3 +479,16 @@ def test_every_run_asks_for_the_cpu_where_cuda_is_detected():
         env={k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"},
     )
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def test_a_zero_gradient_is_named_not_divided_by():
+    """A step whose gradient is zero (gradients cleared just before step()) is a multiple of
+    everything with factor 0: the check names it instead of dividing by 0."""
+    from accumlab.frameworks.measure import _divided_by
+
+    terms = {
+        "g_ref": torch.ones(3, dtype=torch.float64),
+        "g_means": torch.full((3,), 2.0, dtype=torch.float64),
+    }
+    assert _divided_by(torch.zeros(3, dtype=torch.float64), terms) == "a zero gradient"
+    assert _divided_by(torch.full((3,), 0.5, dtype=torch.float64), terms) == "Σ means ÷ 4"
