@@ -240,19 +240,22 @@ def test_real_deepspeed_divides_in_backward_and_never_resets_its_counter():
     assert "WORLD_SIZE" not in os.environ and "MASTER_PORT" not in os.environ  # put back
 
 
-def test_accelerate_guide_drops_the_short_window_and_prefetching_moves_the_sync():
-    """The usage guide's variable-size skeleton sets sync_gradients by hand (True every k-th
-    micro-batch); a prefetch left to accumulate() changes when the loader reports its end."""
-    names = ("accelerate_guide", "accelerate_prefetch", "accelerate_prefetch_all")
-    runs = F.run_all(names, progress=False)
+def test_a_hand_set_sync_drops_the_short_window_and_prefetching_moves_the_sync():
+    """sync_gradients set by hand, True every k-th micro-batch only, never steps a short window;
+    a prefetch left to accumulate() changes when the loader reports its end; the usage guide's
+    variable-size skeleton, as written, steps the short window and is exact."""
+    names = ("accelerate_handset", "accelerate_prefetch", "accelerate_prefetch_all")
+    runs = F.run_all((*names, "accelerate_global"), progress=False)
     for data in F.DATASETS:
-        ends = {n: [s.end for s in runs[data][n].steps] for n in names}
+        ends = {n: [s.end for s in runs[data][n].steps] for n in (*names, "accelerate_global")}
         assert ends == {
-            "accelerate_guide": [4, 8],
+            "accelerate_handset": [4, 8],
             "accelerate_prefetch": [4, 8, 9, 10],
             "accelerate_prefetch_all": [4, 8],
+            "accelerate_global": [4, 8, 10],
         }
-        assert _worst(F.check_run(runs[data]["accelerate_guide"])) < 1e-12
+        assert _worst(F.check_run(runs[data]["accelerate_handset"])) < 1e-12
+        assert _worst(F.check_run(runs[data]["accelerate_global"])) < 1e-12
 
 
 def test_a_loader_left_mid_iteration_does_not_reach_the_next_accelerator():
@@ -442,9 +445,12 @@ with SimulatedGpu() as gpu:  # CUDA is what DeepSpeed's accelerator detection se
         if name == "deepspeed":
             assert run.version.startswith("deepspeed "), run.version  # the real engine, on the CPU
             assert [len(w) for w in run.windows] == [4, 4], run.windows
+    from deepspeed.accelerator import get_accelerator, set_accelerator
+
+    # none was chosen before the lesson's runs: DeepSpeed used after them detects the GPU
+    assert get_accelerator().device_name() == "cuda", get_accelerator().device_name()
     # deepspeed imported earlier with the CUDA accelerator (a learner's own import): the run
     # switches to the CPU one, and puts the learner's back afterwards
-    from deepspeed.accelerator import get_accelerator, set_accelerator
     from deepspeed.accelerator.cuda_accelerator import CUDA_Accelerator
 
     set_accelerator(CUDA_Accelerator())
@@ -473,3 +479,16 @@ def test_every_run_asks_for_the_cpu_where_cuda_is_detected():
         env={k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"},
     )
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def test_a_zero_gradient_is_named_not_divided_by():
+    """A step whose gradient is zero (gradients cleared just before step()) is a multiple of
+    everything with factor 0: the check names it instead of dividing by 0."""
+    from accumlab.frameworks.measure import _divided_by
+
+    terms = {
+        "g_ref": torch.ones(3, dtype=torch.float64),
+        "g_means": torch.full((3,), 2.0, dtype=torch.float64),
+    }
+    assert _divided_by(torch.zeros(3, dtype=torch.float64), terms) == "a zero gradient"
+    assert _divided_by(torch.full((3,), 0.5, dtype=torch.float64), terms) == "Σ means ÷ 4"

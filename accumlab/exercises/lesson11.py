@@ -144,9 +144,38 @@ def _accelerate_epoch(answer):
             "accelerator.accumulate(model):` — this exercise keeps accumulate(), which with "
             "several processes is what skips the all-reduce of a window's other micro-batches"
         )
-    for n, share in enumerate(backward_shares(problem, calls), start=1):
+    if run.extra.get("forwards_outside_accumulate"):
+        return (
+            f"{run.extra['forwards_outside_accumulate']} forward passes ran outside `with "
+            "accelerator.accumulate(model):` — on several processes DDP skips the all-reduce only "
+            "when the forward runs inside it too"
+        )
+    if run.extra.get("accumulate_without_model"):
+        return (
+            "accelerator.accumulate() was not given the prepared model: without it no "
+            "model.no_sync() is entered, and every micro-batch would be all-reduced"
+        )
+    if any(c["num_steps"] != problem.k for c in calls):
+        return (
+            f"the Accelerator's number of accumulation steps was changed from k = {problem.k}: "
+            "keep the configured k and let accumulate() count the window"
+        )
+    shares = backward_shares(problem, calls)
+    for n, share in enumerate(shares, start=1):
         if share["error"] > EXACT:
             return _share_hint(n, share, problem.k)
+    last = {w[-1] for w in problem.windows()}
+    synced = [
+        n
+        for n, (call, share) in enumerate(zip(calls, shares), start=1)
+        if call["sync_gradients"] and share["micro_batch"] not in last
+    ]
+    if synced:
+        return (
+            f"accelerator.sync_gradients was True during accelerator.backward call {synced[0]}, "
+            "which is not the last micro-batch of its window: on several processes it would be "
+            "all-reduced — only a window's last micro-batch syncs"
+        )
     windows = problem.windows()
     if [s.window for s in run.steps] != windows:
         return (
@@ -165,4 +194,10 @@ def _accelerate_epoch(answer):
         )
     if worst <= EXACT:
         return None
+    zero = [c.step + 1 for c in checks if c.grad_norm == 0.0]
+    if zero:
+        return (
+            f"optimizer step {zero[0]} used a zero gradient: were the gradients cleared between "
+            "the window's last backward and optimizer.step()?"
+        )
     return f"off by up to {worst:.0%} of the reference gradient"

@@ -1,7 +1,8 @@
 """Lesson 11: DeepSpeed on the CPU as one gloo process, also on a machine with a GPU.
 
 DeepSpeed chooses its accelerator once per process and keeps it; these contexts make it the CPU for
-the lesson's runs and put back what they change (the environment, an accelerator chosen before).
+the lesson's runs and put back what they change (the environment, an accelerator chosen before,
+or none chosen).
 """
 
 from __future__ import annotations
@@ -17,17 +18,19 @@ from contextlib import contextmanager
 def cpu_accelerator():
     """DeepSpeed on the CPU for whatever runs inside, also on a machine with a GPU.
 
-    DeepSpeed picks its accelerator on its first `get_accelerator()` call, which `import
-    deepspeed` makes, and keeps it for the process (deepspeed/accelerator/real_accelerator.py);
-    `DS_ACCELERATOR=cpu` in the environment at that moment makes it the CPU. Every lesson run is
-    made inside this context, so whichever run imports deepspeed first (the Trainer's does:
-    accelerate's `unwrap_model`) starts it on the CPU. Where deepspeed was imported earlier with
-    another accelerator, the CPU one is set for the run (`set_accelerator`, DeepSpeed's own
-    switch) and the earlier one put back afterwards, as is the environment."""
+        DeepSpeed picks its accelerator on its first `get_accelerator()` call, which `import
+        deepspeed` makes, and keeps it for the process (deepspeed/accelerator/real_accelerator.py);
+        `DS_ACCELERATOR=cpu` in the environment at that moment makes it the CPU. Every lesson run is
+        made inside this context, so whichever run imports deepspeed first (the Trainer's does:
+        accelerate's `unwrap_model`) starts it on the CPU. Where deepspeed was imported earlier with
+        another accelerator, the CPU one is set for the run (`set_accelerator`, DeepSpeed's own
+        switch) and the earlier one put back afterwards, as is the environment; where none was chosen
+    before, none is chosen after, so that DeepSpeed outside the lesson's runs detects a GPU."""
     saved = os.environ.get("DS_ACCELERATOR")
     os.environ["DS_ACCELERATOR"] = "cpu"
     chosen = sys.modules.get("deepspeed.accelerator.real_accelerator")
     previous = None if chosen is None else chosen.ds_accelerator
+    unchosen = previous is None  # none chosen yet: after the run, none chosen again
     if previous is not None and previous.device_name() != "cpu":
         from deepspeed.accelerator.cpu_accelerator import CPU_Accelerator
 
@@ -39,6 +42,9 @@ def cpu_accelerator():
     finally:
         if previous is not None:
             chosen.set_accelerator(previous)
+        elif unchosen and "deepspeed.accelerator.real_accelerator" in sys.modules:
+            # the run chose the CPU; the learner's next get_accelerator() detects afresh (a GPU)
+            sys.modules["deepspeed.accelerator.real_accelerator"].ds_accelerator = None
         if saved is None:
             os.environ.pop("DS_ACCELERATOR", None)
         else:

@@ -118,6 +118,8 @@ def _window_terms(problem: Problem, params: dict, window: tuple) -> dict:
 
 
 def _divided_by(used: torch.Tensor, terms: dict, exact: float = EXACT) -> str:
+    if float(used.norm()) == 0.0:  # 0 is a multiple of everything: "÷ 1/0" would raise
+        return "a zero gradient"
     if _multiple(used, terms["g_ref"], exact) is not None and _rel(used, terms["g_ref"]) <= exact:
         return "Σ item losses ÷ window items"
     c = _multiple(used, terms["g_means"], exact)

@@ -21,7 +21,7 @@ from .problem import DATASETS, make_problem
 from .quiet import offline_and_quiet
 from .with_accelerate import (
     accelerate_global_loop,
-    accelerate_guide_loop,
+    accelerate_handset_loop,
     accelerate_loop,
     accelerate_prefetch_loop,
     accelerate_unprepared_loop,
@@ -63,7 +63,7 @@ FRAMEWORKS: dict[str, Framework] = {
         "Trainer + num_items_in_batch (clipping off)",
         "transformers",
         partial(trainer_loop, mode="num_items"),
-        "model takes **kwargs and uses the `num_items_in_batch` it is passed",
+        "`forward(..., num_items_in_batch=None, **kwargs)`",
     ),
     "deepspeed": Framework(
         "DeepSpeed",
@@ -76,16 +76,16 @@ FRAMEWORKS: dict[str, Framework] = {
 # runs the lesson shows beside the main table: the fixes, and the traps
 VARIANTS: dict[str, Framework] = {
     "accelerate_global": Framework(
-        "Accelerate, Σ × k ÷ window items, step outside accumulate()",
-        "accelerate",
-        accelerate_global_loop,
-        "each window prefetched and counted; its step outside `accumulate()`",
-    ),
-    "accelerate_guide": Framework(
         "Accelerate, the guide's variable-size skeleton",
         "accelerate",
-        accelerate_guide_loop,
-        "prefetch, `accumulate()`, `sync_gradients` set by hand every k-th micro-batch",
+        accelerate_global_loop,
+        "windows prefetched and counted, Σ × k ÷ items, a step per window, no `accumulate()`",
+    ),
+    "accelerate_handset": Framework(
+        "Accelerate, sync_gradients set by hand",
+        "accelerate",
+        accelerate_handset_loop,
+        "prefetch, `accumulate()`, `sync_gradients` set True every k-th micro-batch only",
     ),
     "accelerate_unprepared": Framework(
         "Accelerate, loader not prepared",

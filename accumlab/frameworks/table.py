@@ -16,12 +16,13 @@ TO_BE_EXACT = {
     "reference": "—",
     "plain_loop": "divide Σ item losses by the window's items, counted before its first backward",
     "accelerate": "prefetch and count the window, pass Σ loss × k ÷ window items to "
-    "`accelerator.backward`, step after the window, outside `accumulate()` [accelerate_global]",
+    "`accelerator.backward`, step after the window, outside `accumulate()`: the usage guide's "
+    "skeleton [accelerate_global]",
     "lightning": "return Σ loss × k ÷ window items from `training_step` [lightning_exact]",
     "trainer": "a forward that takes `num_items_in_batch` (**kwargs) and divides Σ by it "
     "[trainer_num_items]",
     "trainer_num_items": "— (clipping: `max_grad_norm` defaults to 1.0) [trainer_default_clip]",
-    "deepspeed": "never ÷ k yourself; for short or unequal windows hand `backward` Σ loss ÷ window "
+    "deepspeed": "(ZeRO 0) never ÷ k yourself; for short or unequal windows hand `backward` Σ loss ÷ window "
     "items with `scale_wrt_gas=False` and set the boundary before every micro-batch "
     "[deepspeed_exact], or go unmanaged, one `step()` per window [deepspeed_unmanaged]",
 }

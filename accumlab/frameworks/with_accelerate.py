@@ -11,7 +11,8 @@ False. The runs below measure each of these.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import math
+from contextlib import contextmanager, nullcontext
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -69,22 +70,30 @@ def accelerate_loop(problem: Problem, model, optimizer, scheduler, folder: str) 
 def accelerate_global_loop(
     problem: Problem, model, optimizer, scheduler, folder: str, *, reset_sync: bool = True
 ) -> dict:
-    """The normalisation of the usage guide's recipe for samples of variable size ("Gradient
-    accumulation"): prefetch each window, count its items, and pass `sum × k ÷ items` to `backward`,
-    so that backward's own ÷ k leaves exactly ÷ items — with the step taken outside `accumulate()`,
-    where `sync_gradients` stays True, so the short last window steps too."""
+    """The usage guide's skeleton for samples of variable size ("Gradient accumulation"), as
+    written: windows sized from `len(loader)` (the last one by the remainder), each prefetched and
+    its items counted and gathered; `loss × k × num_processes ÷ items` to `backward`, whose own ÷ k
+    leaves ÷ items; no `accumulate()` — on several processes `model.no_sync` around a window's
+    non-final micro-batches — and one step after each window, where `sync_gradients` stays True,
+    so the short last window steps too."""
     k = problem.k
     accelerator = fresh_accelerator(k, reset_sync=reset_sync)
     model, optimizer, loader, scheduler = accelerator.prepare(
         model, optimizer, _loader(problem), scheduler
     )
-    batches = iter(loader)
-    for window in problem.windows():
-        samples = [next(batches) for _ in window]
-        items = sum(problem.items(y) for _, y in samples)
-        for x, y in samples:
-            loss = problem.sum_loss(model(x), y) * k / items  # × k undoes backward's ÷ k
-            accelerator.backward(loss)
+    iterator, batches = iter(loader), len(loader)
+    remainder = batches % k or k
+    total_updates = math.ceil(batches / k)
+    for update_step in range(total_updates):
+        size = k if update_step != total_updates - 1 else remainder
+        samples = [next(iterator) for _ in range(size)]
+        local = torch.tensor(sum(problem.items(y) for _, y in samples))
+        items = accelerator.gather(local).sum().item()  # the guide: every process's items
+        for i, (x, y) in enumerate(samples):
+            several = i < len(samples) - 1 and accelerator.num_processes > 1
+            with model.no_sync() if several else nullcontext():
+                loss = problem.sum_loss(model(x), y)
+                accelerator.backward(loss * k * accelerator.num_processes / items)
         optimizer.step()  # outside accumulate(): sync_gradients stays True, so it steps
         scheduler.step()
         optimizer.zero_grad()
@@ -133,11 +142,11 @@ def accelerate_prefetch_loop(
     return {}
 
 
-def accelerate_guide_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
-    """The skeleton of the usage guide's "samples of variable size" section, one process: prefetch
-    each window, count its items, `accumulate()` per micro-batch, `loss × k ÷ items`, and set
-    `sync_gradients` by hand, True when the micro-batches so far are a multiple of k — which
-    they never are in a short last window."""
+def accelerate_handset_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
+    """A trap, not the guide: prefetch each window, count its items, `accumulate()` per
+    micro-batch, `loss × k ÷ items`, and set `sync_gradients` by hand, as the Transformers Trainer
+    does after its own prefetch — but True only when the micro-batches so far are a multiple of k
+    (the Trainer also syncs at the epoch's last batch), which they never are in a short window."""
     k = problem.k
     accelerator = fresh_accelerator(k)
     model, optimizer, loader, scheduler = accelerator.prepare(
@@ -150,8 +159,7 @@ def accelerate_guide_loop(problem: Problem, model, optimizer, scheduler, folder:
         for x, y in samples:
             done += 1
             with accelerator.accumulate(model):
-                # the guide: "Since we performed prefetching, we need to manually set sync_gradients"
-                accelerator.gradient_state._set_sync_gradients(done % k == 0)
+                accelerator.gradient_state._set_sync_gradients(done % k == 0)  # the counter only
                 accelerator.backward(problem.sum_loss(model(x), y) * k / items)
                 optimizer.step()
                 scheduler.step()
@@ -166,20 +174,30 @@ def accelerate_custom_loop(
     scheduler, loader, k)` gets everything prepared, the dataloader included (exercise 11.3).
 
     Logged for the checker: for each `accelerator.backward` call, the micro-batches forwarded
-    since the previous call, the weights, the gradient it added, and whether it ran inside
-    `accumulate()`; and how many gradients were accumulated by backward passes outside it."""
+    since the previous call, the weights, the gradient it added, whether it ran inside
+    `accumulate()`, `sync_gradients` and the configured number of steps as it ran; the forwards
+    run outside `accumulate()`; the `accumulate()` calls not given the prepared model; and how
+    many gradients were accumulated by backward passes outside `accelerator.backward`."""
     accelerator = fresh_accelerator(problem.k)
     net = model
     model, optimizer, loader, scheduler = accelerator.prepare(
         model, optimizer, _loader(problem), scheduler
     )
     calls: list[dict] = []
-    state = {"in_backward": False, "in_accumulate": 0, "forwards": [], "outside": 0}
+    state = {
+        "in_backward": False,
+        "in_accumulate": 0,
+        "forwards": [],
+        "outside": 0,
+        "forwards_outside": 0,  # DDP's no_sync needs the forward inside it too
+        "without_model": 0,  # accumulate() not given the model never enters no_sync
+    }
     index = micro_batch_index(problem.micro_batches())
 
     def on_forward(_module, args) -> None:
         if torch.is_grad_enabled() and args:
             state["forwards"].append(index(args[0]))
+            state["forwards_outside"] += state["in_accumulate"] == 0
 
     def on_grad(_param) -> None:  # every parameter whose .grad a backward pass accumulates
         if not state["in_backward"]:
@@ -191,6 +209,7 @@ def accelerate_custom_loop(
 
     def observed_backward(loss, **kwargs):  # on this instance only
         before, params = flatten(grads_of(net)), params_of(net)
+        sync, steps = accelerator.sync_gradients, accelerator.gradient_state.num_steps
         state["in_backward"] = True
         try:
             return backward(loss, **kwargs)
@@ -202,12 +221,15 @@ def accelerate_custom_loop(
                     "params": params,
                     "added": flatten(grads_of(net)) - before,
                     "in_accumulate": state["in_accumulate"] > 0,
+                    "sync_gradients": sync,
+                    "num_steps": steps,
                 }
             )
             state["forwards"] = []
 
     @contextmanager
     def observed_accumulate(*models):
+        state["without_model"] += not any(m is model or m is net for m in models)
         with accumulate(*models):
             state["in_accumulate"] += 1
             try:
@@ -221,4 +243,9 @@ def accelerate_custom_loop(
     finally:
         for handle in handles:
             handle.remove()
-    return {"backward_calls": calls, "outside_backward": state["outside"]}
+    return {
+        "backward_calls": calls,
+        "outside_backward": state["outside"],
+        "forwards_outside_accumulate": state["forwards_outside"],
+        "accumulate_without_model": state["without_model"],
+    }

@@ -187,6 +187,81 @@ def _scheduler_never_stepped(accelerator, model, optimizer, scheduler, loader, k
             optimizer.zero_grad()
 
 
+def _exact_with_numpy_counts(accelerator, model, optimizer, scheduler, loader, k):
+    """Another right 11.3: np.int64 window counts, the loss in float32, forward inside."""
+    counts = np.array([int((y != IGNORE).sum()) for _, y in loader])
+    tokens = np.add.reduceat(counts, np.arange(0, len(counts), k))
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            loss = _token_sum(model, x, y).float()
+            accelerator.backward(loss * k / tokens[i // k])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _forward_outside_accumulate(accelerator, model, optimizer, scheduler, loader, k):
+    """Exact on one process, but the forward runs before accumulate(): DDP would all-reduce."""
+    tokens = _window_tokens(loader, k)
+    for i, (x, y) in enumerate(loader):
+        loss = _token_sum(model, x, y)
+        with accelerator.accumulate(model):
+            accelerator.backward(loss * k / tokens[i // k])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _accumulate_without_model(accelerator, model, optimizer, scheduler, loader, k):
+    """Exact on one process, but accumulate() is not given the model: no no_sync is entered."""
+    tokens = _window_tokens(loader, k)
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate():
+            accelerator.backward(_token_sum(model, x, y) * k / tokens[i // k])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _num_steps_set_to_one(accelerator, model, optimizer, scheduler, loader, k):
+    """accumulate() told to sync every micro-batch, the caller stepping once per window."""
+    accelerator.gradient_state.plugin_kwargs["num_steps"] = 1
+    tokens = _window_tokens(loader, k)
+    batches = list(loader)
+    for i, (x, y) in enumerate(batches):
+        with accelerator.accumulate(model):
+            accelerator.backward(_token_sum(model, x, y) / tokens[i // k])  # no ÷ k left to undo
+        if i % k == k - 1 or i == len(batches) - 1:
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _sync_forced_every_micro_batch(accelerator, model, optimizer, scheduler, loader, k):
+    """sync_gradients set True inside accumulate(): every micro-batch would be all-reduced."""
+    tokens = _window_tokens(loader, k)
+    batches = list(loader)
+    for i, (x, y) in enumerate(batches):
+        with accelerator.accumulate(model):
+            accelerator.gradient_state._set_sync_gradients(True)
+            accelerator.backward(_token_sum(model, x, y) * k / tokens[i // k])
+        if i % k == k - 1 or i == len(batches) - 1:
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _zero_grad_before_step(accelerator, model, optimizer, scheduler, loader, k):
+    """The gradients cleared just before the step: every step uses a zero gradient."""
+    tokens = _window_tokens(loader, k)
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            accelerator.backward(_token_sum(model, x, y) * k / tokens[i // k])
+            optimizer.zero_grad()
+            optimizer.step()
+            scheduler.step()
+
+
 def _stub_loss(outputs, labels, num_items_in_batch=None):
     # the usual mean loss, to change
     ...
@@ -206,7 +281,10 @@ RIGHT = {
         ("log-probabilities gathered by hand", _summed_loss),
         ("float32, outputs.logits", _float32_attribute_access),
     ],
-    "11.3": [("tensor counts, k from the Accelerator", _exact_with_tensor_count)],
+    "11.3": [
+        ("tensor counts, k from the Accelerator", _exact_with_tensor_count),
+        ("np.int64 counts, float32 loss", _exact_with_numpy_counts),
+    ],
 }
 WRONG = {
     "11.1": [
@@ -229,6 +307,11 @@ WRONG = {
         ("one backward per window, padded", _one_backward_per_window_padded),
         ("scheduler every micro-batch", _scheduler_every_micro_batch),
         ("scheduler never stepped", _scheduler_never_stepped),
+        ("forward outside accumulate()", _forward_outside_accumulate),
+        ("accumulate() without the model", _accumulate_without_model),
+        ("num_steps set to 1", _num_steps_set_to_one),
+        ("zero_grad() before step()", _zero_grad_before_step),
+        ("sync_gradients forced True", _sync_forced_every_micro_batch),
     ],
 }
 STUBS = {
