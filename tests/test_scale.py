@@ -209,6 +209,9 @@ def test_pipeline_on_two_processes_matches_one_process():
     assert ex["no_scale"]["weights"]["weights"] == pytest.approx([4.0])
     assert ex["two_steps_scaled"]["weights"]["weights"] == pytest.approx([0.25, 1.0])
     assert ex["two_steps_fixed"]["weights"]["weights"] == pytest.approx([0.5, 0.5])
+    # a MainGrad hook empties .grad, so scale_grads never divides its buffers: m times the mean
+    assert ex["main_grad"]["weights"]["weights"] == pytest.approx([4.0])
+    assert ex["main_grad_fixed"]["diff"].max_abs < 1e-12
     assert ex["1f1b"]["in_flight"] == [2, 1] and ex["gpipe"]["in_flight"] == [4, 4]
     assert "must be greater than or equal to the number of stages" in r["errors"]["1f1b_m1"]
     with pytest.raises(ValueError, match="timeout"):
@@ -723,3 +726,20 @@ def test_exercise_12_3_tolerance_separates_16_bit_sums_from_float32(seed):
     assert _distance(_hooked_sum(model, chunks, torch.float32, 1), main) <= MAIN_GRAD_TOLERANCE
     for dtype, flush in ((torch.float16, 1), (torch.float32, 4)):  # 16-bit sums: far outside it
         assert _distance(_hooked_sum(model, chunks, dtype, flush), main) > 10 * MAIN_GRAD_TOLERANCE
+
+
+def test_master_weights_take_adamws_first_step_from_the_main_gradient():
+    mw = al.scale.master_weight_step()
+    assert mw["stepped"] and mw["first_step_error"] < 1e-3
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bfloat16_parameters_round_small_updates_away_masters_keep_them(seed):
+    r = al.scale.update_rounding(lr=1e-4, steps=100, seed=seed)
+    assert all(r["casts_step"].values())
+    direct, master = r["routes"]["bfloat16 parameters"], r["routes"]["float32 masters"]
+    assert direct["unchanged"] > 0.5 and direct["displacement_error"] > 0.5
+    assert master["unchanged"] == 0.0 and master["displacement_error"] < 0.1
+    # a large learning rate: each step moves bfloat16 parameters too
+    big = al.scale.update_rounding(lr=1e-2, steps=5, seed=seed)["routes"]["bfloat16 parameters"]
+    assert big["unchanged"] < 0.1

@@ -35,7 +35,11 @@ def pipeline_weights(answer) -> str | None:
     # step() divides the whole .grad by 8 (lesson 12 measured two steps at m = 4: (1/4, 1))
     m = 8
     w = numbers(answer, 3)
-    close = lambda a, b: math.isclose(a, b, rel_tol=5e-3)  # noqa: E731 - 3 significant digits
+
+    def close(a, b):
+        # 3 significant digits of b: within half a unit of its 3rd digit, on either side
+        return abs(a - b) <= 0.5 * 10 ** (math.floor(math.log10(abs(b))) - 2)
+
     if all(close(x, y) for x, y in zip(w, (1 / m**2, 1 / m, 1.0))):
         return None
     if all(close(x, 1 / 3) for x in w):
@@ -142,9 +146,13 @@ def main_grad(answer) -> str | None:
     first = model[0]
     forwards: list[tuple[int, torch.dtype, torch.dtype]] = []  # rows, input dtype, weight dtype
     backwards = [0]
+    weight_grads = [0]  # engine runs that computed the first weight's gradient: one per backward
 
     def count_backward(grad):
         backwards[0] += 1
+
+    def count_weight_grad(grad):
+        weight_grads[0] += 1
 
     def seen_forward(module, args, output):
         if module is first and args:  # a copy of the layer (deepcopy keeps hooks) is not counted
@@ -154,11 +162,15 @@ def main_grad(answer) -> str | None:
 
     hooks = _hooks(model)
     handle = first.register_forward_hook(seen_forward)
+    # a tensor hook on the weight fires once per backward pass (or autograd.grad call) however
+    # many micro-batches' graphs it sums: one backward of the summed losses fires it once
+    weight_handle = first.weight.register_hook(count_weight_grad)
     try:
         with Refuse("al.scale.accumulate", "al.scale.MainGrad"):
             got = answer(model, chunks)
     finally:
         handle.remove()
+        weight_handle.remove()
     if any(not torch.equal(p.detach(), before[n]) for n, p in model.named_parameters()):
         return "accumulate gradients only: the parameters must not change"
     if any(p.dtype != torch.bfloat16 for p in model.parameters()):
@@ -180,6 +192,19 @@ def main_grad(answer) -> str | None:
             f"{backwards[0]} backward passes went through the first layer; one per micro-batch is "
             f"{k} (.backward() or torch.autograd.grad on each micro-batch's loss)"
         )
+    if weight_grads[0] != k:
+        return (
+            f"the first layer's weight got its gradient in {weight_grads[0]} backward passes, not "
+            f"k = {k}: one backward of the summed losses sums the graphs itself, it does not "
+            "accumulate; run one backward per micro-batch and add each gradient into float32"
+        )
+    if any(p.grad_dtype not in (None, p.dtype) for p in model.parameters()):
+        return (
+            "reset param.grad_dtype (to None) before returning: a float32 .grad on a bfloat16 "
+            "parameter makes AdamW's step raise (section 1)"
+        )
+    if any(p.grad is not None and p.grad.dtype != p.dtype for p in model.parameters()):
+        return "free the float32 .grad you left on the parameters (param.grad = None)"
     if _hooks(model) != hooks:
         return (
             "your answer left hooks on the model: remove them (handle.remove()) before returning, "

@@ -17,6 +17,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "step_with_grad_dtype": "accumulator",
         # master_weights.py: what the update needs besides the main gradient
         "master_weight_step": "master_weights",
+        "update_rounding": "master_weights",
         "sharded_bytes": "master_weights",
         "SHARDED": "master_weights",
         # schedule.py, stages.py, pipeline.py: pipeline schedules are accumulation

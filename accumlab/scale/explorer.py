@@ -11,7 +11,7 @@ from ..explorer import Explorer, explorer_example, int_slider
 from .schedule import SCHEDULES, bubble_fraction, in_flight, replay, schedule_order
 
 MAX_STAGES = 8
-MAX_MICRO_BATCHES = 32
+MAX_MICRO_BATCHES = 64  # S = 8 needs m = 64 for a bubble under 10 % (lesson 12, section 2)
 
 
 def explorer_data(micro_batches: int = 4, stages: int = 2, schedule: str = "GPipe") -> dict:

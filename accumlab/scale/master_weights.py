@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .._threads import one_thread
-from .._validate import positive_int
+from .._validate import positive_float, positive_int
 from .accumulator import MainGrad
 
 # Megatron-LM's distributed optimizer shards these over the d data-parallel ranks; the bfloat16
@@ -77,6 +77,7 @@ def master_weight_step(*, micro_batches: int = 8, seed: int = 0) -> dict:
         for name, p in bf16.named_parameters():
             p.copy_(masters[name])  # the forward's copy, rounded to bfloat16
     moved = any(not torch.equal(m.detach(), start[name]) for name, m in masters.items())
+    first_step_error = _first_step_error(adam, masters, start, main.buffers)
     rounded = all(
         torch.equal(p.detach(), masters[name].detach().to(torch.bfloat16))
         for name, p in bf16.named_parameters()
@@ -101,8 +102,94 @@ def master_weight_step(*, micro_batches: int = 8, seed: int = 0) -> dict:
             },
         },
         "stepped": moved and rounded,
+        "first_step_error": first_step_error,
         "parameters": n,
     }
+
+
+def _first_step_error(adam, masters: dict, start: dict, grads: dict) -> float:
+    """How far each master moved from AdamW's first step computed by hand from the main gradient
+    g: m̂ = g and v̂ = g² after bias correction, so Δ = −lr·(g / (|g| + eps) + weight_decay·θ).
+    In units of lr: about 1e-5 from float32 rounding; ~1 if the masters read another gradient."""
+    group = adam.param_groups[0]
+    lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+    worst = 0.0
+    for name, m in masters.items():
+        g, theta = grads[name].double(), start[name].double()
+        expected = -lr * (g / (g.abs() + eps) + wd * theta)
+        moved = m.detach().double() - theta
+        worst = max(worst, float((moved - expected).abs().max()) / lr)
+    return worst
+
+
+@one_thread()
+def update_rounding(*, lr: float = 1e-4, steps: int = 100, seed: int = 0) -> dict:
+    """Why trainers keep float32 master weights: `steps` AdamW steps of learning rate `lr` on a
+    bfloat16 model from one fixed float32 main gradient (8 micro-batches), two ways. "bfloat16
+    parameters": AdamW steps the bfloat16 parameters themselves, the main gradient cast back to
+    bfloat16 once (then AdamW accepts it). "float32 masters": AdamW steps float32 masters and the
+    bfloat16 copy is the masters rounded. Returns, per route, the fraction of bfloat16 parameters
+    that never changed, and the error of the bfloat16 parameters' displacement against the float32
+    masters' displacement (relative L2); and `casts_step`: whether each AdamW implementation
+    (for-loop, foreach, fused) moves bfloat16 parameters given the cast-back gradient."""
+    from ..data import regression_data
+    from ..models import mlp
+
+    lr = positive_float("lr", lr)
+    steps = positive_int("steps", steps, maximum=10_000)
+    seed = positive_int("seed", seed, minimum=0)
+    bf16 = mlp(8, 32, depth=1, seed=seed).to(torch.bfloat16)
+    main = MainGrad(bf16)
+    _accumulate(bf16, regression_data(n=32, features=8, seed=seed).micro_batches(4))
+    main.remove()
+    start = {n: p.detach().clone() for n, p in bf16.named_parameters()}
+
+    casts_step = {}
+    for impl, kw in (
+        ("for-loop", {"foreach": False}),
+        ("foreach", {"foreach": True}),
+        ("fused", {"fused": True}),
+    ):
+        model = copy.deepcopy(bf16)
+        for name, p in model.named_parameters():
+            p.grad = main.buffers[name].to(torch.bfloat16)  # the one rounding the cast costs
+        torch.optim.AdamW(model.parameters(), lr=0.1, **kw).step()
+        casts_step[impl] = any(
+            not torch.equal(p.detach(), start[n]) for n, p in model.named_parameters()
+        )
+
+    direct = copy.deepcopy(bf16)
+    for name, p in direct.named_parameters():
+        p.grad = main.buffers[name].to(torch.bfloat16)
+    masters = {
+        n: p.detach().float().clone().requires_grad_(True) for n, p in bf16.named_parameters()
+    }
+    for name, m in masters.items():
+        m.grad = main.buffers[name]
+    opt_direct = torch.optim.AdamW(direct.parameters(), lr=lr)
+    opt_master = torch.optim.AdamW(list(masters.values()), lr=lr)
+    for _ in range(steps):
+        opt_direct.step()
+        opt_master.step()
+    copied = {n: m.detach().to(torch.bfloat16) for n, m in masters.items()}
+
+    def flat(d):
+        return torch.cat([t.double().reshape(-1) for t in d.values()])
+
+    theta0 = flat(start)
+    truth = flat({n: m.detach() for n, m in masters.items()}) - theta0
+    routes = {
+        "bfloat16 parameters": {n: p.detach() for n, p in direct.named_parameters()},
+        "float32 masters": copied,
+    }
+    out = {"lr": lr, "steps": steps, "casts_step": casts_step, "routes": {}}
+    for route, params in routes.items():
+        now = flat(params)
+        out["routes"][route] = {
+            "unchanged": float((now == theta0).double().mean()),
+            "displacement_error": float((now - theta0 - truth).norm() / truth.norm()),
+        }
+    return out
 
 
 def sharded_bytes(parts: dict, ranks: int) -> float:

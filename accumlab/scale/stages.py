@@ -31,7 +31,12 @@ EXPERIMENTS = {
     "no_scale": ("GPipe", MICRO_BATCHES, False, 1),  # mean loss, schedule does not divide by m
     "two_steps_scaled": ("GPipe", MICRO_BATCHES, True, 2),  # accumulate two step() calls
     "two_steps_fixed": ("GPipe", MICRO_BATCHES, False, 2),  # loss / (m · steps), no rescale
+    # section 1's fix under a pipeline: a MainGrad hook moves each .grad into its buffer and sets
+    # .grad = None, so scale_grads (which divides only a .grad that is not None) never reaches it
+    "main_grad": ("GPipe", MICRO_BATCHES, True, 1),
+    "main_grad_fixed": ("GPipe", MICRO_BATCHES, False, 1),  # the loss divided by m instead
 }
+MAIN_GRAD_EXPERIMENTS = ("main_grad", "main_grad_fixed")  # gradients read from MainGrad buffers
 
 
 def pipe_model(seed: int = 0, *, dtype=torch.float64, **sizes) -> nn.Sequential:
@@ -79,13 +84,19 @@ def _record(stage) -> list:
     return log
 
 
-def run_schedule(ctx, piece, schedule, micro_batches, loss_fn, scale_grads, steps_data) -> dict:
+def run_schedule(
+    ctx, piece, schedule, micro_batches, loss_fn, scale_grads, steps_data, main_grad=False
+) -> dict:
     """One fresh stage under `schedule`, one `step()` per item of `steps_data`, never zeroing the
-    gradients in between. Returns the module and the passes of each step, in the order run."""
+    gradients in between. Returns the module, the passes of each step in the order run and, with
+    `main_grad`, the MainGrad whose hooks took every `.grad` (else None)."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    from .accumulator import MainGrad
 
     module = copy.deepcopy(piece)
     dtype = next(module.parameters()).dtype
+    main = MainGrad(module, dtype=dtype) if main_grad else None  # hooks before the stage wraps it
     stage = PipelineStage(module, ctx.rank, ctx.world_size, torch.device("cpu"))
     cls = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}[schedule]
     sched = cls(stage, n_microbatches=micro_batches, loss_fn=loss_fn, scale_grads=scale_grads)
@@ -100,7 +111,9 @@ def run_schedule(ctx, piece, schedule, micro_batches, loss_fn, scale_grads, step
         else:
             sched.step()
         orders.append(log[first:])
-    return {"module": module, "orders": orders}
+    if main is not None:
+        main.remove()
+    return {"module": module, "orders": orders, "main_grad": main}
 
 
 def _mse(output, target):
@@ -124,9 +137,16 @@ def pipeline_task(ctx, *, experiments=tuple(EXPERIMENTS), seed: int = 0) -> dict
     out = {"grads": {}, "orders": {}, "errors": {}, "first_layer": offset}
     for name in experiments:
         schedule, m, scale, steps = EXPERIMENTS[name]
-        loss_fn = _ScaledMSE(m * steps) if name == "two_steps_fixed" else _mse
-        run = run_schedule(ctx, piece, schedule, m, loss_fn, scale, batches(steps, m, seed))
-        out["grads"][name] = {names[n]: p.grad.clone() for n, p in run["module"].named_parameters()}
+        fixed = name in ("two_steps_fixed", "main_grad_fixed")
+        loss_fn = _ScaledMSE(m * steps) if fixed else _mse
+        hooked = name in MAIN_GRAD_EXPERIMENTS
+        data = batches(steps, m, seed)
+        run = run_schedule(ctx, piece, schedule, m, loss_fn, scale, data, main_grad=hooked)
+        if hooked:
+            grads = {n: b.clone() for n, b in run["main_grad"].buffers.items()}
+        else:
+            grads = {n: p.grad.clone() for n, p in run["module"].named_parameters()}
+        out["grads"][name] = {names[n]: g for n, g in grads.items()}
         out["orders"][name] = run["orders"][0]
         ctx.step(name)
     try:  # torch refuses 1F1B with fewer micro-batches than stages: record its words

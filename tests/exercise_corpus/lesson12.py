@@ -137,6 +137,51 @@ def _watched_then_exact(model, micro_batches):
     return {n: p.grad for n, p in full.named_parameters()}
 
 
+def _one_backward(model, micro_batches):
+    """k forwards, then ONE backward of the summed losses with grad_dtype = float32: autograd sums
+    the k graphs' gradients itself, nothing is accumulated backward by backward."""
+    k = len(micro_batches)
+    for p in model.parameters():
+        p.grad_dtype = torch.float32
+    preds = [model(mb.x.to(torch.bfloat16)) for mb in micro_batches]
+    loss = sum(
+        torch.nn.functional.mse_loss(p.float(), mb.y.float()) / k
+        for p, mb in zip(preds, micro_batches)
+    )
+    loss.backward()
+    out = {n: p.grad.clone() for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad, p.grad_dtype = None, None
+    return out
+
+
+def _grad_dtype_left_set(model, micro_batches):
+    """Right sum, but grad_dtype = float32 and the float32 .grads stay on the bfloat16 model."""
+    k = len(micro_batches)
+    for p in model.parameters():
+        p.grad_dtype = torch.float32
+    for mb in micro_batches:
+        pred = model(mb.x.to(torch.bfloat16))
+        (torch.nn.functional.mse_loss(pred.float(), mb.y.float()) / k).backward()
+    return {n: p.grad for n, p in model.named_parameters()}
+
+
+def _all_forwards_first(model, micro_batches):
+    """Another right 12.3: all k forwards first (as GPipe does), then k backwards, each one's
+    bfloat16 gradient added into float32."""
+    k = len(micro_batches)
+    names, params = zip(*model.named_parameters())
+    main = [torch.zeros_like(p, dtype=torch.float32) for p in params]
+    losses = [
+        torch.nn.functional.mse_loss(model(mb.x.to(torch.bfloat16)).float(), mb.y.float()) / k
+        for mb in micro_batches
+    ]
+    for loss in losses:
+        for buf, g in zip(main, torch.autograd.grad(loss, params)):
+            buf.add_(g)
+    return dict(zip(names, main))
+
+
 def _stub(model, micro_batches):
     # your code: register_post_accumulate_grad_hook, a float32 buffer per parameter, ...
     return None
@@ -147,11 +192,13 @@ RIGHT = {
     "12.2": [
         ("numpy and tensor", (np.float64(1 / 64), np.float64(0.125), torch.tensor(1.0))),
         ("a list, 3 significant digits", [0.0156, 0.125, 1]),
+        ("3 digits rounded down", (0.0156, 0.125, 1.00)),
     ],
     "12.3": [
         ("param.grad_dtype = float32", _grad_dtype_route),
         ("torch.autograd.grad, no hook", _autograd_grad),
         ("a plain loop, no hook", _plain_loop),
+        ("all forwards, then one autograd.grad each", _all_forwards_first),
     ],
 }
 WRONG = {
@@ -160,6 +207,8 @@ WRONG = {
         ("no rescaling", (1.0, 1.0, 1.0)),
         ("batch 1 divided once more only", (1 / 8, 1 / 8, 1.0)),
         ("two steps' answer", (1 / 8, 1.0)),
+        ("batch 1 off in the 3rd digit", (0.0155, 0.125, 1.0)),
+        ("batch 1 off in the 3rd digit, above", (0.0157, 0.125, 1.0)),
     ],
     "12.3": [
         ("converted at the end", _then_convert),
@@ -170,6 +219,8 @@ WRONG = {
         (".grad not freed in the hook", _grad_not_freed),
         ("layers switched to float32 for the loop", _float32_layers),
         ("the watched loop, then a float32 full batch", _watched_then_exact),
+        ("one backward of the summed losses", _one_backward),
+        ("grad_dtype and float32 .grad left on the model", _grad_dtype_left_set),
     ],
 }
 STUBS = {

@@ -39,6 +39,9 @@ CASES = [
     # master_weights.py
     bad("scale.master_weight_step", "micro_batches=0", lambda: S.master_weight_step(micro_batches=0), "micro_batches", "0"),
     bad("scale.master_weight_step", "seed=-1", lambda: S.master_weight_step(seed=-1), "seed", "-1"),
+    bad("scale.update_rounding", "lr=0", lambda: S.update_rounding(lr=0), "lr", "0"),
+    bad("scale.update_rounding", "steps=0", lambda: S.update_rounding(steps=0), "steps", "0"),
+    bad("scale.update_rounding", "seed=-1", lambda: S.update_rounding(seed=-1), "seed", "-1"),
     bad("scale.sharded_bytes", "ranks=0", lambda: S.sharded_bytes({"params": 2.0}, 0), "ranks", "0"),
     bad("scale.bf16_rounding", "limit=1", lambda: S.bf16_rounding(1), "limit", "1"),
     bad("scale.bf16_rounding", "limit=10**12", lambda: S.bf16_rounding(10**12), "limit"),
