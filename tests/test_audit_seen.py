@@ -220,3 +220,12 @@ def test_loop_d_is_one_and_a_half_times_its_mean_and_a_quarter_longer_than_the_r
     assert finding.evidence["‖seen‖ / ‖reference‖"][0] == pytest.approx(1.25, abs=0.01)
     assert finding.evidence["cosine"][0] < 0.95
     assert "times the size it should have" not in finding.message
+
+
+def test_the_timelines_lower_panel_draws_each_steps_measured_error():
+    from accumlab.figures import named_artists
+
+    report = al.audit.gallery_loop("A").audit()  # n times the mean: errors 3, 3, 1 per epoch
+    points = named_artists(al.audit.plot_audit(report))["errors"].get_offsets()
+    assert [round(float(y), 9) for _, y in points] == [3, 3, 1] * 2
+    assert [int(x) for x, _ in points] == list(range(6))
