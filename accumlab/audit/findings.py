@@ -177,7 +177,8 @@ class AuditReport:
             f"{self.dtype} (match tolerance rtol = {self.rtol:g}), "
             f"last_window = {self.last_window!r}. Checked: when the optimizer steps; each step's "
             "gradient (zeroing, loss scaling, window policy, clipping, GradScaler calls); the "
-            f"scheduler; graphs kept alive. Out of reach: {OUT_OF_SCOPE}."
+            "scheduler; graphs kept alive; only forwards that call the model itself, model(x), "
+            f"are seen. Out of reach: {OUT_OF_SCOPE}."
         )
 
     def _verdict(self) -> str:

@@ -231,7 +231,7 @@ MESSAGES: dict[str, str | dict[str, str]] = {
     "SCALER_SKIPPED_STEPS": (
         "At step(s) {steps} of {total} the scaled gradients held inf or NaN, so scaler.step "
         "skipped optimizer.step() (the parameters did not move) and scaler.update() lowered the "
-        "scale: {scales}. That is what a GradScaler does, not a bug; those steps are not compared "
+        "scale (it was {scales} at those steps). That is what a GradScaler does, not a bug; those steps are not compared "
         "with the reference, the others are.{scheduled}"
     ),
     # ------------------------------------------------------------------ the learning-rate schedule

@@ -29,25 +29,22 @@ HOW = {
 
 
 def _skipped(rec: Recording) -> list[Finding]:
-    """Steps scaler.step skipped for an overflow: a note, with the scale before and after each."""
+    """Steps scaler.step skipped for an overflow: a note, with the scale at each."""
     skipped = [s for s in rec.steps if s.skipped]
     if not skipped:
         return []
-    after = {s.index: s.scale for s in rec.steps}  # the scale the next step saw
-    scales = [(s.scale, after.get(s.index + 1)) for s in skipped]
-    words = ", ".join(f"{a:g} → {b:g}" if b is not None else f"{a:g}" for a, b in scales)
     warning = next((w for w in rec.warnings if "lr_scheduler.step()" in w), "")
     scheduled = phrase("warned_skip", warning=warning.split(". ")[0]) if warning else ""
     text = message(
         "SCALER_SKIPPED_STEPS",
         steps=[s.index for s in skipped],
         total=len(rec.steps),
-        scales=words,
+        scales=", ".join(f"{s.scale:g}" for s in skipped),
         scheduled=scheduled,
     )
     evidence = {
         "skipped steps": [s.index for s in skipped],
-        "scale at each": [a for a, _ in scales],
+        "scale at each": [s.scale for s in skipped],
     }
     return [Finding("SCALER_SKIPPED_STEPS", text, evidence, tuple(s.index for s in skipped))]
 
