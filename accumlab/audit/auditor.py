@@ -58,7 +58,10 @@ def audit(
     `(x, y)` micro-batches of `data` (copies: the loop may do what it likes with them), `k` the
     accumulation steps. `extras` holds what the audit is asked to check and nothing else:
     `max_norm` (clip once per window), `scheduler` (a LambdaLR to step once per optimizer step),
-    `scaler` (a `torch.amp.GradScaler`). The function is called once per epoch, on one copy of
+    `scaler` (a `torch.amp.GradScaler(init_scale=2**10, growth_interval=1)`: its scale changes at
+    every clean update(), so an update() inside a window shows). The audit sees the forwards that
+    call the model itself, `model(x)`: gradient through `model.forward(x)` or a submodule is
+    reported, not attributed. The function is called once per epoch, on one copy of
     `model` with plain SGD (the same optimizer, scheduler and scaler every epoch); the caller's
     model and data are untouched. A loop that keeps state between epochs is a class: the audit
     makes one instance (`train_fn()`) and calls it once per epoch. The run is stopped after
@@ -72,7 +75,10 @@ def audit(
     Lightning do) or "drop"; or "carry": the window continues into the next epoch. Two epochs (the
     default) show what a loop does with a short last window's gradient. Every step's gradient is
     compared with the reference at the loop's own parameters; `rtol` is the relative L2
-    difference still called a match (default: by the model's dtype, 1e-9 for float64).
+    difference still called a match (default: by the model's dtype, 1e-9 for float64). A step
+    `scaler.step` skipped for an overflow is a step that is not compared. A loop that clips right
+    but not with clip_grad_norm_ (its clip hides the loss's scale) is audited once more with a
+    max_norm that cannot bite, and the report is that second run's, with a note.
     """
     if not callable(train_fn):
         raise ValueError(f"train_fn must be a function, got {type(train_fn).__name__}")
