@@ -240,7 +240,7 @@ class Instruments:
 
     def _backward_done(self) -> None:
         done, self.backward = self.backward, None
-        if done is not None and not done["tagged"] and done["norm2"] > 0:
+        if done is not None and not done["tagged"] and done["norm2"] != 0:  # NaN counts
             # gradient through no graph the model's own call built: model.forward(x), a submodule
             self.rec.untracked.append((self.rec.position, done["norm2"] ** 0.5))
 
