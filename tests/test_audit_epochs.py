@@ -33,7 +33,7 @@ def test_a_tail_nothing_zeroes_joins_the_next_epochs_first_step():
     assert finding.evidence["of them from the previous epoch"] == [tail]
     # every loss divided by k: tail + k micro-batches at 1/k each, (tail + k) / k times their mean
     assert finding.evidence["‖seen‖ / ‖their mean‖"] == pytest.approx([(tail + k) / k], rel=1e-9)
-    assert f"{(tail + k) / k:.3g} times the size" in finding.message
+    assert f"{(tail + k) / k:.3g} times the mean of what it holds" in finding.message
 
 
 def test_a_tail_zeroed_when_the_next_epoch_starts_is_dropped_every_epoch():

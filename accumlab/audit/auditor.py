@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -14,18 +15,24 @@ from ..data import Data
 from ..losses import Loss, get_loss
 from ..optim import make_optimizer
 from .arguments import check_options
-from .data_checks import finite_findings, modified_findings
+from .data_checks import autocast_findings, finite_findings, modified_findings
 from .errors import error_findings
 from .explain import gradient_findings
-from .findings import AuditReport
+from .findings import AuditReport, Finding
 from .gradients import gradient_matches
 from .lr_schedule import scheduler_findings
 from .memory import memory_findings
+from .messages import message
 from .norm_layers import batchnorm_findings
 from .runner import record
 from .scaler_step import scaler_step_findings
 from .schedule import compared_setup, schedule_findings
 from .spec import Setup, default_rtol, lr_factor
+from .unexplained import EPSILON_ONLY
+
+# Clipping computed without clip_grad_norm_'s epsilon hides the loss's scale; the loop is then run
+# again with max_norm this many times the largest gradient norm seen, where clipping cannot bite.
+UNBITTEN = 1e3
 
 
 def audit(
@@ -51,7 +58,10 @@ def audit(
     `(x, y)` micro-batches of `data` (copies: the loop may do what it likes with them), `k` the
     accumulation steps. `extras` holds what the audit is asked to check and nothing else:
     `max_norm` (clip once per window), `scheduler` (a LambdaLR to step once per optimizer step),
-    `scaler` (a `torch.amp.GradScaler`). The function is called once per epoch, on one copy of
+    `scaler` (a `torch.amp.GradScaler(init_scale=2**10, growth_interval=1)`: its scale changes at
+    every clean update(), so an update() inside a window shows). The audit sees the forwards that
+    call the model itself, `model(x)`: gradient through `model.forward(x)` or a submodule is
+    reported, not attributed. The function is called once per epoch, on one copy of
     `model` with plain SGD (the same optimizer, scheduler and scaler every epoch); the caller's
     model and data are untouched. A loop that keeps state between epochs is a class: the audit
     makes one instance (`train_fn()`) and calls it once per epoch. The run is stopped after
@@ -65,7 +75,10 @@ def audit(
     Lightning do) or "drop"; or "carry": the window continues into the next epoch. Two epochs (the
     default) show what a loop does with a short last window's gradient. Every step's gradient is
     compared with the reference at the loop's own parameters; `rtol` is the relative L2
-    difference still called a match (default: by the model's dtype, 1e-9 for float64).
+    difference still called a match (default: by the model's dtype, 1e-9 for float64). A step
+    `scaler.step` skipped for an overflow is a step that is not compared. A loop that clips right
+    but not with clip_grad_norm_ (its clip hides the loss's scale) is audited once more with a
+    max_norm that cannot bite, and the report is that second run's, with a note.
     """
     if not callable(train_fn):
         raise ValueError(f"train_fn must be a function, got {type(train_fn).__name__}")
@@ -89,6 +102,11 @@ def audit(
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("model must have trainable parameters, got a model with none")
+    if any(p.device.type == "meta" for p in model.parameters()):
+        raise ValueError(
+            "model must hold its parameters' values, got parameters on the meta device "
+            "(materialise them first: model.to_empty(device='cpu'), then load or initialise them)"
+        )
     setup = Setup(
         model,
         batches,
@@ -105,8 +123,41 @@ def audit(
     started = time.perf_counter()
     with one_thread():
         report = _audit(train_fn, setup, params[0].device.type, options["time_limit"])
+        if _clipped_another_way(report):
+            report = _unclipped(train_fn, setup, params[0].device.type, options, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _clipped_another_way(report: AuditReport) -> bool:
+    """Every unexplained step differs from the reference only by clip_grad_norm_'s epsilon."""
+    return "UNEXPLAINED_GRADIENT" in report.codes and bool(
+        report["UNEXPLAINED_GRADIENT"].evidence.get(EPSILON_ONLY)
+    )
+
+
+def _unclipped(train_fn, setup: Setup, device: str, options: dict, clipped: AuditReport):
+    """The loop clipped right but not with clip_grad_norm_: its loss's scale is hidden by the
+    clip, so audit it once more where clipping cannot bite, and say so in a note."""
+    unexplained = clipped["UNEXPLAINED_GRADIENT"].evidence
+    max_norm = float(f"{UNBITTEN * max(clipped.norms_before_clipping):.2g}")
+    again = _audit(train_fn, replace(setup, max_norm=max_norm), device, options["time_limit"])
+    verdict = (
+        "found_bugs" if any(f.code != "CLIPPED_ANOTHER_WAY" for f in again.findings) else "clean"
+    )
+    text = message(
+        "CLIPPED_ANOTHER_WAY",
+        verdict,
+        rel=max(unexplained["relative L2 difference"]),
+        max_norm=setup.max_norm,
+        unbitten=max_norm,
+    )
+    evidence = {
+        "relative L2 difference under clipping": unexplained["relative L2 difference"],
+        "max_norm of the second run": max_norm,
+    }
+    again.findings = [Finding("CLIPPED_ANOTHER_WAY", text, evidence), *again.findings]
+    return again
 
 
 def _audit(train_fn: Callable, setup: Setup, device: str, time_limit: float) -> AuditReport:
@@ -149,6 +200,7 @@ def _audit(train_fn: Callable, setup: Setup, device: str, time_limit: float) -> 
     compared = compared_setup(rec, setup)  # the loop's windows may run across epochs
     grads = gradient_matches(rec, compared)
     report.checks = grads.checks
+    report.norms_before_clipping = [float(m.reference.norm()) for m in grads.matches]
     report.findings = (
         finite_findings(rec, setup)
         + modified_findings(rec)
@@ -158,5 +210,6 @@ def _audit(train_fn: Callable, setup: Setup, device: str, time_limit: float) -> 
         + scheduler_findings(rec, setup)
         + memory_findings(rec)
         + batchnorm_findings(rec, setup, grads.first)
+        + autocast_findings(rec, setup)
     )
     return report

@@ -15,6 +15,7 @@ from .auditor import audit
 from .findings import AuditReport
 from .loops import (
     builds_its_own_optimizer,
+    calls_model_forward,
     clip_before_unscale,
     clip_every_micro_batch,
     correct_loop,
@@ -43,6 +44,7 @@ from .loops_epochs import (
 )
 from .loops_hidden import (
     bfloat16_autocast,
+    float16_autocast,
     logging_forward_with_grad,
     normaliser_counts_padding,
     normalises_in_place,
@@ -91,7 +93,13 @@ class CatalogueLoop:
 
 _CLIP = {"max_norm": 0.5}
 _ENTRIES = [
-    CatalogueLoop("correct_loop", correct_loop, frozenset(), kind="correct"),
+    CatalogueLoop(
+        "correct_loop",
+        correct_loop,
+        frozenset(),
+        kind="correct",
+        question="Right while every micro-batch holds as many samples. Is it right here?",
+    ),
     CatalogueLoop("loss_not_divided", loss_not_divided, frozenset({"LOSS_NOT_DIVIDED"})),
     CatalogueLoop(
         "zero_grad_inside_window", zero_grad_inside_window, frozenset({"ZERO_GRAD_IN_WINDOW"})
@@ -208,6 +216,15 @@ _ENTRIES = [
         kind="correct",
         question="The same loop, audited with rtol = 0.02. What does the audit say now?",
     ),
+    CatalogueLoop(
+        "float16_autocast_overflows",
+        float16_autocast,
+        frozenset({"SCALER_SKIPPED_STEPS"}),
+        "overflow",
+        options={"scaler": True, "scheduler": True, "rtol": 3e-3},  # float16's rounding
+        kind="note",
+        question="PyTorch's float16 recipe; some scaled gradients overflow. What happens?",
+    ),
     # bugs that hide: composed, silent, one line off, memory, data
     CatalogueLoop(
         "zero_grad_and_undivided",
@@ -263,6 +280,9 @@ _ENTRIES = [
     CatalogueLoop("raises", raises, frozenset({"STEP_RAISED"}), kind="broken"),
     CatalogueLoop(
         "builds_its_own_optimizer", builds_its_own_optimizer, frozenset({"NO_STEPS"}), kind="broken"
+    ),
+    CatalogueLoop(
+        "calls_model_forward", calls_model_forward, frozenset({"FORWARD_NOT_SEEN"}), kind="broken"
     ),
     CatalogueLoop(
         "replaces_a_layer", replaces_a_layer, frozenset({"MODEL_CHANGED"}), kind="broken"

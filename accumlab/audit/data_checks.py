@@ -1,5 +1,5 @@
-"""Detectors: non-finite values (where the first one appeared) and micro-batches a loop changed in
-place (lesson 08)."""
+"""Detectors: non-finite values (where the first one appeared), micro-batches a loop changed in
+place, and a torch.autocast PyTorch switched off (lesson 08)."""
 
 from __future__ import annotations
 
@@ -34,12 +34,17 @@ def _in_data(setup: Setup) -> str | None:
 
 
 def finite_findings(rec: Recording, setup: Setup) -> list[Finding]:
+    skipped = {s.index for s in rec.steps if s.skipped}
     bad_steps = [
         s.index
         for s in rec.steps
-        if not all(bool(torch.isfinite(g).all()) for g in s.grads.values())
+        if s.index not in skipped  # GradScaler skipped them for their inf/NaN: SCALER_SKIPPED_STEPS
+        and not all(bool(torch.isfinite(g).all()) for g in s.grads.values())
     ]
     output, backward = rec.first_nonfinite_output, rec.first_nonfinite_backward
+    caught = rec.nonfinite_backward_steps <= skipped  # each overflow reached a step it skipped
+    if backward is not None and caught and len(skipped) < len(rec.steps):
+        backward = None  # what the GradScaler is for (and the loop trained at its other steps)
     if output is None and backward is None and not bad_steps:
         return []
     where = _in_data(setup)
@@ -70,3 +75,15 @@ def modified_findings(rec: Recording) -> list[Finding]:
         return []
     text = message("BATCH_MODIFIED", batches=rec.modified)
     return [Finding("BATCH_MODIFIED", text, {"micro-batches changed": rec.modified})]
+
+
+def autocast_findings(rec: Recording, setup: Setup) -> list[Finding]:
+    """torch.autocast("cuda") on a machine without CUDA (or a dtype the device's autocast lacks)
+    warns and runs in full precision: the audit then checked the loop, not its lower precision."""
+    warning = next((w for w in rec.warnings if "Disabling autocast" in w), None)
+    if warning is None:
+        return []
+    dtypes = [p.dtype for p in setup.model.parameters() if p.is_floating_point()]
+    dtype = str(dtypes[0]).removeprefix("torch.") if dtypes else "float32"
+    text = message("AUTOCAST_DISABLED", warning=warning.split("\n")[0], dtype=dtype)
+    return [Finding("AUTOCAST_DISABLED", text, {"PyTorch warned": warning.split("\n")[0]})]

@@ -68,6 +68,15 @@ def error_findings(rec: Recording, setup: Setup) -> list[Finding]:
                 {"changes": changed},
             )
         ]
+    if rec.untracked:  # gradient the audit cannot attribute to any micro-batch
+        count, norm = len(rec.untracked), rec.untracked[0][1]
+        text = message("FORWARD_NOT_SEEN", count=count, norm=norm)
+        evidence = {
+            "backward passes through no forward of model(...)": count,
+            "gradient norm each added": [n for _, n in rec.untracked],
+            "forwards seen": len(rec.forwards),
+        }
+        return [Finding("FORWARD_NOT_SEEN", text, evidence)]
     if not rec.steps:
         variant = "no_step" if rec.forwards else "no_forward"
         return [

@@ -18,6 +18,8 @@ from .spec import Setup
 from .unexplained import cosine as _cosine
 from .unexplained import unexplained_finding
 
+CLIPPED_AT = "clipping bit at steps"  # evidence key: the clip set those steps' length (ratio 1)
+
 
 def _suggest(ms: list[StepMatch], setup: Setup) -> float:
     """A max_norm above every gradient norm before clipping, even one k times too large."""
@@ -140,6 +142,8 @@ def _explained(code: str, ms: list[StepMatch], rec: Recording, setup: Setup) -> 
         ]
     if code == "NOT_CLIPPED":
         evidence["norms seen"] = [float(x.seen.norm()) for x in ms]
+    if saturated and all(abs(x.ratio - 1) < 1e-3 for x in saturated):
+        evidence[CLIPPED_AT] = [x.step for x in saturated]  # ratios of 1: the clip set the length
     return Finding(code, text, evidence, steps)
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 # Stable codes → (severity, short title). Severities:
 #   bug         the loop trains differently from the reference, and we know why
 #   policy      a documented choice for the short last window that differs from the one stated
-#   caveat      the loop is right, but accumulation cannot match the big batch here (BatchNorm)
+#   caveat      the loop is right, but accumulation cannot match the big batch here (BatchNorm),
+#               or it ran here otherwise than where it is meant to run (autocast switched off)
 #   note        the loop is right, but wastes memory or compute
 #   unverified  the check could not tell a correct loop from a buggy one here, and says how to
 #   unexplained the loop differs from the reference in a way no combination of known bugs explains
@@ -42,7 +43,10 @@ CODES: dict[str, tuple[str, str]] = {
     "GRAPHS_KEPT_ALIVE": ("bug", "autograd graphs kept alive across windows"),
     "BATCH_MODIFIED": ("bug", "micro-batches modified in place"),
     "BATCHNORM_STATS": ("caveat", "BatchNorm sees micro-batch statistics"),
+    "AUTOCAST_DISABLED": ("caveat", "torch.autocast switched off: checked in full precision"),
     "FORWARD_WITHOUT_BACKWARD": ("note", "forward with gradients on that backward never used"),
+    "SCALER_SKIPPED_STEPS": ("note", "GradScaler skipped updates whose gradients overflowed"),
+    "CLIPPED_ANOTHER_WAY": ("note", "clipped right, without clip_grad_norm_'s epsilon"),
     "GRADIENT_NOT_VERIFIED": ("unverified", "gradient scale or pattern not verifiable here"),
     "UNEXPLAINED_GRADIENT": ("unexplained", "gradient differs from the reference"),
     "UNEXPLAINED_SCHEDULE": ("unexplained", "optimizer steps at unexpected micro-batches"),
@@ -50,6 +54,7 @@ CODES: dict[str, tuple[str, str]] = {
     "STEP_RAISED": ("error", "the function raised an exception"),
     "RUNAWAY_LOOP": ("error", "the function was stopped: too many calls or too long"),
     "NO_STEPS": ("error", "the function never stepped the optimizer"),
+    "FORWARD_NOT_SEEN": ("error", "gradient from a forward the audit could not see"),
     "MODEL_CHANGED": ("error", "the function changed the model's parameters' shapes"),
 }
 BLOCKING = ("bug", "unverified", "unexplained", "error")  # severities that make a report not ok
@@ -64,7 +69,8 @@ ICONS = {
 }
 # What no single-process audit can see: said in every report.
 OUT_OF_SCOPE = (
-    "DDP no_sync() and gradient synchronisation across ranks (a single process has no ranks)"
+    "DDP no_sync(), gradient synchronisation and token counts summed across ranks "
+    "(num_items_in_batch): a single process has no ranks"
 )
 
 
@@ -139,6 +145,8 @@ class AuditReport:
     # the most forwards whose graphs were alive together before one backward used them: 1 when
     # every micro-batch's backward follows its forward, k for one backward per window
     graphs_together: int = 0
+    # each compared step's reference gradient norm before clipping (what max_norm is measured on)
+    norms_before_clipping: list[float] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -169,7 +177,8 @@ class AuditReport:
             f"{self.dtype} (match tolerance rtol = {self.rtol:g}), "
             f"last_window = {self.last_window!r}. Checked: when the optimizer steps; each step's "
             "gradient (zeroing, loss scaling, window policy, clipping, GradScaler calls); the "
-            f"scheduler; graphs kept alive. Out of reach: {OUT_OF_SCOPE}."
+            "scheduler; graphs kept alive; only forwards that call the model itself, model(x), "
+            f"are seen. Out of reach: {OUT_OF_SCOPE}."
         )
 
     def _verdict(self) -> str:

@@ -1,10 +1,13 @@
 """The instruments an audit attaches to the copies it hands a learner's loop (lesson 08).
 
 A forward pre-hook notes which micro-batch each forward consumed (forwards under `torch.no_grad()`
-add no gradient and are ignored); a forward hook tags the output's autograd node, so the audit
-learns whether backward ever reached that graph and whether it is still alive later; optimizer
-step pre- and post-hooks read parameters and gradients; `zero_grad`, the scheduler and the scaler
-are wrapped on their instances only, each call logged with the position it happened at.
+add no gradient and are ignored); a forward hook tags the output's autograd nodes, so the audit
+learns whether backward ever reached that graph and whether it is still alive later; a hook on
+every parameter notes each backward that put gradient into it, and whether that backward went
+through a tagged graph (model.forward(x) or a submodule called directly builds an untagged one);
+optimizer step pre- and post-hooks read parameters and gradients; `zero_grad`, the scheduler and
+the scaler are wrapped on their instances only, each call logged with the position it happened
+at. A `scaler.step` that skips the optimizer's step (inf/NaN found) is logged as a skipped step.
 """
 
 from __future__ import annotations
@@ -38,6 +41,16 @@ class _GraphTag:
         finite = g is None or bool(torch.isfinite(g).all())
         self.on_use(self.forward, finite)
         return None  # the gradient flows on unchanged
+
+
+def _tensors(output) -> list[torch.Tensor]:
+    """The tensors a forward returned: the output itself, or those in its tuple, list or dict."""
+    if isinstance(output, torch.Tensor):
+        return [output]
+    values = output.values() if isinstance(output, dict) else output
+    if isinstance(values, (list, tuple)) or hasattr(values, "__iter__"):
+        return [v for v in values if isinstance(v, torch.Tensor)]
+    return []
 
 
 def _first_tensor(output):
@@ -76,6 +89,7 @@ class Instruments:
         self.params_before: dict | None = None
         self.scaler = None
         self.error_where = ""
+        self.backward: dict | None = None  # the backward now running: tagged graph reached?
         self.live_saved = LiveSavedTensors(exclude=list(model.parameters()))
 
     # ------------------------------------------------------------------ installation
@@ -86,6 +100,9 @@ class Instruments:
             self.model.register_forward_hook(self._after_forward),
             self.optimizer.register_step_pre_hook(self._before_step),
             self.optimizer.register_step_post_hook(self._after_step),
+        ]
+        self.handles += [
+            p.register_hook(self._on_param_grad) for p in self.model.parameters() if p.requires_grad
         ]
         for owner in (self.optimizer, self.model):
             self._wrap(owner, "zero_grad", lambda: self._log("zero_grads", "zero_grad"))
@@ -128,11 +145,18 @@ class Instruments:
             self.budget.spend("scaler_calls")
             self.rec.scaler_calls.append((method, self.rec.position, float(scaler.get_scale())))
             self.rec.events.append((f"scaler.{method}", self.rec.position))
+            steps = len(self.rec.steps)
             try:
-                return original(*args, **kwargs)
+                out = original(*args, **kwargs)
             except Exception:
                 self.error_where = self.error_where or f"scaler.{method}"
                 raise
+            target = args[0] if args else kwargs.get("optimizer")
+            if method == "step" and len(self.rec.steps) == steps and target is self.optimizer:
+                # scaler.step found inf/NaN and skipped optimizer.step(): still the window's end
+                self.params_before = params_of(self.model)
+                self._after_step(self.optimizer, (), {}, skipped=True)
+            return out
 
         setattr(scaler, method, wrapper)
 
@@ -184,23 +208,48 @@ class Instruments:
         forward = len(self.rec.forwards) - 1
         if self.rec.first_nonfinite_output is None and not bool(torch.isfinite(out).all()):
             self.rec.first_nonfinite_output = (forward, self.rec.forwards[-1])
-        if out.grad_fn is not None:
+        # every tensor returned (a loss and logits, say): backward may start from any of them
+        nodes = {id(t.grad_fn): t.grad_fn for t in _tensors(output) if t.grad_fn is not None}
+        if nodes:
             tag = _GraphTag(forward, len(self.rec.steps), self._on_backward)
-            out.grad_fn.register_prehook(tag)
+            for node in nodes.values():
+                node.register_prehook(tag)
             self.rec.tagged.add(forward)
             self.tags.append(weakref.ref(tag))
 
     def _on_backward(self, forward: int, finite: bool) -> None:
+        self._backward_running()["tagged"] = True
         self.rec.backpropagated.add(forward)
+        if not finite:  # into the step recorded next: one scaler.step may skip (GradScaler)
+            self.rec.nonfinite_backward_steps.add(len(self.rec.steps))
         if not finite and self.rec.first_nonfinite_backward is None:
             self.rec.first_nonfinite_backward = (forward, self.rec.forwards[forward])
+
+    # ------------------------------------------------------------------ backward passes
+    def _backward_running(self) -> dict:
+        """The backward pass now running; its end is queued as a callback of autograd's engine."""
+        if self.backward is None:
+            self.backward = {"tagged": False, "norm2": 0.0}
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+        return self.backward
+
+    def _on_param_grad(self, grad):
+        if grad is not None:  # this backward's contribution, before it is added to .grad
+            self._backward_running()["norm2"] += float(grad.detach().double().norm()) ** 2
+        return None
+
+    def _backward_done(self) -> None:
+        done, self.backward = self.backward, None
+        if done is not None and not done["tagged"] and done["norm2"] != 0:  # NaN counts
+            # gradient through no graph the model's own call built: model.forward(x), a submodule
+            self.rec.untracked.append((self.rec.position, done["norm2"] ** 0.5))
 
     # ------------------------------------------------------------------ optimizer step
     def _before_step(self, _opt, _args, _kwargs):
         self.budget.spend("steps")
         self.params_before = params_of(self.model)
 
-    def _after_step(self, opt, _args, _kwargs):
+    def _after_step(self, opt, _args, _kwargs, skipped: bool = False):
         index = len(self.rec.steps)
         alive = [t() for t in self.tags]
         self.rec.steps.append(
@@ -216,6 +265,7 @@ class Instruments:
                 old_graphs=sum(t is not None and t.step < index for t in alive),
                 saved_bytes=self.live_saved.bytes,
                 epoch=self.epoch,
+                skipped=skipped,
             )
         )
         self.rec.events.append(("step", self.rec.position))

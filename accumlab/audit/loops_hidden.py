@@ -1,7 +1,8 @@
 """Loops whose bugs hide: two bugs at once, a silent GradScaler order, a zero_grad one line too
-early, graphs kept alive, a logging forward, in-place changes to the data; and two whose
+early, graphs kept alive, a logging forward, in-place changes to the data; two whose
 difference the audit cannot name but describes: bfloat16 rounding, a normaliser that counts
-padding (lesson 08)."""
+padding; and PyTorch's float16 recipe, whose GradScaler skips the updates that overflow
+(lesson 08)."""
 
 from __future__ import annotations
 
@@ -101,6 +102,19 @@ def bfloat16_autocast(model, optimizer, batches, k):
         loss.backward()
         if (i + 1) % k == 0 or i + 1 == len(batches):
             optimizer.step()
+            optimizer.zero_grad()
+
+
+def float16_autocast(model, optimizer, batches, k, *, scaler, scheduler):
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        with torch.autocast("cpu", dtype=torch.float16):
+            prediction = model(x)
+        scaler.scale(F.mse_loss(prediction.float(), y) / window).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            scaler.step(optimizer)  # skips the update when the scaled gradients overflowed
+            scaler.update()
+            scheduler.step()
             optimizer.zero_grad()
 
 

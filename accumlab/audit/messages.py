@@ -50,6 +50,13 @@ MESSAGES: dict[str, str | dict[str, str]] = {
             "optimizer it was given (did it build its own?), so nothing was trained."
         ),
     },
+    "FORWARD_NOT_SEEN": (
+        "{count} backward pass(es) put gradient into the parameters through a graph that no call "
+        "of the model built (the first added a gradient of norm {norm:.3g}): model.forward(x), "
+        "a submodule called directly, or a loss computed from the parameters alone. The audit sees a forward only when the model itself is "
+        "called, model(x), so it cannot tell which micro-batches that gradient came from. Call "
+        "model(x)."
+    ),
     "NON_FINITE": (
         "The first non-finite value appeared {where}. From there on the gradients are NaN or "
         "infinite and cannot be compared{compared}."
@@ -150,6 +157,21 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         "micro-batches) was averaged over what it holds: its samples weigh {k}/{size} = "
         "{weight:.3g} times what the stated policy gives them." + _LAST_WINDOW_FIX
     ),
+    "CLIPPED_ANOTHER_WAY": {
+        verdict: (
+            "Clipping (max_norm = {max_norm:g}) bit at every step, and your updates differ from "
+            "clip_grad_norm_'s only by its 1e-6 epsilon (at most {rel:.2g} relative; "
+            "clip_grad_norm_ multiplies by max_norm / (norm + 1e-6)): clipping computed another "
+            "way, by hand (max_norm / norm) or with clip_grad_norm_ on still-scaled gradients and "
+            "max_norm × scale. That is not a bug, but a clip that bites hides the loss's scale, so "
+            "the audit ran your loop once more with max_norm = {unbitten:g}, where clipping does "
+            "not bite: " + result
+        )
+        for verdict, result in (
+            ("clean", "there every step matched the reference."),
+            ("found_bugs", "the other findings were measured there."),
+        )
+    },
     "CLIP_PER_MICRO_BATCH": (
         "Gradients were clipped inside the window, on partial sums, instead of once after the "
         "last backward (max_norm = {max_norm:g}): the direction changes, not only the length. "
@@ -189,9 +211,13 @@ MESSAGES: dict[str, str | dict[str, str]] = {
             "(and skips the step on inf/NaN), then scaler.update()."
         ),
         "update_inside": (
-            "scaler.update() ran inside the window, so the scale changed between micro-batches "
-            "and they entered the step with weights {mults} instead of 1. Call update() once per "
-            "window, right after scaler.step(optimizer)."
+            "scaler.update() ran inside the window. The audit's GradScaler (growth_interval=1) "
+            "changes its scale at every update(), so the micro-batches entered the step with "
+            "weights {mults} instead of 1. One with PyTorch's defaults changes it whenever it "
+            "grows (after growth_interval = 2000 updates without inf) or backs off (after an "
+            "inf), and then the micro-batches before and after that update() enter with "
+            "different weights. Call update() once per window, right after "
+            "scaler.step(optimizer)."
         ),
     },
     "SCALER_STEP_SKIPPED": (
@@ -201,6 +227,12 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         "step, one micro-batch whose scaled gradient overflows writes inf or NaN into every "
         "weight it reaches, where scaler.step would have skipped that update (scaler.update() "
         "lowers the scale either way). Call scaler.step(optimizer) in place of optimizer.step()."
+    ),
+    "SCALER_SKIPPED_STEPS": (
+        "At step(s) {steps} of {total} the scaled gradients held inf or NaN, so scaler.step "
+        "skipped optimizer.step() (the parameters did not move) and scaler.update() lowered the "
+        "scale (it was {scales} at those steps). That is what a GradScaler does, not a bug; those steps are not compared "
+        "with the reference, the others are.{scheduled}"
     ),
     # ------------------------------------------------------------------ the learning-rate schedule
     "SCHEDULER_PER_MICRO_BATCH": (
@@ -236,9 +268,19 @@ MESSAGES: dict[str, str | dict[str, str]] = {
     ),
     "BATCH_MODIFIED": (
         "Your loop changed micro-batch(es) {batches} in place (their inputs or targets differ "
-        "after the run): on real data that changes the caller's dataset. The audit handed your "
-        "loop copies, so your data is untouched here. Compute on new tensors (x * 2, not "
+        "after the run). Where the micro-batches are views of the data set's tensors (slices of "
+        "one stored tensor, as a DataLoader with batch_size=None over them hands out), that "
+        "changes the data set itself, and the next epoch trains on the changed values; a "
+        "DataLoader that collates samples (batch_size=N) hands out new tensors. The audit handed "
+        "your loop copies, so your data is untouched here. Compute on new tensors (x * 2, not "
         "x.mul_(2))."
+    ),
+    "AUTOCAST_DISABLED": (
+        "PyTorch switched torch.autocast off in your loop (it warned: “{warning}”), so the "
+        "forward ran in the model's {dtype}: the audit checked the loop's accumulation, not what a "
+        "lower precision does to it (rounding, overflows the GradScaler must skip). Where your "
+        "loop really runs, under CUDA autocast, audit it again; on this CPU, "
+        'torch.autocast("cpu", dtype=torch.bfloat16) runs a lower precision on a float32 model.'
     ),
     "BATCHNORM_STATS": (
         "The model has BatchNorm in training mode: each micro-batch is normalised with its own "

@@ -47,8 +47,10 @@ EPOCH_MESSAGES: dict[str, str | dict[str, str]] = {
     },
     "LAST_WINDOW_CARRIED": {
         "measured": (
-            _CARRIED + ", ‖seen‖ / ‖their mean‖ = {measured:.3g} where a correct step has 1{why}. "
-            "No sample is lost, but that step is {measured:.3g} times the size it should have"
+            _CARRIED + ": ‖seen‖ / ‖their mean‖ = {measured:.3g}, where a step over those {total} "
+            "micro-batches would give 1{why}. No sample is lost, but that step is {measured:.3g} "
+            "times the mean of what it holds, and it differs from the reference's step (this "
+            "epoch's first {own} micro-batch(es)) in length and direction"
             "{end}" + _CARRIED_FIX
         ),
         "clipped": (

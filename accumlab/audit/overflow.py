@@ -29,17 +29,20 @@ class Overflow:
     scale_after: float
 
 
-def overflow_window(scaler_step: bool) -> Overflow:
-    """Four micro-batches of 4 in float16 autocast on the CPU, a GradScaler at 2**10; micro-batch
-    1's targets are 1000 times too large, so its scaled gradient overflows float16 in backward.
-    Each loss / k is scaled and backpropagated, then unscale_, clip to 0.5, the step
-    (`scaler_step`: scaler.step(optimizer), else optimizer.step()), update(). Lesson 08."""
+def overflow_window(scaler_step: bool, outlier: bool = True) -> Overflow:
+    """Four micro-batches of 4 in float16 autocast on the CPU, a GradScaler at 2**10; with
+    `outlier`, micro-batch 1's targets are 1000 times too large, so its scaled gradient overflows
+    float16 in backward (without, nothing overflows: the window a step must not skip). Each
+    loss / k is scaled and backpropagated, then unscale_, clip to 0.5, the step (`scaler_step`:
+    scaler.step(optimizer), else optimizer.step()), update(). Lesson 08."""
     flag("scaler_step", scaler_step)
+    flag("outlier", outlier)
     model = mlp(features=4, hidden=8, depth=1, seed=0, dtype=torch.float32)
     before = copy.deepcopy(model)
     data = regression_data(n=16, features=4, seed=0).to(torch.float32)
     batches = [(mb.x, mb.y) for mb in data.micro_batches(4)]
-    batches[1] = (batches[1][0], batches[1][1] * OUTLIER)
+    if outlier:
+        batches[1] = (batches[1][0], batches[1][1] * OUTLIER)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
     start = float(scaler.get_scale())

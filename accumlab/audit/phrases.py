@@ -33,6 +33,10 @@ PHRASES: dict[str, str] = {
     ),
     "first_window": "The first window held {size} micro-batch(es) and {weight}.",
     "warned": ", and PyTorch warned: “{warning}”",
+    "warned_skip": (
+        " The scheduler stepped at the skipped steps too, as in PyTorch's own recipe, and PyTorch "
+        "warned: “{warning}”."
+    ),
     # what an unexplained difference looks like (unexplained.py)
     "same_direction": (
         " Same direction, wrong scale: at every one of these steps the gradient points where the "
@@ -45,9 +49,8 @@ PHRASES: dict[str, str] = {
         "does and has its length, max_norm = {max_norm:g}, to within {rel:.2g} relative, the size "
         "of clip_grad_norm_'s 1e-6 epsilon (clip_grad_norm_ multiplies by max_norm / (norm + "
         "1e-6)). Clipping computed another way gives this: by hand (max_norm / norm), or with "
-        "clip_grad_norm_ on still-scaled gradients and max_norm × scale. That is not a bug; the "
-        "loss's scale is hidden by the clipping, so audit with max_norm above the gradient's norm "
-        "to check it"
+        "clip_grad_norm_ on still-scaled gradients and max_norm × scale. The loss's scale is "
+        "hidden by the clipping: audit with max_norm above the gradient's norm to check it"
     ),
     "constant_factor": (
         ": the same factor {factor:.4g} at every step, a constant multiplying the loss"

@@ -25,6 +25,7 @@ class StepRecord:
     old_graphs: int = 0  # autograd graphs of earlier windows' forwards still alive at this step
     saved_bytes: int = 0  # saved-for-backward bytes still alive at this step (parameters excluded)
     epoch: int = 0  # the epoch (call of the loop) in which this step happened
+    skipped: bool = False  # scaler.step found inf/NaN and skipped the update (params unchanged)
 
 
 @dataclass
@@ -41,6 +42,10 @@ class Recording:
     backpropagated: set[int] = field(default_factory=set)  # forwards whose graph backward reached
     first_nonfinite_output: tuple[int, object] | None = None  # (forward, micro-batch)
     first_nonfinite_backward: tuple[int, object] | None = None  # gradient into a forward's output
+    nonfinite_backward_steps: set[int] = field(default_factory=set)  # steps those gradients reached
+    # backward passes whose gradient reached the parameters through no tagged graph: (position,
+    # norm of what they added), e.g. model.forward(x) or a submodule called directly
+    untracked: list[tuple[int, float]] = field(default_factory=list)
     modified: list[int] = field(default_factory=list)  # micro-batches the loop changed in place
     leftover_grad_norm: float = 0.0  # norm of .grad when the function returned (the last epoch)
     epoch_starts: list[int] = field(default_factory=list)  # position when each epoch began

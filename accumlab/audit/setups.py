@@ -20,6 +20,8 @@ def audit_setup(name: str = "regression", **options) -> dict:
     float32: the regression setup in float32 (match tolerance 1e-5 instead of 1e-9).
     uneven: the regression setup in micro-batches of 3, so each epoch's last one holds 1 sample
     (windows of 4, 4, 4 and 2 micro-batches, the last of 3 + 1 samples).
+    overflow: the float32 setup with targets 30 times larger, so under float16 autocast the
+    scaled gradients of some windows overflow and a GradScaler skips their updates.
     `options` (max_norm, scheduler, scaler, ...) are passed on to `al.audit`.
     """
     one_of("name", name, SETUPS)
@@ -72,4 +74,11 @@ SETUPS: dict[str, Callable[[], dict]] = {
     "batchnorm": lambda: _regression("batch"),
     "float32": lambda: _regression(dtype=torch.float32),
     "uneven": lambda: _regression(size=3),
+    "overflow": lambda: _overflowing(),
 }
+
+
+def _overflowing() -> dict:
+    setup = _regression(dtype=torch.float32)
+    data = setup["data"]
+    return {**setup, "data": type(data)(data.x, data.y * 30.0)}

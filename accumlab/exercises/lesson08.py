@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Set
 
 from ..audit import CATALOGUE, CODES, audit, audit_setup
+from ..audit.explain import CLIPPED_AT
 from ..audit.findings import _fmt
-from ..audit.unexplained import EPSILON_ONLY
 from . import exercise
 from ._observe import Hint, Refuse
 
@@ -55,15 +55,32 @@ def _name_the_bug(answer):
     )
 
 
+# notes a right loop may get: its clip computed another way (measured where it cannot bite),
+# torch.autocast("cuda") switched off on this CPU, updates GradScaler skipped for an overflow
+ACCEPTED = frozenset({"CLIPPED_ANOTHER_WAY", "AUTOCAST_DISABLED", "SCALER_SKIPPED_STEPS"})
+UNBITTEN = 1e3  # a max_norm far above every gradient norm of these setups: clipping never bites
+
+
 def _observed(answer, setup: str, **options) -> str | None:
     """Run the answer under the audit; None when the report is clean, else what was observed."""
     if not callable(answer):
         raise Hint("answer with a function train_epoch(model, optimizer, batches, k, ...)")
     with Refuse(*REFERENCES):
         report = audit(answer, **audit_setup(setup, **options))
-        if _clipped_another_way(report):
-            # the clip's length hides the loss's scale: check that once where clipping cannot bite
-            report = audit(answer, **audit_setup(setup, **{**options, "max_norm": UNBITTEN}))
+        found = [f for f in report.findings if f.code not in ACCEPTED]
+        unclipped = ""
+        if found and CLIPPED_AT in found[0].evidence:
+            # the clip set every update's length (ratio 1): show the scale where it cannot bite
+            wide = {**options, "max_norm": UNBITTEN}
+            again = audit(answer, **audit_setup(setup, **wide))
+            seen = [f for f in again.findings if f.code not in ACCEPTED]
+            if seen and _not_one(seen[0]):
+                report, found, options = again, seen, wide
+                unclipped = (
+                    f"; measured with max_norm = {UNBITTEN:g}, where clipping does not bite: at "
+                    f"max_norm = {CAPSTONE['max_norm']:g} every update is max_norm long, so "
+                    "‖seen‖ / ‖reference‖ is 1 there"
+                )
     if report.graphs_together > 1:
         return (
             f"your loop kept the graphs of {report.graphs_together} forwards alive together and "
@@ -71,29 +88,24 @@ def _observed(answer, setup: str, **options) -> str | None:
             "backward on each micro-batch's loss right after its forward, so one graph at a time "
             "is alive"
         )
-    if not report.findings:
+    if not found:
         return None
-    first = report.findings[0]
+    first = found[0]
     measured = "; ".join(f"{k} {_fmt(v)}" for k, v in list(first.evidence.items())[:2])
-    others = [f.code for f in report.findings[1:]]
+    others = [f.code for f in found[1:]]
     also = f"; also {', '.join(others)}" if others else ""
     return (
         f"the audit ran your loop for {report.epochs} epochs of {report.micro_batches} "
         f"micro-batches (k = {report.accumulation_steps}) and reports {first.code} "
-        f"({first.title}; measured: {measured}){also}. al.audit(your_loop, "
+        f"({first.title}; measured: {measured}{unclipped}){also}. al.audit(your_loop, "
         f"**al.audit.audit_setup({setup!r}{_options(options)})) shows the whole report"
     )
 
 
-UNBITTEN = 1e3  # a max_norm far above every gradient norm of these setups: clipping never bites
-
-
-def _clipped_another_way(report) -> bool:
-    """Clean but for clipping computed without clip_grad_norm_'s 1e-6 epsilon (by hand, or on
-    scaled gradients with a scaled max_norm): right, yet the loss's scale is then unmeasured."""
-    return report.codes == {"UNEXPLAINED_GRADIENT"} and bool(
-        report["UNEXPLAINED_GRADIENT"].evidence.get(EPSILON_ONLY)
-    )
+def _not_one(finding) -> bool:
+    """The finding's ‖seen‖ / ‖reference‖ differs from 1 somewhere: the scale is visible."""
+    ratios = finding.evidence.get("‖seen‖ / ‖reference‖", [])
+    return any(abs(r - 1) >= 1e-3 for r in ratios)
 
 
 def _options(options: dict) -> str:

@@ -24,6 +24,8 @@ class CorpusLoop:
     def kwargs(self) -> dict:
         if self.setup == "regression8":  # 8 micro-batches, k = 4: no short window
             setup = al.audit.audit_setup(data=al.regression_data(n=32, features=4, seed=0))
+        elif self.setup == "regression9":  # 9 micro-batches, k = 4: 18 in two epochs
+            setup = al.audit.audit_setup(data=al.regression_data(n=36, features=4, seed=0))
         elif self.setup == "k1":
             setup = al.audit.audit_setup(accumulation_steps=1)
         else:
@@ -167,6 +169,14 @@ CORPUS = [
         frozenset({"WINDOWS_CROSS_EPOCHS"}),
         "_inner_count runs across epochs, each loss / k, a step every k: whole windows across "
         "the epoch boundary",
+    ),
+    CorpusLoop(
+        epochs.MMEngineRunEndsInsideAWindow,
+        frozenset(),
+        "9 micro-batches an epoch, 18 in the run, k = 4: windows across epochs, and the run's "
+        "last 2 divided by 2 (_remainder_counts) and stepped at _max_counts: the carry policy",
+        setup="regression9",
+        options={"last_window": "carry"},
     ),
     CorpusLoop(
         epochs.espnet2_train_one_epoch,

@@ -33,25 +33,47 @@ class FastaiGradientAccumulation:
 
 
 # open-mmlab/mmengine mmengine/optim/optimizer/optimizer_wrapper.py (OptimWrapper, stored copy at
-# commit ab9d516): update_params divides the loss by _accumulative_counts (scale_loss, while
-# _max_counts is unset), backward() adds 1 to _inner_count, and when should_update()
-# (_inner_count % _accumulative_counts == 0) it calls step() and zero_grad().
+# commit ab9d516): update_params divides the loss by scale_loss's loss_factor, backward() adds 1
+# to _inner_count, and when should_update() (_inner_count % _accumulative_counts == 0 or
+# _inner_count == _max_counts) it calls step() and zero_grad(). mmengine/runner/runner.py
+# (Runner.train, stored copy at commit 0050ff7) calls optim_wrapper.initialize_count_status(model,
+# train_loop.iter, train_loop.max_iters) before the loop runs, so _max_counts is the run's
+# iterations: loss_factor is _accumulative_counts until the last max_iters % k iterations, which
+# are divided by their own count (_remainder_counts) and stepped at the run's end.
 # mmengine/runner/loops.py (EpochBasedTrainLoop.run_epoch, stored copy at commit 001950a): every
 # batch goes to train_step; nothing resets the count or zeroes the gradients when an epoch begins.
 class MMEngineOptimWrapper:
+    EPOCHS = 2  # the audit's epochs: max_iters of the run
+
     def __init__(self):
         self._inner_count = 0
+        self._max_counts = None  # set from the first epoch's length, as Runner.train does
 
     def __call__(self, model, optimizer, batches, k):
         _accumulative_counts = k
+        if self._max_counts is None:  # initialize_count_status(model, 0, max_iters)
+            self._max_counts = len(batches) * self.EPOCHS
+            self._divisible_counts = self._max_counts // k * k
+            self._remainder_counts = self._max_counts - self._divisible_counts
         for data_batch in batches:
             loss = loss_function(model(data_batch[0]), data_batch[1])
-            loss = loss / _accumulative_counts  # scale_loss
+            if self._inner_count < self._divisible_counts:  # scale_loss
+                loss_factor = _accumulative_counts
+            else:
+                loss_factor = self._remainder_counts
+            loss = loss / loss_factor
             loss.backward()  # backward
             self._inner_count += 1
-            if self._inner_count % _accumulative_counts == 0:  # should_update
+            if (
+                self._inner_count % _accumulative_counts == 0
+                or self._inner_count == self._max_counts
+            ):  # should_update
                 optimizer.step()
                 optimizer.zero_grad()
+
+
+class MMEngineRunEndsInsideAWindow(MMEngineOptimWrapper):
+    """The same wrapper on a run whose micro-batches are not a multiple of k."""
 
 
 # espnet/espnet espnet2/train/trainer.py (Trainer.train_one_epoch, stored copy at commit 004a54c):

@@ -36,7 +36,36 @@ def _per_sample_losses(model, optimizer, batches, k):
         optimizer.zero_grad()
 
 
+def _autograd_grad(model, optimizer, batches, k):
+    """torch.autograd.grad per micro-batch, summed by hand and set as .grad: another algorithm."""
+    params = list(model.parameters())
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        samples = sum(len(y) for _, y in window)
+        total = [torch.zeros_like(p) for p in params]
+        for x, y in window:
+            loss = F.mse_loss(model(x), y, reduction="sum") / samples
+            total = [t + g for t, g in zip(total, torch.autograd.grad(loss, params), strict=True)]
+        for p, t in zip(params, total, strict=True):
+            p.grad = t
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 # --- 08.2: wrong loops ----------------------------------------------------------------------------
+def _hidden_full_batch(model, optimizer, batches, k):
+    """Games the hooks: a decoy backward per micro-batch adds 0, the window's gradient comes from
+    one big-batch backward through model.forward, which no hook sees."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        for x, _ in window:
+            (model(x).sum() * 0).backward()
+        x, y = torch.cat([x for x, _ in window]), torch.cat([y for _, y in window])
+        F.mse_loss(model.forward(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 def _starting_code(model, optimizer, batches, k):
     """The cell's starting code as handed out: the mean of micro-batch means."""
     for start in range(0, len(batches), k):
@@ -144,7 +173,52 @@ def _clipped_by_hand(model, optimizer, batches, k, *, scaler, scheduler, max_nor
             optimizer.zero_grad()
 
 
+def _cuda_autocast(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """The GPU recipe as written for CUDA: on a CPU-only machine PyTorch switches autocast off."""
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        with torch.autocast("cuda", dtype=torch.float16):
+            prediction = model(x)
+        scaler.scale(F.mse_loss(prediction.to(y.dtype), y) / window).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
 # --- 08.3: wrong full loops -----------------------------------------------------------------------
+def _hidden_full_batch_full(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """Games the hooks as in 08.2: decoys through model(x), the real gradient through forward()."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        for x, _ in window:
+            (model(x).sum() * 0).backward()
+        x, y = torch.cat([x for x, _ in window]), torch.cat([y for _, y in window])
+        scaler.scale(F.mse_loss(model.forward(x), y)).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+        optimizer.zero_grad()
+
+
+def _undivided_under_clipping(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """A common mistake clipping hides: no division at all, the documented GradScaler order."""
+    for i, (x, y) in enumerate(batches):
+        scaler.scale(F.mse_loss(model(x), y)).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
 def _starting_point(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
     """The capstone's buggy starting point (section 7)."""
     for i, (x, y) in enumerate(batches):
@@ -223,11 +297,13 @@ RIGHT: dict = {
     "08.2": [
         ("mean loss times the sample share", _weighted_means),
         ("per-sample losses summed by hand, np.int64 count", _per_sample_losses),
+        ("torch.autograd.grad per micro-batch, .grad set by hand", _autograd_grad),
     ],
     "08.3": [
         ("window first, summed over samples", _window_first),
         ("a class called once per epoch", _Trainer),
         ("clipping by hand, no epsilon", _clipped_by_hand),
+        ("torch.autocast('cuda'), switched off on a CPU", _cuda_autocast),
     ],
 }
 WRONG: dict = {
@@ -242,6 +318,7 @@ WRONG: dict = {
         ("accumlab's full-batch gradient copied in", _copies_the_reference),
         ("one forward per window", _one_forward_per_window),
         ("one backward per window, every graph alive", _one_backward_per_window),
+        ("decoys through model(x), the gradient through model.forward", _hidden_full_batch),
     ],
     "08.3": [
         ("the capstone's starting point", _starting_point),
@@ -249,6 +326,8 @@ WRONG: dict = {
         ("optimizer.step() for scaler.step", _optimizer_step),
         ("accumlab's AMP loop, weights copied in", _copies_the_trajectory),
         ("one backward per window, every graph alive", _one_backward_per_window_full),
+        ("decoys through model(x), the gradient through model.forward", _hidden_full_batch_full),
+        ("no division, hidden by clipping", _undivided_under_clipping),
     ],
 }
 STUBS: dict = {

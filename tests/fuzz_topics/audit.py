@@ -22,6 +22,13 @@ def _correct(model, optimizer, batches, k, **kwargs):
     return A.catalogue_loop("correct_loop").fn(model, optimizer, batches, k, **kwargs)
 
 
+def _calls_forward(model, optimizer, batches, k, **kwargs):
+    for x, y in batches:  # bypasses the model's hooks
+        (model.forward(x) - y).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 class _NeedsArgument:
     def __init__(self, k):
         self.k = k
@@ -80,6 +87,9 @@ CASES = [
     bad("audit.compare_loops", "names ['nope']", lambda: A.compare_loops(["nope"]), "names", "'nope'"),
     bad("audit.compare_loops", "names []", lambda: A.compare_loops([]), "names", "empty"),
     bad("audit.overflow_window", "scaler_step 'yes'", lambda: A.overflow_window("yes"), "scaler_step", "'yes'"),
+    bad("audit.overflow_window", "outlier 'no'", lambda: A.overflow_window(True, outlier="no"), "outlier", "'no'"),
+    bad("audit.audit", "model on the meta device", lambda: _audit(_correct, model=A.audit_setup()["model"].to("meta")), "model", "meta"),
+    handled("audit.audit", "gradient through model.forward(x), not model(x)", lambda: _audit(_calls_forward), lambda r: [f.code for f in r.findings] == ["FORWARD_NOT_SEEN"] and "model(x)" in r.findings[0].message),
     handled("audit.overflow_window", "optimizer.step() writes NaN, scaler.step() skips", lambda: (A.overflow_window(False), A.overflow_window(True)), lambda r: r[0].nan and not r[1].moved and r[1].finite),
 ]
 # fmt: on
