@@ -646,6 +646,7 @@ def test_cpu_description_names_what_torch_uses():
     assert torch.__version__ in text and torch.backends.cpu.get_cpu_capability() in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_when_a_stock_loader_draws_its_shuffle_from_the_global_rng(workers):
     """Lesson 10: without workers RandomSampler draws its seed at the first batch; with workers
@@ -665,6 +666,36 @@ def test_when_a_stock_loader_draws_its_shuffle_from_the_global_rng(workers):
 
     same = torch.equal(first_batch(False), first_batch(True))
     assert same == (workers > 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("persistent", [False, True])
+def test_persistent_workers_draw_the_base_seed_once(persistent):
+    """Lesson 10: a later epoch's iter(loader) draws two seeds from the global RNG (base seed and
+    shuffle), one with persistent_workers=True (the iterator and its base seed are kept)."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(
+        TensorDataset(torch.arange(16)),
+        batch_size=4,
+        shuffle=True,
+        num_workers=2,
+        persistent_workers=persistent,
+    )
+    for _ in loader:  # the first epoch
+        pass
+
+    def after(draws):
+        torch.manual_seed(0)
+        for _ in range(draws):
+            torch.empty((), dtype=torch.int64).random_()
+        return torch.get_rng_state()
+
+    torch.manual_seed(0)
+    it = iter(loader)
+    state = torch.get_rng_state()
+    del it
+    assert torch.equal(state, after(1 if persistent else 2))
 
 
 def test_the_loops_log_numbers_are_python_floats_read_once_per_step():
