@@ -18,12 +18,12 @@ def resume_position_step_times_k(step, batches_per_epoch, k):
 
 SOLUTIONS = {
     "10.1": 96,
-    "10.2": (10, 2),
+    "10.2": (32, 63),  # ⌊250 / 8⌋ = 31 steps per epoch: the next epoch's first step carries 2
     "10.3": resume_position,
 }
 
 WRONG = {
     "10.1": 93,
-    "10.2": (8, 2),
+    "10.2": (33, 65),  # ⌈250 / 8⌉ = 32 steps per epoch: the count of a loop that steps at the end
     "10.3": resume_position_step_times_k,
 }

@@ -40,6 +40,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         # practice.py: what stock tools do, measured with the tools
         "RNG_RESTORES": "practice",
         "accelerate_sync_points": "practice",
+        "cpu_description": "practice",
         "dropout_masks_split_alike": "practice",
         "stock_loader_resume": "practice",
         # tokens.py: the effective batch in samples and tokens

@@ -20,9 +20,13 @@ from .loop import stop_at_in as _stop_at
 
 # What a resumed run gets wrong (lesson 10):
 #   none                  — everything restored: the run continues bit for bit
-#   rewind to the window  — the position is derived from the step counter (the Transformers
-#                           Trainer's rule) and the partial window is read again: exact only if
-#                           the window drew no random numbers (no dropout)
+#   rewind to the window  — the position goes back to where the window in progress began (the
+#                           schedule's position after the last optimizer step) and the partial
+#                           window is read again: exact only if the window drew no random numbers
+#                           (no dropout)
+#   position by Trainer's rule — the position derived from the step counter as the Transformers
+#                           Trainer does (⌈batches / k⌉ steps per epoch): the window's start for
+#                           the sync_at_epoch_end counter, elsewhere for the other two
 #   position forgets × k  — the Trainer's rule without the × k: whole epochs, then (step mod
 #                           steps per epoch) micro-batches (position_from_step's "forgets_k")
 #   data position = step × k — ignores the short window that ends every epoch
@@ -35,6 +39,7 @@ from .loop import stop_at_in as _stop_at
 OMISSIONS = (
     "none",
     "rewind to the window",
+    "position by Trainer's rule",
     "position forgets × k",
     "data position = step × k",
     "partial window's .grad",
@@ -45,7 +50,7 @@ OMISSIONS = (
     "a different k",
 )
 _POSITION_RULE = {
-    "rewind to the window": "trainer",
+    "position by Trainer's rule": "trainer",
     "position forgets × k": "forgets_k",
     "data position = step × k": "step_times_k",
 }
@@ -99,7 +104,9 @@ def resume(
     loop.step = checkpoint["step"]  # the step counter itself is never lost (it names the file)
     # data position, counted in samples so that a different micro-batch size still lands right
     samples = checkpoint["micro_step"] * saved.micro_batch_size
-    if omit in _POSITION_RULE:
+    if omit == "rewind to the window":
+        samples = saved.micro_batch_size * saved.schedule().position_after(checkpoint["step"])
+    elif omit in _POSITION_RULE:
         samples = saved.micro_batch_size * position_from_step(
             checkpoint["step"],
             saved.batches_per_epoch,
@@ -123,10 +130,15 @@ def resume(
         loop.window = dict(checkpoint["window"])
     if omit != "dropout RNG":
         loop.torch_rng = checkpoint["torch_rng"].clone()
+    epoch = loop.micro_step // setup.batches_per_epoch
     if omit != "sampler RNG":  # without it the epoch's order is drawn from the seed again
-        loop.sampler.set_state(checkpoint["sampler_epoch_start"])
-        if loop.micro_step % setup.batches_per_epoch:  # mid-epoch: draw its order again now
-            loop.order = torch.randperm(setup.samples, generator=loop.sampler)
+        if epoch == checkpoint["micro_step"] // saved.batches_per_epoch:
+            loop.sampler.set_state(checkpoint["sampler_epoch_start"])
+        else:  # a position moved into another epoch reads that epoch's order (drawn from the
+            loop.sampler = loop.sampler_at_epoch(epoch)  # seed, as a per-epoch seed would)
+    if loop.micro_step % setup.batches_per_epoch:  # mid-epoch: draw its order again now
+        loop.epoch_start = loop.sampler.get_state()
+        loop.order = torch.randperm(setup.samples, generator=loop.sampler)
     return loop.run()
 
 

@@ -15,7 +15,7 @@ from .. import _validate
 from .._threads import one_thread
 from .._validate import one_of, positive_float, positive_int
 from ..data import Data, regression_data
-from ..models import mlp
+from ..models import MAX_DEPTH, mlp
 from ..optim import OPTIMIZERS, make_optimizer
 from .counters import COUNTERS, Schedule, check_micro_steps, linear_warmup, step_schedule
 
@@ -41,6 +41,7 @@ class Setup:
     warmup_ratio: float = 0.1
     dropout: float = 0.1
     seed: int = 0
+    depth: int = 1  # hidden layers, each followed by dropout: one random draw per layer per forward
 
     def __post_init__(self):
         checked = {
@@ -52,6 +53,7 @@ class Setup:
             "warmup_ratio": _validate.fraction("warmup_ratio", self.warmup_ratio),
             "dropout": _validate.fraction("dropout", self.dropout),
             "seed": _validate.seed("seed", self.seed),
+            "depth": positive_int("depth", self.depth, maximum=MAX_DEPTH),
         }
         for name, value in checked.items():  # stored as Python numbers: a numpy or 0-d tensor
             object.__setattr__(self, name, value)  # seed would reach torch.manual_seed as is
@@ -82,7 +84,7 @@ class Setup:
         return regression_data(n=self.samples, features=FEATURES, seed=self.seed)
 
     def model(self) -> torch.nn.Module:
-        return mlp(FEATURES, HIDDEN, depth=1, dropout=self.dropout, seed=self.seed)
+        return mlp(FEATURES, HIDDEN, depth=self.depth, dropout=self.dropout, seed=self.seed)
 
 
 @dataclass
@@ -124,7 +126,7 @@ class Loop:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, linear_warmup(total, min(setup.warmup_steps(total), total - 1))
         )
-        self.sampler = torch.Generator().manual_seed(setup.seed + 1)  # the data order's own RNG
+        self.sampler = self.sampler_at_epoch(0)  # the data order's own RNG
         self.epoch_start = self.sampler.get_state()  # before this epoch's permutation was drawn
         self.order: torch.Tensor | None = None
         self.micro_step = 0
@@ -134,6 +136,14 @@ class Loop:
         self._step_state: dict | None = None
         self._named = list(self.model.named_parameters())  # looked up once, not per checkpoint
         self._setup_dict = asdict(setup)
+
+    def sampler_at_epoch(self, epoch: int) -> torch.Generator:
+        """The data order's generator as it stands at the start of `epoch`: seeded once, one
+        permutation drawn per epoch (so any epoch's order can be drawn again from the seed)."""
+        sampler = torch.Generator().manual_seed(self.setup.seed + 1)
+        for _ in range(epoch):
+            torch.randperm(self.setup.samples, generator=sampler)
+        return sampler
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -167,7 +177,9 @@ class Loop:
                 scaled = loss_sum / count / (k if by_k else n_window)
                 scaled.backward()  # adds into .grad, also on top of a restored partial window
                 out.consumed.append(idx)
-                w, value, scaled_value = self.window, loss_sum.item(), scaled.item()
+                # the log line's sums stay tensors: no .item() (a host sync on a GPU) per
+                # micro-step, one per logged number at the optimizer step
+                w, value, scaled_value = self.window, loss_sum.detach(), scaled.detach()
                 w["loss_sum"] += value
                 w["count"] += count
                 w["scaled"] += scaled_value
@@ -189,7 +201,7 @@ class Loop:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self._step_state = None  # model, optimizer and scheduler have moved
-        w = self.window
+        w = _window_numbers(self.window)
         out.logs["window"].append(w["loss_sum"] / w["count"])  # every item weighs the same
         out.logs["sum_of_scaled"].append(w["scaled"])
         out.logs["last_scaled"].append(w["last_scaled"])
@@ -229,7 +241,7 @@ class Loop:
                 else self.sampler.get_state()
             ),
             "grads": grads,  # the partial window: empty at a window boundary
-            "window": dict(self.window),  # running sums the window's log line needs
+            "window": _window_numbers(self.window),  # running sums the window's log line needs
         }
 
 
@@ -243,6 +255,11 @@ def _copied(value):
     if isinstance(value, list):
         return [_copied(v) for v in value]
     return value  # numbers, strings, None, tuples of those: immutable
+
+
+def _window_numbers(window: dict) -> dict:
+    """The window's running sums as Python numbers (the loop keeps them as tensors)."""
+    return {k: v.item() if isinstance(v, torch.Tensor) else v for k, v in window.items()}
 
 
 def _empty_window() -> dict:

@@ -10,6 +10,7 @@ import torch
 from .. import _validate
 from .._threads import one_thread
 from .._validate import MAX_STEPS, one_of, positive_int
+from ..models import MAX_DEPTH
 
 # how the stock loop's checkpoint restores the global RNG (lesson 10):
 #   none             — not at all: the resumed run draws from wherever the new process starts
@@ -149,14 +150,22 @@ def stock_loader_resume(
 
 
 def dropout_masks_split_alike(
-    rows: int = 4, parts: int = 2, features: int = 8, p: float = 0.1, seed: int = 0
+    rows: int = 4,
+    parts: int = 2,
+    features: int = 8,
+    p: float = 0.1,
+    seed: int = 0,
+    *,
+    layers: int = 1,
 ) -> bool:
-    """Does one dropout mask of shape (rows, features) equal `parts` masks of (rows / parts,
-    features) drawn one after the other from the same CPU generator state? True when this build's
-    CPU dropout kernel draws element by element in row-major order: then halving the micro-batch
-    while doubling k keeps every sample's dropout mask. A property of the kernel (a kernel that
-    draws one seed per call, or CUDA's, which advances its offset per launch, need not have it),
-    not of accumulation. Lesson 10."""
+    """Does a forward pass of (rows, features) through `layers` dropout layers draw the same masks
+    as `parts` forward passes of (rows / parts, features) one after the other, from the same CPU
+    generator state? With one layer, True when this build's CPU dropout kernel draws element by
+    element in row-major order: then halving the micro-batch while doubling k keeps every
+    sample's dropout mask. With two or more the draws interleave (layer 1, layer 2 of the first
+    part, then of the second), so the masks differ whatever the kernel. A property of the kernel
+    and of the model (a kernel that draws one seed per call, or CUDA's, which advances its offset
+    per launch, need not have it), not of accumulation. Lesson 10."""
     parts = positive_int("parts", parts)
     rows = positive_int("rows", rows, maximum=MAX_STEPS)
     features = positive_int("features", features, maximum=MAX_STEPS)
@@ -164,10 +173,40 @@ def dropout_masks_split_alike(
         raise ValueError(f"parts must divide rows={rows}, got {parts}")
     p = _validate.fraction("p", p)
     seed = _validate.seed("seed", seed)
+    layers = positive_int("layers", layers, maximum=MAX_DEPTH)
     ones = torch.ones(rows, features, dtype=torch.float64)
+
+    def forward(batch):  # one mask per layer, drawn in the order the layers run
+        return [torch.nn.functional.dropout(batch, p) for _ in range(layers)]
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        whole = torch.nn.functional.dropout(ones, p)
+        whole = forward(ones)
         torch.manual_seed(seed)
-        pieces = [torch.nn.functional.dropout(ones[: rows // parts], p) for _ in range(parts)]
-    return torch.equal(whole, torch.cat(pieces))
+        pieces = [forward(ones[: rows // parts]) for _ in range(parts)]
+    return all(
+        torch.equal(whole[i], torch.cat([piece[i] for piece in pieces])) for i in range(layers)
+    )
+
+
+def cpu_description() -> str:
+    """The CPU this process runs on and what torch uses of it: vendor and model (from
+    /proc/cpuinfo where there is one), torch's CPU capability, whether MKL is built in. The
+    dropout kernel that `dropout_masks_split_alike` probes depends on these. Lesson 10."""
+    import platform
+
+    info: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("vendor_id", "model name") and key not in info:
+                    info[key] = value.strip()
+    except OSError:  # not Linux: the platform's own name
+        pass
+    vendor = info.get("vendor_id") or platform.processor() or "unknown vendor"
+    model = info.get("model name") or platform.machine() or "unknown model"
+    capability = torch.backends.cpu.get_cpu_capability()
+    mkl = "with" if torch.backends.mkl.is_available() else "without"
+    return f"{vendor} {model}, torch {torch.__version__} ({capability}, {mkl} MKL)"

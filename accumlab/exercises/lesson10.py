@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import types
 
 from . import exercise
 from ._answers import Hint, integer, integers
@@ -15,31 +17,88 @@ BATCHES, K, EPOCHS = 250, 8, 3
 _CASES = [(b, k) for b in (103, 100, 7, 3, 1) for k in (1, 2, 4, 5, 8)]
 
 
-def _refused_calls(fn, *args):
-    """Run `fn(*args)` and name the accumlab schedule code it ran: a Schedule built through
-    `al.bookkeeping.Setup(...).schedule()` comes from accumlab's own code, so `Refuse` lets it
-    through; its windows (`position_after`, `windows[step - 1][-1] + 1`, `ends_window`) are
-    accumlab's answer to this exercise, and every Schedule accumlab builds comes from
-    `step_schedule`."""
-    from ..bookkeeping import counters
+class _OwnCode:
+    """Recognises accumlab's own code while an answer runs (10.3 asks for arithmetic the learner
+    writes, so any of it is accumlab's answer): a frame from a file of the package — the
+    schedules, the audit's reference windows, any other helper — and a copy of one of its code
+    objects made outside it (`code.replace(co_name=..., co_filename=...)` keeps the bytecode, its
+    constants and names; only functions and methods of some length are matched this way, so that
+    a learner's one-line helper never matches a one-line helper of accumlab's). Allowed: the
+    checker machinery (accumlab/exercises/), the lazy name tables (`__init__.py`, `_lazy.py`)
+    that `al.<topic>.<name>` runs through."""
 
-    refused = {
-        counters.Schedule.position_after.__code__: "Schedule.position_after",
-        counters.step_schedule.__code__: "al.bookkeeping.step_schedule (through Setup.schedule)",
-    }
-    seen: list[str] = []
+    def __init__(self):
+        import accumlab
 
-    def profile(frame, event, _arg):
-        if event == "call" and frame.f_code in refused:
-            seen.append(refused[frame.f_code])
+        self.package = os.path.dirname(os.path.abspath(accumlab.__file__)) + os.sep
+        self.allowed = (os.path.join(self.package, "exercises") + os.sep,)
+        self.keys: dict = {}  # (bytecode, constants, names) -> where accumlab defines it
+        for name, module in list(sys.modules.items()):
+            if name.split(".")[0] == "accumlab" and module and not name.startswith(_CHECKERS):
+                for value in list(vars(module).values()):
+                    for code in _codes(value):
+                        path = os.path.abspath(code.co_filename)
+                        if path.startswith(self.package) and len(code.co_code) >= _MATCHED:
+                            self.keys.setdefault(_key(code), self._label(code))
+        self.seen: dict = {}  # code object -> label or None, decided once per code object
 
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        result = fn(*args)
-    finally:
-        sys.setprofile(previous)
-    return result, seen
+    def _label(self, code) -> str:
+        path = os.path.abspath(code.co_filename)
+        where = path[len(self.package) :] if path.startswith(self.package) else code.co_filename
+        return f"accumlab's {getattr(code, 'co_qualname', code.co_name)} (accumlab/{where})"
+
+    def label(self, code) -> str | None:
+        """Why `code` is accumlab's own, or None."""
+        if code not in self.seen:
+            path = os.path.abspath(code.co_filename)
+            name = os.path.basename(path)
+            if path.startswith(self.package):
+                own = not path.startswith(self.allowed) and name not in ("__init__.py", "_lazy.py")
+                self.seen[code] = self._label(code) if own else None
+            else:
+                self.seen[code] = self.keys.get(_key(code))
+        return self.seen[code]
+
+    def calls(self, fn, *args):
+        """Run `fn(*args)`; return its result and the accumlab code it ran."""
+        ran: list[str] = []
+
+        def profile(frame, event, _arg):
+            if event == "call":
+                label = self.label(frame.f_code)
+                if label is not None:
+                    ran.append(label)
+
+        previous = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            result = fn(*args)
+        finally:
+            sys.setprofile(previous)
+        return result, ran
+
+
+_CHECKERS = "accumlab.exercises"
+_MATCHED = 32  # bytes of bytecode: about ten instructions (accumlab's shortest has three)
+
+
+def _key(code) -> tuple:
+    return (code.co_code, code.co_consts, code.co_names)
+
+
+def _codes(value) -> list:
+    """The code objects of a module attribute: a function's, a class's methods and properties."""
+    if isinstance(value, types.FunctionType):
+        return [value.__code__]
+    if not isinstance(value, type) or not value.__module__.startswith("accumlab"):
+        return []
+    found = []
+    for attr in vars(value).values():
+        attr = getattr(attr, "__func__", attr)  # staticmethod, classmethod
+        for fn in (attr, getattr(attr, "fget", None), getattr(attr, "fset", None)):
+            if isinstance(fn, types.FunctionType):
+                found.append(fn.__code__)
+    return found
 
 
 @exercise("10.1", 1, "how many optimizer steps a learning-rate schedule must be sized for")
@@ -61,26 +120,37 @@ def total_steps(answer):
     return None
 
 
-@exercise("10.2", 2, "the per-epoch counter without a step at the epoch's end")
+@exercise("10.2", 2, "which steps of the per-epoch counter span two epochs")
 def carried_over(answer):
+    import math
+
     from ..bookkeeping.counters import step_schedule
 
-    largest, never = integers(answer, 2)  # (largest window, micro-batches never stepped)
+    got = tuple(integers(answer, EPOCHS - 1))  # the steps (from 1) whose window spans two epochs
     s = step_schedule(BATCHES, K, EPOCHS, "per_epoch")
-    if (largest, never) == (7, 3):
-        return f"(7, 3) is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K}"
-    if largest == K:
-        return "look at the first window of the second epoch: what is already in .grad?"
-    if largest != max(s.sizes):
-        return "the leftover micro-batches of an epoch join the next epoch's first k"
-    if never == EPOCHS * len(s.leftover):
+    right = tuple(i + 1 for i in s.straddling())
+    if got == right:
+        return None
+    lesson = tuple(i + 1 for i in step_schedule(103, 4, EPOCHS, "per_epoch").straddling())
+    if got == lesson:
+        return f"{got} is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K}"
+    if got == tuple(s.straddling()):
+        return "count the optimizer steps from 1: the first step is step 1"
+    per_epoch = BATCHES // K  # steps in every epoch: the carried window is one of the next epoch's
+    if got == tuple(e * math.ceil(BATCHES / K) + 1 for e in range(1, EPOCHS)):
         return (
-            "an epoch's leftover micro-batches stay in .grad and are stepped with the next "
-            "epoch's first window: only the last epoch has no next window"
+            f"this loop takes no step for an epoch's leftover micro-batches: ⌊{BATCHES} / {K}⌋ "
+            "steps per epoch, not one more"
         )
-    if never != len(s.leftover):
-        return "after the last epoch nothing comes to carry the leftover micro-batches into a step"
-    return None
+    if got == tuple(e * (per_epoch + 1) for e in range(1, EPOCHS)):
+        return (
+            "the window that carries an epoch's leftovers is the next epoch's first step, and one "
+            "of its ⌊batches / k⌋ steps, not an extra one"
+        )
+    return (
+        "an epoch's leftover micro-batches wait in .grad and join the next epoch's first window: "
+        "count the steps each epoch takes"
+    )
 
 
 @exercise("10.3", 3, "where a resumed run must start reading data")
@@ -98,12 +168,13 @@ def resume_position(answer):
         "al.bookkeeping.step_schedule",
         "al.bookkeeping.scheduler_total_steps",
     )
+    own = _OwnCode()
     with refused:
         for step, b, k, right in cases:
-            got, called = _refused_calls(answer, step, b, k)
-            if called:
+            got, ran = own.calls(answer, step, b, k)
+            if ran:
                 raise Hint(
-                    f"this exercise asks you to write it yourself — your answer called {called[0]}"
+                    f"this exercise asks you to write it yourself — your answer ran {ran[0]}"
                 )
             try:
                 value = integer(got)

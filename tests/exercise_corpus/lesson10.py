@@ -1,11 +1,13 @@
 """Lesson 10: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
 import math
+import types
 
 import numpy as np
 import torch
 
 import accumlab as al
+from accumlab.bookkeeping import counters
 
 
 def _position_by_walking(step, batches_per_epoch, k):
@@ -56,6 +58,51 @@ def _position_ends(step, batches_per_epoch, k):
     return len(ends)
 
 
+def _spec_windows(batches_per_epoch, k):
+    from accumlab.audit import spec  # the audit's reference: windows of k over every epoch
+
+    return spec.Setup(
+        model=None, batches=[None] * batches_per_epoch, k=k, loss=None, lr=0.1,
+        last_window="drop", epochs=4,
+    )  # fmt: skip
+
+
+def _position_audit_spec(step, batches_per_epoch, k):
+    return 0 if step == 0 else _spec_windows(batches_per_epoch, k).positions[step - 1]
+
+
+def _position_audit_windows(step, batches_per_epoch, k):
+    full = [w for w in _spec_windows(batches_per_epoch, k).windows if len(w) == k]
+    return 0 if step == 0 else full[step - 1][-1] + 1
+
+
+# accumlab's step_schedule under another name, copied before the check runs (as a learner's
+# cell would): once with its own file name, once claiming another file and calling the learner's
+# own argument checks instead of accumlab's
+_renamed = types.FunctionType(
+    counters.step_schedule.__code__.replace(co_name="mine"), counters.step_schedule.__globals__
+)
+_elsewhere = types.FunctionType(
+    counters.step_schedule.__code__.replace(co_name="mine", co_filename="<mine>"),
+    {
+        **counters.__dict__,
+        "positive_int": lambda name, value: value,
+        "one_of": lambda *args: None,
+        "check_micro_steps": lambda *args: None,
+    },
+)
+
+
+def _position_code_copy(step, batches_per_epoch, k):
+    schedule = _renamed(batches_per_epoch, k, 4, "per_epoch")
+    return 0 if step == 0 else schedule.windows[step - 1][-1] + 1
+
+
+def _position_code_copy_elsewhere(step, batches_per_epoch, k):
+    schedule = _elsewhere(batches_per_epoch, k, 4, "per_epoch")
+    return 0 if step == 0 else schedule.windows[step - 1][-1] + 1
+
+
 def _position_trainer_rule(step, batches_per_epoch, k):
     # the rule of a loop that also steps at every epoch end: ⌈batches / k⌉ steps per epoch
     epochs, in_epoch = divmod(step, math.ceil(batches_per_epoch / k))
@@ -76,9 +123,10 @@ RIGHT = {
         ("a float", 96.0),
     ],
     "10.2": [
-        ("numpy and int", (np.int64(10), 2)),
-        ("a list", [10, 2]),
-        ("a 1-d tensor", torch.tensor([10, 2])),
+        ("numpy and int", (np.int64(32), 63)),
+        ("a list", [32, 63]),
+        ("a 1-d tensor", torch.tensor([32, 63])),
+        ("floats", (32.0, 63.0)),
     ],
     "10.3": [
         ("walking the windows", _position_by_walking),
@@ -93,16 +141,20 @@ WRONG = {
         ("rounded up once for the whole run", 94),
     ],
     "10.2": [
-        ("the lesson's run", (7, 3)),
-        ("nothing carried over", (8, 2)),
-        ("the last leftovers stepped", (10, 0)),
-        ("every epoch's leftovers lost", (10, 6)),
+        ("the lesson's run", (26, 51)),
+        ("counted from 0", (31, 62)),
+        ("the carried window counted as an extra step", (32, 64)),
+        ("the window sizes asked before", (10, 2)),
     ],
     "10.3": [
         ("accumlab's position_from_step", _position_library),
         ("accumlab's Schedule", _position_schedule),
         ("accumlab's Schedule.windows, position_after inlined", _position_windows),
         ("accumlab's Schedule.ends_window, summed", _position_ends),
+        ("the audit's reference positions", _position_audit_spec),
+        ("the audit's reference windows, the full ones", _position_audit_windows),
+        ("accumlab's step_schedule, its code copied", _position_code_copy),
+        ("accumlab's step_schedule, copied under another file name", _position_code_copy_elsewhere),
         (
             "the Trainer's rule of the lesson, for a loop that steps at epoch ends",
             _position_trainer_rule,
