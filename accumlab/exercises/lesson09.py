@@ -117,7 +117,9 @@ def ema_loop(answer):
                 f"update_ema() ran {updates} times in one window of {k} micro-batches; the "
                 "exercise asks for one EMA update per window"
             )
-        left = [n for n, p in zip(names, params, strict=True) if p.grad is not None and p.grad.any()]
+        left = [
+            n for n, p in zip(names, params, strict=True) if p.grad is not None and p.grad.any()
+        ]
         if left:
             return (
                 f"after window {w + 1}, {len(left)} of {len(names)} parameters still hold a "
