@@ -178,6 +178,46 @@ def test_gradcache_with_batchnorm_counts_both_passes(pairs):
     assert [int(b) for n, b in model.named_buffers() if n.endswith("num_batches_tracked")] == [4, 4]
 
 
+def test_gradcache_with_batchnorm_is_the_same_chunks_not_the_big_batch(pairs):
+    """BatchNorm normalises each chunk on its own: GradCache reproduces one loss over the same
+    chunks (forwarded with a graph), not the big batch's single forward."""
+    model = C.encoder(norm="batch")
+    step = C.gradcache_grads(model, pairs, 8)["grads"]
+    assert _rel(step, C.same_masks_reference(model, pairs, 8)["grads"]) <= 1e-13
+    assert _rel(step, C.batch_loss_grads(model, pairs, C.contrastive_loss)) > 0.1
+
+
+def test_open_clip_loop_with_each_loss_divided_by_k(pairs):
+    """open_clip #761/#957's change, run as a loop: logit_scale right, every encoder weight ÷ k."""
+    model = C.encoder(learnable_temperature=True)
+    big = C.batch_loss_grads(model, pairs, C.contrastive_loss)
+    divided = C.cached_negatives_grads(model, pairs, 8, divide_loss=True)["grads"]
+    stock = C.cached_negatives_grads(model, pairs, 8)["grads"]
+    r = C.logit_scale_ratio(divided, big)
+    assert abs(r["logit_scale"] - 1) <= 1e-12 and abs(r["weights"] - 1 / 4) <= 1e-12
+    assert _rel(divided, {n: g / 4 for n, g in stock.items()}) <= 1e-13
+    with pytest.raises(ValueError, match="divide_loss must be True or False"):
+        C.cached_negatives_grads(model, pairs, 8, divide_loss="yes")
+
+
+def test_adamw_divides_the_constant_factor_out_and_sgd_does_not(pairs):
+    model = C.encoder(learnable_temperature=True)
+    adamw = C.temperature_training(model, pairs, 8, optimizer="adamw", lr=0.01, steps=3)
+    sgd = C.temperature_training(model, pairs, 8, optimizer="sgd", lr=0.1, steps=3)
+    assert set(adamw["gaps"]) == set(C.TEMPERATURE_LOOPS[1:])
+    assert max(adamw["gaps"].values()) < 1e-4 and min(sgd["gaps"].values()) > 0.1
+    # the reference really trains: GradCache's update is not zero
+    assert sum(float(u.norm()) for u in adamw["updates"]["gradcache"].values()) > 1e-3
+    # the model is left alone
+    assert all(p.grad is None for p in model.parameters())
+    with pytest.raises(ValueError, match="model must have a learnable 'logit_scale'"):
+        C.temperature_training(C.encoder(), pairs, 8)
+    with pytest.raises(ValueError, match="steps must be at most 200"):
+        C.temperature_training(model, pairs, 8, steps=10**6)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        C.temperature_training(model, pairs, 8, optimizer="lbfgs")
+
+
 def test_contrastive_sweep_logged_loss_falls_with_the_micro_batch(pairs):
     model = C.encoder()
     sweep = C.contrastive_sweep(model, pairs, [32, 8])
@@ -462,7 +502,9 @@ def test_aux_loss_sweep_shapes_and_claims():
     for order in C.ORDERS:
         assert len(sweep["gaps"][order]["global_counts"]) == 2
         assert max(max(r) for r in sweep["gaps"][order]["global_counts"]) <= 1e-12
-        assert all(e > 0 for r in sweep["loss_excess"][order] for e in r)
+        # the logged loss's excess is the count-probability covariance, whatever its sign
+        for seen, cov in zip(sweep["loss_excess"][order], sweep["covariance"][order], strict=True):
+            assert seen == pytest.approx(cov, abs=1e-12)
         assert all(0 <= c <= 2 for c in sweep["running_closer"][order])
     assert "running_closer" not in C.aux_loss_sweep([32], [0], n=64, modes=["per_micro_batch"])
     with pytest.raises(ValueError, match=r"sizes\[0\] must be at most 64"):
@@ -472,6 +514,56 @@ def test_aux_loss_sweep_shapes_and_claims():
     with pytest.raises(ValueError, match=r"seeds\[0\] must be an integer"):
         C.aux_loss_sweep([32], [-1], n=64)
     assert isinstance(C.plot_aux_sweep(sweep), Figure)
+
+
+@pytest.mark.slow
+def test_aux_loss_claims_of_lesson_09_over_32_seeds():
+    """What §4 of lesson 09 says about its 8 seeds, checked on 32: the per-seed laws hold on each,
+    and the shares the lesson prints are what it says they are ("most", "not all", "none")."""
+    sweep = C.aux_loss_sweep([64, 32, 16, 8], seeds=range(32))
+    gaps, closer = sweep["gaps"], sweep["running_closer"]
+    excess = {o: [e for r in sweep["loss_excess"][o] for e in r] for o in C.ORDERS}
+    for order in C.ORDERS:
+        cov = [c for r in sweep["covariance"][order] for c in r]
+        assert excess[order] == pytest.approx(cov, abs=1e-12)  # logged − big = E·Σ cov(f, P)
+        assert max(max(r) for r in gaps[order]["global_counts"]) <= 1e-12
+    for s, h in zip(
+        gaps["sorted by topic"]["per_micro_batch"], gaps["shuffled"]["per_micro_batch"]
+    ):
+        assert all(a > b > 1e-3 for a, b in zip(s, h, strict=True))  # shrinks, never closes
+    assert closer["shuffled"][0] == 0  # k = 2, shuffled: running counts further off, every seed
+    assert all(16 < c < 32 for c in closer["sorted by topic"])  # sorted: most seeds, not all
+    # the covariance is usually positive, not always: seed 14 sorted at k = 2 (the lesson's example)
+    assert min(excess["sorted by topic"]) < 0 < max(excess["sorted by topic"])
+    assert sweep["loss_excess"]["sorted by topic"][14][0] < 0
+
+
+@pytest.mark.slow
+def test_running_counts_errors_cancel_less_than_per_micro_batch_over_32_seeds():
+    """Lesson 09, cell after §4's sweep: shuffled tokens, k = 2 and 4, on 32 seeds."""
+    for seed in range(32):
+        data, model = C.router_data(128, grouped=False, seed=seed), C.router_model(seed=seed)
+        kept = {}
+        for mb in (64, 32):
+            exact = C.aux_loss_grads(model, data, mb, "global_counts")
+            for mode in ("per_micro_batch", "running_counts"):
+                terms = C.term_errors(C.aux_loss_grads(model, data, mb, mode), exact)
+                kept[mode, 128 // mb] = terms["kept"]
+                if mode == "running_counts":
+                    assert terms["per_term"][-1] <= 1e-12 < terms["per_term"][0]
+        assert kept["per_micro_batch", 2] < 0.5, seed
+        assert kept["per_micro_batch", 4] < kept["running_counts", 4] < 1, seed
+
+
+def test_aux_loss_covariance_is_zero_for_one_micro_batch_and_sign_free():
+    data, model = C.router_data(64), C.router_model()
+    assert C.aux_loss_grads(model, data, 64, "per_micro_batch")["covariance"] == pytest.approx(
+        0, abs=1e-15
+    )
+    full = C.aux_loss_grads(model, data, 64, "full")
+    for mb in (32, 16, 8):
+        r = C.aux_loss_grads(model, data, mb, "per_micro_batch")
+        assert r["loss"] - full["loss"] == pytest.approx(r["covariance"], abs=1e-12)
 
 
 def test_load_balance_loss_refuses_nan_logits_and_fractions():
@@ -765,6 +857,16 @@ def test_explorer_reaches_micro_batch_one_where_micro_batch_clipping_is_exact():
     assert ex.controls["accumulation_steps"].max == 16
     row = ex.data["rows"][0]
     assert row["naive"] <= 1e-12 and row["fix"] <= 1e-12
+
+
+def test_explorer_explains_a_contrastive_micro_batch_of_one():
+    """A pair alone has no negative: its InfoNCE gradient is exactly 0, the naive gap exactly 1,
+    and the caption says why; other sizes do not carry the sentence."""
+    one = C.explore_coupling("contrastive", 1, 4)
+    assert one["rows"][0]["naive"] == 1.0 and one["rows"][0]["fix"] <= 1e-12
+    assert "no in-batch negative" in C.coupling_caption(one)
+    assert "no in-batch negative" not in C.coupling_caption(C.explore_coupling("contrastive", 2, 4))
+    assert "no in-batch negative" not in C.coupling_caption(C.explore_coupling("clipping", 1, 4))
 
 
 def test_explorer_aux_window_holds_every_topic():

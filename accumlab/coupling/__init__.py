@@ -27,6 +27,8 @@ __getattr__, __dir__, __all__ = lazy_names(
         "gradcache_grads": "gradcache",
         "logit_scale_ratio": "gradcache",
         "same_masks_reference": "gradcache",
+        "TEMPERATURE_LOOPS": "learned_scale",
+        "temperature_training": "learned_scale",
         # ema.py: state updated on every forward
         "EMA_PLACEMENTS": "ema",
         "accelerate_ema_updates": "ema",

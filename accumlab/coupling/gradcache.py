@@ -146,6 +146,7 @@ def cached_negatives_grads(
     temperature: float = TEMPERATURE,
     replay_rng: bool = False,
     temperature_once: bool = False,
+    divide_loss: bool = False,
     seed: int = 0,
 ) -> dict:
     """open_clip's `--accum-freq` scheme (`_train_step_eager` in open_clip_train/train.py): cache
@@ -161,11 +162,13 @@ def cached_negatives_grads(
     A learnable temperature (`encoder(learnable_temperature=True)`) is not a recomputed row: it
     enters all k loss evaluations with a graph, as open_clip's `logit_scale` does, and gets k
     times the big batch's gradient. `temperature_once=True` detaches it in all but the last
-    evaluation, which gives it the big batch's gradient. Returns {"grads", "peak_saved_bytes"}.
-    Lesson 09.
+    evaluation, which gives it the big batch's gradient. `divide_loss=True` divides each
+    evaluation's loss by k before its backward (the change open_clip #761 and #957 discuss).
+    Returns {"grads", "peak_saved_bytes"}. Lesson 09.
     """
     require_bool(replay_rng, "replay_rng")
     require_bool(temperature_once, "temperature_once")
+    require_bool(divide_loss, "divide_loss")
     model, chunks = _start(model, data, micro_batch_size, temperature, seed)
     with seeded(seed), LiveSavedTensors(exclude=model.parameters()) as live:
         states, cache = [], []
@@ -184,7 +187,8 @@ def cached_negatives_grads(
             scale = logit_scale_of(model)
             if scale is not None and temperature_once and j < len(chunks) - 1:
                 scale = scale.detach()  # its gradient comes from one evaluation only
-            info_nce(*_split(reps, chunks), temperature, logit_scale=scale).backward()
+            loss = info_nce(*_split(reps, chunks), temperature, logit_scale=scale)
+            (loss / len(chunks) if divide_loss else loss).backward()
     return {"grads": grads_of(model), "peak_saved_bytes": live.peak}
 
 

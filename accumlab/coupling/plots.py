@@ -228,10 +228,17 @@ def coupling_caption(data: dict) -> str:
         if chosen["running"] is None
         else f"; orange, running counts → gap <b>{chosen['running']:.2g}</b>"
     )
+    lone = ""
+    if chosen["coupling"] == "contrastive" and chosen["micro_batch_size"] == 1:
+        # a pair alone: one logit, softmax 1, so InfoNCE and its gradient are exactly 0
+        lone = (
+            " A micro-batch of 1 has no in-batch negative: its loss and gradient are 0, so "
+            "naive accumulation's gap is 1."
+        )
     return (
         f"<b>{chosen['coupling']}</b> ({chosen['data']}), micro-batches of "
         f"{chosen['micro_batch_size']}, k = {chosen['accumulation_steps']}: red, "
         f"{chosen['naive_label']} → gap <b>{chosen['naive']:.2g}</b>{running}; green, "
         f"{chosen['fix_label']} → gap <b>{chosen['fix']:.1g}</b>. Dotted: 1e-12, the rounding "
-        f"level; an exact 0 is drawn at {FLOOR:g}."
+        f"level; an exact 0 is drawn at {FLOOR:g}.{lone}"
     )

@@ -99,7 +99,10 @@ def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: st
     shares fᵢ each micro-batch's term used, and {"window_fractions"}: the whole window's;
     {"count_error"}: max |Σ_m (len(m)/N)·(fractions_m − window fractions)|, how far the counts the
     micro-batches used are off on average over the window (0 for per-micro-batch counts, whose
-    errors cancel in that sum). Lesson 09."""
+    errors cancel in that sum); {"covariance"}: E·Σᵢ cov_m(fᵢ, Pᵢ), the covariance over the
+    micro-batches (weighted by their tokens) of each one's own routed share and mean router
+    probability of expert i — what the per-micro-batch logged loss exceeds the big batch's by.
+    Lesson 09."""
     one_of("mode", mode, AUX_MODES)
     require_model(model)
     require_data(data)
@@ -115,11 +118,12 @@ def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: st
         with torch.no_grad():
             fractions = routed_fractions(torch.cat([model(mb.x) for mb in micro]))
     logged, counts, seen = 0.0, None, 0
-    used, routed, parts, before = [], [], [], None
+    used, routed, parts, before, probs = [], [], [], None, []
     for mb in micro:
         logits = model(mb.x)
         mine = routed_fractions(logits)
         routed.append(mine * len(mb))
+        probs.append(logits.detach().softmax(-1).mean(0))
         if mode == "running_counts":
             # counts of every micro-batch of this window so far, this one included
             counts = mine * len(mb) if counts is None else counts + mine * len(mb)
@@ -140,6 +144,12 @@ def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: st
         before = now
     window = sum(routed) / len(data)
     drift = sum(len(mb) / len(data) * (f - window) for mb, f in zip(micro, used, strict=True))
+    # Σ_m w_m fᵐ Pᵐ − (Σ_m w_m fᵐ)(Σ_m w_m Pᵐ), w_m = len(m)/N: per-micro-batch loss − full loss
+    w = [len(mb) / len(data) for mb in micro]
+    own = [r / len(mb) for r, mb in zip(routed, micro, strict=True)]
+    mean_p = sum(wm * p for wm, p in zip(w, probs, strict=True))
+    joint = sum(wm * f * p for wm, f, p in zip(w, own, probs, strict=True))
+    covariance = len(window) * float((joint - window * mean_p).sum())
     return {
         "grads": grads_of(model),
         "loss": logged,
@@ -147,6 +157,7 @@ def aux_loss_grads(model: nn.Module, data: Data, micro_batch_size: int, mode: st
         "fractions": used,
         "window_fractions": window,
         "count_error": float(drift.abs().max()),
+        "covariance": covariance,
     }
 
 
@@ -161,7 +172,8 @@ def aux_loss_sweep(
     tokens both drawn from it), token order (ORDERS), mode and micro-batch size.
 
     Returns {"window": n, "sizes", "seeds", "gaps": {order: {mode: [[relative L2 gap per size] per seed]}},
-    "loss_excess": {order: [[per-micro-batch logged loss − the big batch's, per size] per seed]}}
+    "loss_excess": {order: [[per-micro-batch logged loss − the big batch's, per size] per seed]},
+    "covariance": the same runs' E·Σᵢ cov_m(fᵢ, Pᵢ), see `aux_loss_grads`}
     and, with both modes, {"running_closer": {order: [seeds whose running counts land closer to
     the big batch than per-micro-batch counts, per size]}}. Lesson 09."""
     from ..compare import grad_diff
@@ -177,6 +189,7 @@ def aux_loss_sweep(
     _validate.within_max_steps("seeds × orders × modes × micro-batches per window", passes)
     gaps = {order: {m: [] for m in modes} for order in ORDERS}
     excess = {order: [] for order in ORDERS}
+    covariance = {order: [] for order in ORDERS}
     for seed in seeds:
         model = router_model(seed=seed)
         for order, grouped in ORDERS.items():
@@ -187,7 +200,9 @@ def aux_loss_sweep(
                 gaps[order][m].append([grad_diff(r["grads"], full["grads"]).rel_l2 for r in runs])
                 if m == "per_micro_batch":
                     excess[order].append([r["loss"] - full["loss"] for r in runs])
+                    covariance[order].append([r["covariance"] for r in runs])
     out = {"window": n, "sizes": sizes, "seeds": seeds, "gaps": gaps, "loss_excess": excess}
+    out["covariance"] = covariance  # aux_loss_grads' "covariance" of the same runs
     if {"per_micro_batch", "running_counts"} <= set(modes):
         # per order and size: the seeds whose running counts land closer than per-micro-batch ones
         out["running_closer"] = {

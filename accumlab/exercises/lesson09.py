@@ -117,6 +117,16 @@ def ema_loop(answer):
                 f"update_ema() ran {updates} times in one window of {k} micro-batches; the "
                 "exercise asks for one EMA update per window"
             )
+        left = [
+            n for n, p in zip(names, params, strict=True) if p.grad is not None and p.grad.any()
+        ]
+        if left:
+            return (
+                f"after window {w + 1}, {len(left)} of {len(names)} parameters still hold a "
+                "gradient in .grad: the exercise asks train_window to leave them zeroed for the "
+                "next window "
+                "(optimizer.zero_grad() after the step)"
+            )
     weights, expected_ema = _ema_reference(model, data, mb, k)
     got = _flat(dict(zip(names, (p.detach() for p in params), strict=True)))
     if (got - weights).norm() > 1e-10 * weights.norm():
@@ -162,7 +172,11 @@ class _LossCalls:
 
 def _allowed_bytes(model, data, micro_batch_size) -> dict:
     """What a GradCache step may hold for backward at once: the loss graph over all cached
-    embeddings, one micro-batch's encoder graph, and the cached gradients themselves."""
+    embeddings (step 2), or later one micro-batch's encoder graph with at most all the cached
+    gradients (step 3) — never both, since the loss graph is freed by its backward before pass 2.
+    The loss graph together with a micro-batch's graph is open_clip's loop (the loss evaluated
+    per micro-batch); several micro-batch graphs alive, one backward at the end, are not
+    GradCache either."""
     from ..coupling.contrastive import info_nce, pair_inputs
     from ..coupling.gradcache import encoder_saved_bytes
     from ..saved import saved_tensor_bytes
@@ -174,7 +188,7 @@ def _allowed_bytes(model, data, micro_batch_size) -> dict:
     loss = saved_tensor_bytes(lambda: info_nce(q, k))
     chunk = encoder_saved_bytes(model, data[:micro_batch_size])
     cached = 2 * z.numel() * z.element_size()
-    return {"loss": loss, "chunk": chunk, "cached": cached, "bound": loss + chunk + cached}
+    return {"loss": loss, "chunk": chunk, "cached": cached, "bound": max(loss, chunk + cached)}
 
 
 @exercise("09.4", 3, "Implement the two-pass GradCache step")
@@ -217,20 +231,21 @@ def gradcache_step(answer):
             f"forwards every micro-batch again through the model ({2 * len(data)} rows in all), "
             "and the check watches the model's layers"
         )
-    if seen.peak_saved_bytes > allowed["bound"]:
-        raise Hint(
-            f"your answer held {seen.peak_saved_bytes:,} bytes for backward at once; a GradCache "
-            f"step holds at most the loss graph ({allowed['loss']:,}), one micro-batch's "
-            f"encoder graph ({allowed['chunk']:,}) and the cached gradients "
-            f"({allowed['cached']:,}): pass 1 without a graph, and in pass 2 backpropagate each "
-            "micro-batch before the next forward"
-        )
     if losses.calls > 1:
         raise Hint(
             f"your answer evaluated al.coupling.info_nce with a graph {losses.calls} times: that "
             "is open_clip's loop (the whole loss once per micro-batch), exact here but not "
             "GradCache, and a learnable temperature would get k times its gradient. Compute the "
             "loss ONCE over all cached embeddings and keep its gradient per embedding"
+        )
+    if seen.peak_saved_bytes > allowed["bound"]:
+        raise Hint(
+            f"your answer held {seen.peak_saved_bytes:,} bytes for backward at once; a GradCache "
+            f"step holds first the loss graph ({allowed['loss']:,}), freed by its backward, then "
+            f"one micro-batch's encoder graph ({allowed['chunk']:,}) with at most the cached "
+            f"gradients ({allowed['cached']:,}): at most {allowed['bound']:,}. Pass 1 without a "
+            "graph, the loss once over the cached embeddings, and in pass 2 backpropagate each "
+            "micro-batch before the next forward"
         )
     if grad_diff(grads_of(learner), expected).max_rel > 1e-10:
         raise Hint(

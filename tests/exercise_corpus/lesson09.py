@@ -54,6 +54,27 @@ def _ema_never_zeroed(model, micro_batches, optimizer, update_ema):
     update_ema()  # the next window adds to this window's gradient
 
 
+def _ema_zeroed_at_the_start(model, micro_batches, optimizer, update_ema):
+    # right weights and EMA, but the window leaves its gradients in .grad for the next one
+    optimizer.zero_grad()
+    k = len(micro_batches)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+    optimizer.step()
+    update_ema()
+
+
+def _ema_zeroed_by_hand(model, micro_batches, optimizer, update_ema):
+    # another right form: gradients zeroed in place, not through the optimizer
+    k = len(micro_batches)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+    optimizer.step()
+    update_ema()
+    for p in model.parameters():
+        p.grad.zero_()
+
+
 def _ema_starting_code(model, micro_batches, optimizer, update_ema):
     k = len(micro_batches)
     for mb in micro_batches:
@@ -139,6 +160,53 @@ def _gradcache_layer_by_layer(model, data, micro_batch_size):
     al.coupling.info_nce(h[:n], h[n:]).backward()
 
 
+def _gradcache_open_clip_loop_imported_loss(model, data, micro_batch_size):
+    # open_clip's loop with info_nce imported from its module: a name bound before the check
+    from accumlab.coupling.contrastive import info_nce
+
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        cache = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    for j, c in enumerate(chunks):
+        reps = [*cache[:j], model(al.coupling.pair_inputs(c)), *cache[j + 1 :]]
+        q = torch.cat([z[: len(b)] for z, b in zip(reps, chunks)])
+        k = torch.cat([z[len(b) :] for z, b in zip(reps, chunks)])
+        info_nce(q, k).backward()
+
+
+def _hand_info_nce(q, k, temperature=0.1):
+    logits = torch.nn.functional.normalize(q, dim=-1) @ torch.nn.functional.normalize(k, dim=-1).T
+    return torch.nn.functional.cross_entropy(logits / temperature, torch.arange(len(q)))
+
+
+def _gradcache_open_clip_loop_own_loss(model, data, micro_batch_size):
+    # open_clip's loop with a hand-written InfoNCE: the loss evaluated once per micro-batch
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        cache = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    for j, c in enumerate(chunks):
+        reps = [*cache[:j], model(al.coupling.pair_inputs(c)), *cache[j + 1 :]]
+        q = torch.cat([z[: len(b)] for z, b in zip(reps, chunks)])
+        k = torch.cat([z[len(b) :] for z, b in zip(reps, chunks)])
+        _hand_info_nce(q, k).backward()
+
+
+def _gradcache_pass_2_graphs_kept(model, data, micro_batch_size):
+    # GradCache's arithmetic, but every pass-2 graph kept alive until one backward at the end
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    q = torch.cat([z[: len(c)] for z, c in zip(reps, chunks)]).requires_grad_()
+    k = torch.cat([z[len(c) :] for z, c in zip(reps, chunks)]).requires_grad_()
+    al.coupling.info_nce(q, k).backward()
+    sizes = [len(c) for c in chunks]
+    surrogate = 0
+    for c, gq, gk in zip(chunks, q.grad.split(sizes), k.grad.split(sizes)):
+        z = model(al.coupling.pair_inputs(c))
+        surrogate = surrogate + (z[: len(c)] * gq).sum() + (z[len(c) :] * gk).sum()
+    surrogate.backward()
+
+
 def _gradcache_all_graphs_alive(model, data, micro_batch_size):
     chunks = data.micro_batches(micro_batch_size)
     reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
@@ -174,6 +242,7 @@ RIGHT = {
     "09.3": [
         ("update after zero_grad", _ema_after_zero_grad),
         ("one backward of the mean of the means", _ema_one_backward),
+        ("gradients zeroed in place", _ema_zeroed_by_hand),
     ],
     "09.4": [
         ("torch.autograd.grad, then backward(z, cached)", _gradcache_autograd_grad),
@@ -201,12 +270,16 @@ WRONG = {
         ("update before the step", _ema_before_step),
         ("SGD by hand: the optimizer never steps", _ema_by_hand),
         ("gradients never zeroed", _ema_never_zeroed),
+        ("zeroed at the start: gradients left in .grad", _ema_zeroed_at_the_start),
     ],
     "09.4": [
         ("all graphs alive: big-batch memory", _gradcache_all_graphs_alive),
         ("layer by layer over the whole batch", _gradcache_layer_by_layer),
         ("functional full batch: no module hook fires", _gradcache_functional_full_batch),
         ("open_clip's loop: the whole loss once per micro-batch", _gradcache_open_clip_loop),
+        ("open_clip's loop, info_nce imported", _gradcache_open_clip_loop_imported_loss),
+        ("open_clip's loop, a hand-written InfoNCE", _gradcache_open_clip_loop_own_loss),
+        ("every pass-2 graph alive, one backward", _gradcache_pass_2_graphs_kept),
         ("accumlab's own GradCache", _gradcache_library),
     ],
 }
@@ -214,4 +287,13 @@ WRONG = {
 STUBS = {
     "09.3": [("the lesson's starting code, untouched", _ema_starting_code)],
     "09.4": [("the lesson's cell", _gradcache_stub)],
+}
+
+# the words each of these wrong answers' hint must contain (tests/test_exercises.py)
+HINTS = {
+    "zeroed at the start: gradients left in .grad": "still hold a gradient in .grad",
+    "open_clip's loop, info_nce imported": "bytes for backward at once",
+    "open_clip's loop, a hand-written InfoNCE": "bytes for backward at once",
+    "every pass-2 graph alive, one backward": "bytes for backward at once",
+    "open_clip's loop: the whole loss once per micro-batch": "open_clip's loop",
 }

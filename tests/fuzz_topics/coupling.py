@@ -22,6 +22,10 @@ def _enc():
     return C.encoder(4, 4)
 
 
+def _learned():
+    return C.encoder(4, 4, learnable_temperature=True)
+
+
 def _rl():
     return C.rl_batch(8)
 
@@ -223,6 +227,15 @@ CASES = [
     bad("coupling.info_nce", "logit_scale nan", lambda: C.info_nce(torch.ones(4, 2), torch.ones(4, 2), logit_scale=torch.tensor(NAN)), "logit_scale", "nan"),
     bad("coupling.info_nce", "logit_scale 2.0 (a float)", lambda: C.info_nce(torch.ones(4, 2), torch.ones(4, 2), logit_scale=2.0), "logit_scale", "float"),
     bad("coupling.cached_negatives_grads", "temperature_once 1", lambda: C.cached_negatives_grads(_enc(), _pairs(), 2, temperature_once=1), "temperature_once", "1"),
+    bad("coupling.cached_negatives_grads", "divide_loss 'yes'", lambda: C.cached_negatives_grads(_enc(), _pairs(), 2, divide_loss="yes"), "divide_loss", "'yes'"),
+    bad("coupling.temperature_training", "a fixed temperature", lambda: C.temperature_training(_enc(), _pairs(), 2), "model", "logit_scale"),
+    bad("coupling.temperature_training", "steps=0", lambda: C.temperature_training(_learned(), _pairs(), 2, steps=0), "steps", "0"),
+    bad("coupling.temperature_training", "steps=10**9", lambda: C.temperature_training(_learned(), _pairs(), 2, steps=10**9), "steps", "1000000000"),
+    bad("coupling.temperature_training", "lr NaN", lambda: C.temperature_training(_learned(), _pairs(), 2, lr=NAN), "lr", "nan"),
+    bad("coupling.temperature_training", "optimizer 'lbfgs'", lambda: C.temperature_training(_learned(), _pairs(), 2, optimizer="lbfgs"), "optimizer", "'lbfgs'"),
+    bad("coupling.temperature_training", "micro_batch_size=9 of 8", lambda: C.temperature_training(_learned(), _pairs(), 9, steps=1), "micro_batch_size", "9"),
+    bad("coupling.temperature_training", "data 'x'", lambda: C.temperature_training(_learned(), "x", 2), "data", "str"),
+    handled("coupling.temperature_training", "steps as a numpy integer", lambda: C.temperature_training(_learned(), _pairs(), 4, steps=np.int64(1)), lambda r: all(np.isfinite(g) for g in r["gaps"].values())),
     bad("coupling.ema_runs", "placements 'micro_step' (a string)", lambda: C.ema_runs(al.mlp(), data(), 2, 2, placements="micro_step"), "placements", "str"),
     bad("coupling.ema_runs", "placements ['micro']", lambda: C.ema_runs(al.mlp(), data(), 2, 2, placements=["micro"]), "placements[0]", "'micro'"),
     bad("coupling.ema_runs", "model 'x'", lambda: C.ema_runs("x", data(), 2, 2), "model", "str"),
