@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 from matplotlib.figure import Figure
 
 import accumlab as al
@@ -698,3 +699,23 @@ def test_exercise_07_hints_name_no_missing_loop_and_ask_for_digits():
         "07.4", __import__("accumlab.exercises.lesson07").exercises.lesson07.fsdp_bytes_expected
     )
     assert not own.ok and "write it yourself" in own.message
+
+
+def test_bucket_readings_do_not_count_garbage_held_in_a_reference_cycle():
+    """A tensor only a reference cycle keeps alive is freed at the next collection: the bucket
+    readings run the collector first, so it never reads as bytes DDP holds."""
+    import gc
+
+    from accumlab.device import MemoryMeter
+    from accumlab.dist.buckets import collected_now
+
+    gc.disable()  # so that no automatic collection frees the cycle before the reading
+    try:
+        with MemoryMeter("cpu") as meter:
+            box = [torch.ones(3)]
+            box.append(box)  # the list refers to itself: only the collector frees it
+            del box
+            assert meter.now() == 12  # the plain reading still counts the garbage
+            assert collected_now(meter) == 0
+    finally:
+        gc.enable()
