@@ -16,9 +16,10 @@ from .stats import batch_gradient_diff
 
 
 def freeze_batchnorm(model: nn.Module) -> nn.Module:
-    """A copy of `model` whose BatchNorm layers are in eval mode: they normalise with their running
-    statistics and no longer update them, so each sample's output ignores its micro-batch (the
-    usual setting when fine-tuning). Other layers keep their mode. Lesson 04.
+    """Switch `model`'s BatchNorm layers to eval mode, in place, and return `model` (as
+    `model.eval()` does): they normalise with their running statistics and no longer update them,
+    so each sample's output ignores its micro-batch (the usual setting when fine-tuning). Other
+    layers keep their mode. Lesson 04 (exercise 04.3 asks for the same, in place).
 
     Only a layer that keeps running statistics can be frozen: one built with
     track_running_stats=False has none and normalises with the batch's statistics in eval mode
@@ -32,7 +33,6 @@ def freeze_batchnorm(model: nn.Module) -> nn.Module:
                 "batch's statistics, so freezing it cannot make accumulation exact; build it "
                 "with track_running_stats=True, or use norm='group' or 'layer'"
             )
-    model = copy.deepcopy(model)
     for bn in batchnorm_layers(model):
         bn.eval()
     return model

@@ -55,6 +55,13 @@ def _explorer_setting(answer):
         and shown.dtype == want.dtype
         and torch.allclose(shown, want, rtol=0, atol=1e-12)
     )
+    if not same and _other_problem(answer.data, expected):
+        return (
+            "your explorer runs another model or other data than lesson 00's (its full-batch "
+            "gradient differs), and the checker recomputes with the lesson's: build it with "
+            "al.accumulation.accumulation_explorer() and no arguments, or on the lesson's "
+            "small_net and samples unchanged, then set its controls"
+        )
     if not same:
         return (
             "explorer.data is not what lesson 00's explorer computes at its controls' values: "
@@ -71,3 +78,16 @@ def _explorer_setting(answer):
     if not every:
         return f"{seen}; the exercise asks for the loop that calls zero_grad() at the top of every iteration"
     return None
+
+
+def _other_problem(shown, expected) -> bool:
+    """True when the answer's data covers the window the controls ask for, yet its full-batch
+    gradient is not the lesson's: the explorer was built on another model or data (or the
+    lesson's model was changed), not left unset or written by hand."""
+    if not isinstance(shown, dict) or shown.get("samples") != expected["samples"]:
+        return False
+    full, want = shown.get("full"), expected["full"]
+    if not isinstance(full, torch.Tensor):
+        return False
+    same = full.shape == want.shape and full.dtype == want.dtype
+    return not (same and torch.allclose(full, want, rtol=0, atol=1e-12))

@@ -147,6 +147,19 @@ def _dropped(model: nn.Module, dropouts: dict) -> dict:
     return seen
 
 
+def _why_still_training(frozen: nn.Module) -> str:
+    """The remark after the layers left in training mode, fitted to what the answer did."""
+    norms = [m for m in frozen.modules() if isinstance(m, _BATCHNORM)]
+    one_d = [m for m in norms if type(m) is nn.BatchNorm1d]
+    # BatchNorm1d frozen, the others not: the answer tested for BatchNorm1d
+    if one_d and not any(m.training for m in one_d):
+        return (
+            "BatchNorm2d and SyncBatchNorm are not subclasses of BatchNorm1d: all of them derive "
+            "from nn.modules.batchnorm._BatchNorm"
+        )
+    return "a layer's mode, set by .eval() or .train(False), decides which statistics it uses"
+
+
 def _run_freeze(answer, model: nn.Module) -> nn.Module:
     """Call the learner's freeze on `model`; check it returned that model with its own layers."""
     before = Modules(model)
@@ -192,8 +205,7 @@ def freeze(answer):
     if training:
         return (
             f"BatchNorm layers still in training mode: {', '.join(training)}; they would normalise "
-            "with micro-batch statistics (BatchNorm2d and SyncBatchNorm are not subclasses of "
-            "BatchNorm1d: all of them derive from nn.modules.batchnorm._BatchNorm)"
+            f"with micro-batch statistics ({_why_still_training(frozen)})"
         )
     if any(not m.training for m in frozen.modules() if isinstance(m, nn.Dropout)):
         return "only the BatchNorm layers should change mode; dropout should keep regularising"
@@ -263,7 +275,13 @@ def ghost(answer):
             "al.batchnorm.layer_statistics",
             "al.batchnorm.normalized_values",
         ):
-            got = answer(x.clone(), size)
+            try:
+                got = answer(x.clone(), size)
+            except (RuntimeError, ValueError) as err:  # torch's or numpy's reshape of uneven rows
+                if not (rows % size and "shape" in str(err)):
+                    raise
+                short = f"the last chunk of {rows} rows in chunks of {size} has {rows % size}"
+                raise Hint(f"{short}: x does not reshape into equal chunks ({err})") from err
         if isinstance(got, np.ndarray) and got.dtype.kind == "f":
             got = torch.from_numpy(got)  # a numpy computation's result, read as a tensor
         if not isinstance(got, torch.Tensor) or got.shape != x.shape:

@@ -46,6 +46,29 @@ def _hand_built_explorer():
     return al.Explorer(controls, lambda **v: made_up, lambda data: Figure())
 
 
+def _explorer_on_another_model():
+    """Set right, but built on a wider MLP than the lesson's."""
+    model = al.mlp(features=2, hidden=5, depth=1, seed=0)
+    explorer = al.accumulation.accumulation_explorer(model, al.regression_data(n=32, features=2))
+    for name, value in (("micro_batch_size", 8), ("accumulation_steps", 3)):
+        explorer.controls[name].value = value
+    explorer.controls["zero_grad"].value = "every_micro_step"
+    return explorer
+
+
+def _explorer_on_nudged_model():
+    """Set right, on the lesson's model after its parameters moved by 0.05."""
+    model = al.mlp(features=2, hidden=3, depth=1, seed=0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05)
+    explorer = al.accumulation.accumulation_explorer(model, al.regression_data(n=32, features=2))
+    explorer.controls["micro_batch_size"].value = 8
+    explorer.controls["accumulation_steps"].value = 3
+    explorer.controls["zero_grad"].value = "every_micro_step"
+    return explorer
+
+
 RIGHT = {
     "00.1": [
         ("a float", 48.0),
@@ -111,7 +134,16 @@ WRONG = {
         ("explorer.data written by hand, the controls not set", _data_written_by_hand()),
         ("compute swapped to ignore the sliders, left at 4 × 4", _compute_ignoring_controls()),
         ("a hand-built Explorer whose compute makes its data up", _hand_built_explorer()),
+        ("set right, on a wider MLP", _explorer_on_another_model()),
+        ("set right, on the lesson's model nudged by 0.05", _explorer_on_nudged_model()),
     ],
+}
+
+HINTS = {
+    "set right, on a wider MLP": "another model or other data",
+    "set right, on the lesson's model nudged by 0.05": "another model or other data",
+    "explorer.data written by hand, the controls not set": "let it compute",
+    "compute swapped to ignore the sliders, left at 4 × 4": "let it compute",
 }
 
 STUBS = {

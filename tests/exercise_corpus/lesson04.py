@@ -52,6 +52,14 @@ def freeze_batchnorm1d_only(model):
     return model
 
 
+def freeze_parameters_only(model):
+    """A common mistake: requires_grad_(False) stops gradients, not the batch statistics."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.requires_grad_(False)
+    return model
+
+
 def freeze_by_exact_name(model):
     for m in model.modules():
         if type(m).__name__ == "BatchNorm1d":
@@ -205,6 +213,14 @@ def ghost_by_reshape(x, ghost_batch_size):
     return ((chunks - mean) / (var + 1e-5).sqrt()).view_as(x)
 
 
+def ghost_by_numpy_reshape(x, ghost_batch_size):
+    """The same mistake in numpy: its reshape raises a ValueError, not a RuntimeError."""
+    chunks = x.numpy().reshape(-1, ghost_batch_size, x.shape[1])
+    mean = chunks.mean(1, keepdims=True)
+    var = chunks.var(1, keepdims=True)
+    return ((chunks - mean) / np.sqrt(var + 1e-5)).reshape(x.shape)
+
+
 def ghost_with_micro_batch_stats(x, ghost_batch_size):
     """Calls the package: al.batchnorm.micro_batch_stats hands over each chunk's mean and biased
     variance, measured at a BatchNorm layer's input."""
@@ -286,6 +302,7 @@ WRONG = {
     "04.3": [
         ("skips the technique: BatchNorm replaced by Identity", replace_batchnorm_by_identity),
         ("BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm", freeze_batchnorm1d_only),
+        ("requires_grad_(False) on the BatchNorm layers, modes unchanged", freeze_parameters_only),
         ("type name == 'BatchNorm1d'", freeze_by_exact_name),
         ("calls the package: al.batchnorm.freeze_batchnorm", freeze_with_accumlab),
         ("model.eval(): dropout switched off too", lambda model: model.eval()),
@@ -305,6 +322,7 @@ WRONG = {
         ("unbiased variance", ghost_unbiased),
         ("no eps", ghost_without_eps),
         ("reshape: fails on a shorter last chunk", ghost_by_reshape),
+        ("numpy reshape: fails on a shorter last chunk", ghost_by_numpy_reshape),
     ],
 }
 
@@ -392,12 +410,15 @@ WRONG["04.3"] += [
 ]
 WRONG["04.4"].append(("torch.chunk into ceil(rows / size) pieces", _chunk_by_count))
 HINTS = {
+    "reshape: fails on a shorter last chunk": "the last chunk of 10 rows in chunks of 4 has 2",
+    "numpy reshape: fails on a shorter last chunk": "does not reshape into equal chunks",
     "dropout's forward replaced by the identity": "dropped 0%",
     "dropout's class swapped for a silent subclass": "dropped 0%",
     "hooks switch dropout off during each forward": "dropped 0%",
     "al.batchnorm.freeze_batchnorm bound before the check": "your answer called al.batchnorm.freeze_batchnorm",
     "torch.chunk into ceil(rows / size) pieces": "torch.chunk(n)",
-    "BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm": "SyncBatchNorm",
+    "BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm": "not subclasses of BatchNorm1d",
+    "requires_grad_(False) on the BatchNorm layers, modes unchanged": "set by .eval()",
     "calls the package: al.batchnorm.micro_batch_stats": "al.batchnorm.micro_batch_stats",
     "counted forwards: 44": "number of forwards",
     "the real solution, not rounded up": "whole",
