@@ -465,6 +465,40 @@ def test_accumulation_noise_hooks_read_the_same_norms_as_the_vectorised_estimate
         meter.window_done()  # one backward, not 8
 
 
+def test_accumulation_noise_reads_a_skipped_branch_as_a_zero_gradient():
+    # a two-branch model whose second branch is skipped by micro-batches 1-2 of window 0 and by
+    # all of window 1 reads what the same model reads when that branch runs times 0
+    p = al.scale.Problem()
+    windows = al.scale.micro_batch_windows(p, 4, 4, 3)
+    reads = []
+    for times_zero in (False, True):
+        torch.manual_seed(0)
+        net = torch.nn.ModuleDict(
+            {"a": torch.nn.Linear(p.features, 1), "b": torch.nn.Linear(p.features, 1)}
+        )
+        net = net.double()
+        meter = al.scale.AccumulationNoise(net, 4, 4, beta=None)
+        for w, window in enumerate(windows):
+            for j, (x, y) in enumerate(window):
+                out = net["a"](x)
+                if w == 1 or (w == 0 and j in (1, 2)):
+                    out = out + 0 * net["b"](x) if times_zero else out
+                else:
+                    out = out + net["b"](x)
+                (0.5 * ((out.squeeze(1) - y) ** 2).mean() / 4).backward()
+            meter.window_done()
+            net.zero_grad(set_to_none=w != 0)  # window 1 starts with zeros, window 2 with None
+        reads.append((meter.b_simple, meter.windows))
+    assert reads[0][1] == reads[1][1] == 3
+    assert reads[0][0] == pytest.approx(reads[1][0], rel=1e-12)
+    meter = al.scale.AccumulationNoise(net, 4, 4)  # a stale .grad on an unused branch is refused
+    for x, y in windows[0]:
+        (0.5 * ((net["a"](x).squeeze(1) - y) ** 2).mean() / 4).backward()
+    net["b"].weight.grad = torch.ones_like(net["b"].weight)
+    with pytest.raises(ValueError, match="zero the gradients"):
+        meter.window_done()
+
+
 @pytest.mark.slow
 def test_accumulation_noise_under_ddp_needs_the_rank_count():
     # 2 gloo ranks, b = 8, k = 16: .grad at window_done is the mean over 2·k·b samples

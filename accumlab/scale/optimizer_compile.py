@@ -39,6 +39,7 @@ def step_recompiles(
     unused_in=(),
     optimizer: str = "sgd",
     static_grads: bool = False,
+    static_guard: bool = True,
     backend: str = "eager",
     seed: int = 0,
 ) -> dict:
@@ -50,9 +51,11 @@ def step_recompiles(
     window; in the windows listed in `unused_in` the model's second branch is not used, so its
     parameters get no gradient — after a `set_to_none=True` their `.grad` is still None at step time.
     `optimizer`: "sgd" (no momentum), "sgd_momentum" (0.9) or "adam". `static_grads=True` marks
-    every `.grad` with `torch._dynamo.mark_static_address(grad, guard=True)` before each step, as
-    torch advises for CUDA graphs when the gradients keep their addresses: the graph then guards on
-    each gradient's address. `branch_moved`: how far the second branch's parameters moved at each
+    every `.grad` with `torch._dynamo.mark_static_address(grad, guard=static_guard)` before each
+    step, as torch advises for CUDA graphs when the gradients keep their addresses. Guarded, the
+    graph guards on each gradient's address: a new `.grad` tensor compiles again (until
+    `recompile_limit`, then the step runs eagerly). Unguarded (torch's default), Dynamo compiles
+    once, and CUDA graphs re-record on a new address, which this count does not see. `branch_moved`: how far the second branch's parameters moved at each
     step (largest |change|).
     """
     from torch import nn
@@ -68,6 +71,7 @@ def step_recompiles(
                                 why="a window index"))  # fmt: skip
     one_of("optimizer", optimizer, OPTIMIZERS)
     _validate.flag("static_grads", static_grads)
+    _validate.flag("static_guard", static_guard)
     one_of("backend", backend, BACKENDS)
     seed = _validate.seed("seed", seed)
     gen = torch.Generator().manual_seed(seed)
@@ -90,7 +94,7 @@ def step_recompiles(
             if static_grads:
                 for p in params:
                     if p.grad is not None:
-                        torch._dynamo.mark_static_address(p.grad, guard=True)
+                        torch._dynamo.mark_static_address(p.grad, guard=static_guard)
             step()
             after.append(counter.compiles)
             moved.append(
@@ -104,6 +108,8 @@ def step_recompiles(
         "windows": windows,
         "optimizer": optimizer,
         "static_grads": static_grads,
+        "static_guard": static_guard,
+        "recompile_limit": torch._dynamo.config.recompile_limit,
         "unused_in": sorted(unused),
         "grads_none_at_step": none_at_step,
         "graphs_after_step": after,

@@ -94,6 +94,7 @@ class AccumulationNoise(NoiseScaleEMA):
 
     `loss_scale` is what each micro-batch's MEAN loss was multiplied by before backward (1/k, the
     default). Gradients must be zeroed after every window, as every accumulation loop does. A
+    branch or expert a micro-batch skips counts as a zero gradient there (conditional models). A
     `Tensor.register_hook` per parameter sees each micro-batch's gradient on its way into `.grad`
     (no extra buffer); its squared norm is summed on the gradients' device, and read back once per
     window, in `window_done`.
@@ -136,7 +137,7 @@ class AccumulationNoise(NoiseScaleEMA):
     def _seen(self, param: torch.Tensor, grad: torch.Tensor) -> None:
         # grad: this backward's contribution to param.grad, this rank's alone (DDP all-reduces
         # after accumulation); summed where it lives, so no host sync in the middle of backward
-        sq = grad.detach().double().pow(2).sum()
+        sq = _sq_norm(grad)
         self._sq[sq.device] = self._sq[sq.device] + sq if sq.device in self._sq else sq
         self._calls[param] += 1
 
@@ -144,16 +145,22 @@ class AccumulationNoise(NoiseScaleEMA):
         """Close a window of `accumulation_steps` backwards; returns the current `b_simple`.
         `grad_scale`: the GradScaler scale the losses were multiplied by in this window."""
         grad_scale = _validate.positive_float("grad_scale", grad_scale)
-        counts = set(self._calls.values())
-        if counts != {self.k}:
+        # a micro-batch that skips a branch or expert adds a zero gradient there: a parameter
+        # may see fewer than k backwards (0 when unused all window), never more, and the most
+        # used ones see exactly k
+        counts = sorted(set(self._calls.values()))
+        idle = [p for p in self._params if not self._calls[p]]
+        if counts[-1] != self.k or any(p.grad is not None and bool(p.grad.any()) for p in idle):
             raise ValueError(
-                f"accumulation_steps={self.k}, but the parameters saw {sorted(counts)} backward "
-                "passes since the last window_done() (zero the gradients after every window)"
+                f"accumulation_steps={self.k}, but the parameters saw {counts} backward passes "
+                f"since the last window_done(): call it once after every {self.k} backwards, "
+                "and zero the gradients after it"
             )
+        used = [p for p in self._params if self._calls[p]]
         if self._ranks is None:
             self.ranks = _ranks(None)  # a process group initialised after the meter was made
         contrib = _host_sum(self._sq.values())
-        total = _host_sum([p.grad.detach().double().pow(2).sum() for p in self._params])
+        total = _host_sum([_sq_norm(p.grad) for p in used])
         for p in self._params:
             self._calls[p] = 0
         self._sq = {}
@@ -189,6 +196,13 @@ def _ranks(ranks: int | None) -> int:
             f"ranks={world} for DDP over all of them, ranks=1 if .grad is not all-reduced)"
         )
     return 1 if ranks is None else ranks
+
+
+def _sq_norm(grad: torch.Tensor) -> torch.Tensor:
+    """|grad|² as a 0-d float64 tensor on grad's device, without a float64 copy of grad."""
+    # half and bfloat16 reduce in float32 (vector_norm's dtype); float32/float64 in their own
+    dtype = torch.float32 if grad.dtype in (torch.float16, torch.bfloat16) else grad.dtype
+    return torch.linalg.vector_norm(grad.detach(), dtype=dtype).double().square()
 
 
 def _host_sum(values) -> float:

@@ -407,3 +407,112 @@ HINTS.update(
         "each window's first micro-batch alone": "each window's first micro-batch alone",
     }
 )
+
+
+# --- answers that get past the input watcher, average part of the loop, or reach the checker's
+# own estimators (third review)
+def _per_sample_unwatched(model, windows):
+    """Per-sample gradients by hand with torch-function dispatch switched off for the inputs."""
+    k, rows = len(windows[0]), []
+    for window in windows:
+        for x, y in window:
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+            with torch._C.DisableTorchFunctionSubclass():
+                w = model.weight.detach()[0]
+                rows.append((x @ w - y).unsqueeze(1) * x)
+        model.zero_grad()
+    return solutions_b_simple(torch.cat(rows))
+
+
+def _per_sample_class_swapped(model, windows):
+    """Per-sample gradients by hand after turning each input back into a plain tensor."""
+    k, rows = len(windows[0]), []
+    for window in windows:
+        for x, y in window:
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+            x.__class__ = torch.Tensor
+            w = model.weight.detach()[0]
+            rows.append((x @ w - y).unsqueeze(1) * x)
+        model.zero_grad()
+    return solutions_b_simple(torch.cat(rows))
+
+
+def _manual_accumulation(model, windows):
+    """.grad emptied before each backward, the micro-batch's share read, the sum written back."""
+    k, b = len(windows[0]), len(windows[0][0][0])
+    small = big = 0.0
+    for window in windows:
+        stash = torch.zeros_like(model.weight)
+        for x, y in window:
+            loss = 0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k
+            model.weight.grad = None
+            loss.backward()
+            share = model.weight.grad.clone()
+            small += float((share * k).pow(2).sum()) / k
+            stash += share
+            model.weight.grad = stash.clone()
+        big += float(model.weight.grad.pow(2).sum())
+        model.zero_grad()
+    small, big = small / len(windows), big / len(windows)
+    g2 = (k * b * big - b * small) / (k * b - b)
+    return ((small - big) / (1 / b - 1 / (k * b))) / g2
+
+
+def _windows_kept(kept, micro=slice(None)):
+    """The two-batch estimate from only some windows (or micro-batches) of the loop."""
+
+    def answer(model, windows):
+        k, b = len(windows[0]), len(windows[0][0][0])
+        smalls, bigs = _loop_norms(model, windows)
+        smalls, bigs = smalls[kept], bigs[kept]
+        small = sum(sum(s[micro]) / len(s[micro]) for s in smalls) / len(smalls)
+        big = sum(bigs) / len(bigs)
+        g2 = (k * b * big - b * small) / (k * b - b)
+        return ((small - big) / (1 / b - 1 / (k * b))) / g2
+
+    return answer
+
+
+def _checker_ratio(model, windows):
+    """The checker's own estimator, reached through accumlab's exercise module."""
+    from accumlab.exercises import lesson13
+
+    k = len(windows[0])
+    smalls, bigs = _loop_norms(model, windows)
+    return lesson13._ratio(sum(map(sum, smalls)) / len(smalls) / k, sum(bigs) / len(bigs))
+
+
+def _checker_moments(grads):
+    from accumlab.exercises import lesson13
+
+    return lesson13._moment_estimates(grads)[0]
+
+
+RIGHT["13.2"] += [
+    ("an EMA with β = 0.995, a 0-d tensor", lambda m, w: torch.tensor(_averaged(0.995)(m, w))),
+]
+WRONG["13.1"] += [("the checker's _moment_estimates", _checker_moments)]
+WRONG["13.2"] += [
+    ("per-sample gradients with torch-function dispatch off", _per_sample_unwatched),
+    ("per-sample gradients after x.__class__ = torch.Tensor", _per_sample_class_swapped),
+    ("manual accumulation: .grad emptied before each backward", _manual_accumulation),
+    ("the last 50 windows alone", _windows_kept(slice(-50, None))),
+    ("the first 100 windows alone", _windows_kept(slice(None, 100))),
+    ("micro-batches 0-3 of each window alone", _windows_kept(slice(None), slice(None, 4))),
+    ("an EMA with β = 0.98", _averaged(0.98)),
+    ("an EMA with β = 0.97", _averaged(0.97)),
+    ("the checker's _ratio", _checker_ratio),
+]
+HINTS.update(
+    {
+        "per-sample gradients with torch-function dispatch off": "DisableTorchFunctionSubclass",
+        "per-sample gradients after x.__class__ = torch.Tensor": "__class__ of",
+        "manual accumulation: .grad emptied before each backward": "was empty",
+        "the last 50 windows alone": "the last 50 windows alone",
+        "the first 100 windows alone": "the first 100 windows alone",
+        "micro-batches 0-3 of each window alone": "micro-batches 0-3 of each window alone",
+        "an EMA with β = 0.98": "an EMA with β = 0.98",
+        "an EMA with β = 0.97": "an EMA with β = 0.97",
+        "the checker's _ratio": "al.exercises.lesson13._ratio",
+    }
+)

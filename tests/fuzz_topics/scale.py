@@ -139,6 +139,7 @@ CASES = [
     bad("scale.step_recompiles", "set_to_none 'yes'", lambda: S.step_recompiles(set_to_none="yes"), "set_to_none", "str"),
     bad("scale.step_recompiles", "optimizer 'Adam'", lambda: S.step_recompiles(optimizer="Adam"), "optimizer", "'Adam'"),
     bad("scale.step_recompiles", "static_grads 'yes'", lambda: S.step_recompiles(static_grads="yes"), "static_grads", "'yes'"),
+    bad("scale.step_recompiles", "static_guard 'no'", lambda: S.step_recompiles(static_grads=True, static_guard="no"), "static_guard", "'no'"),
     bad("scale.compiled_accumulation", "recompile_limit=0", lambda: S.compiled_accumulation(recompile_limit=0), "recompile_limit", "0"),
     bad("scale.AccumulationNoise", "ranks=0", lambda: S.AccumulationNoise(al.mlp(), 4, 2, ranks=0), "ranks", "0"),
     bad("scale.AccumulationNoise.window_done", "grad_scale=nan", lambda: S.AccumulationNoise(al.mlp(), 4, 2).window_done(grad_scale=NAN), "grad_scale", "nan"),
