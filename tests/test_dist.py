@@ -632,6 +632,8 @@ def test_bucket_checks_count_whole_copies_and_refuse_a_third_or_a_missing_one():
     assert copies(2 * 297_988 + 7_000, 297_988, 6) is None  # more than rounding: not a copy
     assert copies(2 * 297_988, 297_988, 6, block=0) == 2  # the CPU meter is exact
     assert copies(2 * 297_988 + 6_143, 297_988, 6, block=0) is None  # ... and so is the check
+    assert copies(2 * 297_988 + 4, 297_988, 6, block=0) == 2  # a micro-step's loss still alive
+    assert copies(2 * 297_988 + 17, 297_988, 6, block=0) is None  # more than four scalars
     off_by_a_little = _buckets()
     off_by_a_little["gradient_as_bucket_view"]["false"]["after_backward"] += 64
     assert not all(bucket_checks(off_by_a_little).values())  # on the CPU, not a whole copy

@@ -69,8 +69,8 @@ def main(argv=None) -> int:
     from .backend import choose_plan
     from .lesson import sync_experiments
     from .report import checks
-    from .text import format_summary
     from .summary import summarise
+    from .text import format_summary
     from .worker import run_here, under_torchrun
 
     parts = args.parts
