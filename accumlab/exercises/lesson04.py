@@ -153,9 +153,10 @@ def _why_still_training(frozen: nn.Module) -> str:
     one_d = [m for m in norms if type(m) is nn.BatchNorm1d]
     # BatchNorm1d frozen, the others not: the answer tested for BatchNorm1d
     if one_d and not any(m.training for m in one_d):
+        left = sorted({type(m).__name__ for m in norms if m.training})
         return (
-            "BatchNorm2d and SyncBatchNorm are not subclasses of BatchNorm1d: all of them derive "
-            "from nn.modules.batchnorm._BatchNorm"
+            f"{' and '.join(left)} {'is not a subclass' if len(left) == 1 else 'are not subclasses'}"
+            " of BatchNorm1d: all of them derive from nn.modules.batchnorm._BatchNorm"
         )
     return "a layer's mode, set by .eval() or .train(False), decides which statistics it uses"
 

@@ -52,6 +52,12 @@ def freeze_batchnorm1d_only(model):
     return model
 
 
+def freeze_1d_and_2d_only(model):
+    """A common mistake: SyncBatchNorm derives from _BatchNorm, not from BatchNorm1d or 2d."""
+    model.apply(lambda m: m.eval() if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) else None)
+    return model
+
+
 def freeze_parameters_only(model):
     """A common mistake: requires_grad_(False) stops gradients, not the batch statistics."""
     for m in model.modules():
@@ -302,6 +308,7 @@ WRONG = {
     "04.3": [
         ("skips the technique: BatchNorm replaced by Identity", replace_batchnorm_by_identity),
         ("BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm", freeze_batchnorm1d_only),
+        ("BatchNorm1d and 2d: misses SyncBatchNorm", freeze_1d_and_2d_only),
         ("requires_grad_(False) on the BatchNorm layers, modes unchanged", freeze_parameters_only),
         ("type name == 'BatchNorm1d'", freeze_by_exact_name),
         ("calls the package: al.batchnorm.freeze_batchnorm", freeze_with_accumlab),
@@ -417,7 +424,8 @@ HINTS = {
     "hooks switch dropout off during each forward": "dropped 0%",
     "al.batchnorm.freeze_batchnorm bound before the check": "your answer called al.batchnorm.freeze_batchnorm",
     "torch.chunk into ceil(rows / size) pieces": "torch.chunk(n)",
-    "BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm": "not subclasses of BatchNorm1d",
+    "BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm": "BatchNorm2d and SyncBatchNorm are not subclasses",
+    "BatchNorm1d and 2d: misses SyncBatchNorm": "SyncBatchNorm is not a subclass of BatchNorm1d",
     "requires_grad_(False) on the BatchNorm layers, modes unchanged": "set by .eval()",
     "calls the package: al.batchnorm.micro_batch_stats": "al.batchnorm.micro_batch_stats",
     "counted forwards: 44": "number of forwards",
