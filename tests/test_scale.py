@@ -777,3 +777,25 @@ def test_bfloat16_parameters_round_small_updates_away_masters_keep_them(seed):
     # a large learning rate: each step moves bfloat16 parameters too
     big = al.scale.update_rounding(lr=1e-2, steps=5, seed=seed)["routes"]["bfloat16 parameters"]
     assert big["unchanged"] < 0.1
+
+
+def test_accumulation_noise_refuses_a_short_last_micro_batch():
+    # micro-batches of 8, 8, 8, 1 with loss = window sum ÷ window samples: the formulas' B_small = 8
+    # is wrong for the last one, so the meter refuses the window rather than read it
+    p = al.scale.Problem()
+    net = al.scale.linear_model(p, 0.05)
+    meter = al.scale.AccumulationNoise(net, 8, 4, loss_scale=1.0)
+    window = al.scale.micro_batch_windows(p, 8, 4, 1)[0]
+    window[-1] = (window[-1][0][:1], window[-1][1][:1])
+    for x, y in window:
+        (0.5 * ((net(x).squeeze(1) - y) ** 2).sum() / 25).backward()
+    with pytest.raises(ValueError, match=r"micro_batch_size=8.*\[8, 8, 8, 1\]"):
+        meter.window_done()
+    assert meter.windows == 0  # the window's norms are dropped
+    net.zero_grad()
+    with torch.no_grad():
+        net(window[-1][0])  # an evaluation forward is not a micro-batch
+    for x, y in al.scale.micro_batch_windows(p, 8, 4, 1, seed=1)[0]:
+        (0.5 * ((net(x).squeeze(1) - y) ** 2).mean()).backward()
+    meter.window_done()  # equal micro-batches after the refused window: read as usual
+    assert meter.windows == 1

@@ -23,6 +23,7 @@ from torch import nn
 
 from .. import _validate
 from .._validate import positive_int
+from .grad_norms import _any_nonzero, _host_sum, _ranks, _sq_norm
 
 
 def _sizes(b_small, b_big) -> tuple[int, int]:
@@ -93,7 +94,10 @@ class AccumulationNoise(NoiseScaleEMA):
         print(meter.b_simple)
 
     `loss_scale` is what each micro-batch's MEAN loss was multiplied by before backward (1/k, the
-    default). Gradients must be zeroed after every window, as every accumulation loop does. A
+    default). Equal micro-batches only: the formulas take every micro-batch to hold
+    `micro_batch_size` samples, so a window whose forwards (with grad enabled, first argument's
+    dim 0) saw other sizes — a short last micro-batch — raises ValueError naming them, and its
+    norms are dropped. Gradients must be zeroed after every window, as every accumulation loop does. A
     branch or expert a micro-batch skips counts as a zero gradient there (conditional models). A
     `Tensor.register_hook` per parameter sees each micro-batch's gradient on its way into `.grad`
     (no extra buffer); its squared norm is summed on the gradients' device, and read back once per
@@ -133,6 +137,13 @@ class AccumulationNoise(NoiseScaleEMA):
         self._calls = {p: 0 for p in self._params}
         self._sq: dict = {}  # device → Σ over micro-batches of |gradient|², a tensor there
         self._handles = [p.register_hook(partial(self._seen, p)) for p in self._params]
+        self._sizes: list = []  # rows of each forward this window: the formulas need them equal
+        self._handles.append(model.register_forward_pre_hook(self._forward))
+
+    def _forward(self, module, args) -> None:
+        # evaluation (no_grad) adds no gradient, so it is not a micro-batch of the window
+        if torch.is_grad_enabled() and args and isinstance(args[0], torch.Tensor) and args[0].ndim:
+            self._sizes.append(int(args[0].shape[0]))
 
     def _seen(self, param: torch.Tensor, grad: torch.Tensor) -> None:
         # grad: this backward's contribution to param.grad, this rank's alone (DDP all-reduces
@@ -149,21 +160,28 @@ class AccumulationNoise(NoiseScaleEMA):
         # may see fewer than k backwards (0 when unused all window), never more, and the most
         # used ones see exactly k
         counts = sorted(set(self._calls.values()))
-        idle = [p for p in self._params if not self._calls[p]]
-        if counts[-1] != self.k or any(p.grad is not None and bool(p.grad.any()) for p in idle):
+        idle = [p.grad for p in self._params if not self._calls[p] and p.grad is not None]
+        if counts[-1] != self.k or _any_nonzero(idle):
             raise ValueError(
                 f"accumulation_steps={self.k}, but the parameters saw {counts} backward passes "
                 f"since the last window_done(): call it once after every {self.k} backwards, "
                 "and zero the gradients after it"
+            )
+        sizes, self._sizes = self._sizes, []
+        if any(n != self.b for n in sizes):
+            self._reset()
+            raise ValueError(
+                f"micro_batch_size={self.b}, but this window's micro-batches held {sizes} "
+                "samples: the two-batch formulas need equal micro-batches (B_small = b, "
+                "B_big = k·b); leave a window with a short micro-batch out of the meter "
+                "(its norms are dropped)"
             )
         used = [p for p in self._params if self._calls[p]]
         if self._ranks is None:
             self.ranks = _ranks(None)  # a process group initialised after the meter was made
         contrib = _host_sum(self._sq.values())
         total = _host_sum([_sq_norm(p.grad) for p in used])
-        for p in self._params:
-            self._calls[p] = 0
-        self._sq = {}
+        self._reset()
         # each micro-batch gradient g_j = contribution / scale; the window's mean gradient
         # (batch ranks·k·b) = .grad / (scale · k)
         scale = self.loss_scale * grad_scale
@@ -177,40 +195,16 @@ class AccumulationNoise(NoiseScaleEMA):
         self.update(small_sq, big_sq, self.b, self.b * self.k * self.ranks)
         return self.b_simple
 
+    def _reset(self) -> None:
+        for p in self._params:
+            self._calls[p] = 0
+        self._sq = {}
+
     def remove(self) -> None:
         """Take the hooks off the model."""
         for h in self._handles:
             h.remove()
         self._handles = []
-
-
-def _ranks(ranks: int | None) -> int:
-    """`ranks`, or 1 when no process group of more than one process is initialised."""
-    import torch.distributed as dist
-
-    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-    if ranks is None and world > 1:
-        raise ValueError(
-            f"ranks must be given under data parallelism: a process group of {world} processes "
-            "is initialised, and .grad holds the mean over the ranks that DDP averages (pass "
-            f"ranks={world} for DDP over all of them, ranks=1 if .grad is not all-reduced)"
-        )
-    return 1 if ranks is None else ranks
-
-
-def _sq_norm(grad: torch.Tensor) -> torch.Tensor:
-    """|grad|² as a 0-d float64 tensor on grad's device, without a float64 copy of grad."""
-    # half and bfloat16 reduce in float32 (vector_norm's dtype); float32/float64 in their own
-    dtype = torch.float32 if grad.dtype in (torch.float16, torch.bfloat16) else grad.dtype
-    return torch.linalg.vector_norm(grad.detach(), dtype=dtype).double().square()
-
-
-def _host_sum(values) -> float:
-    """Σ of 0-d tensors, read back once per device."""
-    by_device: dict = {}
-    for v in values:
-        by_device.setdefault(v.device, []).append(v)
-    return sum(float(torch.stack(vs).sum()) for vs in by_device.values())
 
 
 # --- on lesson 13's regression problem, where the exact B_simple is known ------------------------
