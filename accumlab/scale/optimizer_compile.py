@@ -55,8 +55,10 @@ def step_recompiles(
     step, as torch advises for CUDA graphs when the gradients keep their addresses. Guarded, the
     graph guards on each gradient's address: a new `.grad` tensor compiles again (until
     `recompile_limit`, then the step runs eagerly). Unguarded (torch's default), Dynamo compiles
-    once, and CUDA graphs re-record on a new address, which this count does not see. `branch_moved`: how far the second branch's parameters moved at each
-    step (largest |change|).
+    once, and CUDA graphs re-record on a new address, which this count does not see.
+    `static_types`: at each step, the `_dynamo_static_input_type` marks on the `.grad`s ("guarded",
+    "unguarded"; None unmarked), the mark that count cannot tell from no mark. `branch_moved`: how
+    far the second branch's parameters moved at each step (largest |change|).
     """
     from torch import nn
 
@@ -86,7 +88,7 @@ def step_recompiles(
     counter = CompileCounter(backend)
     torch._dynamo.reset()
     step = torch.compile(opt.step, backend=counter)
-    after, none_at_step, moved = [], [], []
+    after, none_at_step, moved, types = [], [], [], []
     with _quiet_profiler_note():
         for w in range(windows):
             none_at_step.append(_window(model, gen, accumulation_steps, w not in unused))
@@ -95,6 +97,12 @@ def step_recompiles(
                 for p in params:
                     if p.grad is not None:
                         torch._dynamo.mark_static_address(p.grad, guard=static_guard)
+            marks = {
+                getattr(p.grad, "_dynamo_static_input_type", None)
+                for p in params
+                if p.grad is not None
+            }
+            types.append(sorted(marks, key=str))
             step()
             after.append(counter.compiles)
             moved.append(
@@ -115,6 +123,7 @@ def step_recompiles(
         "graphs_after_step": after,
         "graphs": counter.compiles,
         "branch_moved": moved,
+        "static_types": types,
     }
 
 
