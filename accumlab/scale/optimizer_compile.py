@@ -118,6 +118,8 @@ def step_recompiles(
         "static_grads": static_grads,
         "static_guard": static_guard,
         "recompile_limit": torch._dynamo.config.recompile_limit,
+        # how often a CUDA graph may re-record for new static-input addresses (GPU only)
+        "cudagraph_rerecord_limit": _inductor_config().triton.cudagraph_unexpected_rerecord_limit,
         "unused_in": sorted(unused),
         "grads_none_at_step": none_at_step,
         "graphs_after_step": after,
@@ -136,3 +138,9 @@ def _window(model, gen, accumulation_steps: int, use_branch: bool) -> int:
             out = out + model["branch"](x)  # the branch this window uses
         out.sum().backward()
     return sum(p.grad is None for p in model.parameters())
+
+
+def _inductor_config():
+    import torch._inductor.config as config
+
+    return config
