@@ -128,6 +128,7 @@ CASES = [
     bad("scale.AccumulationNoise", "accumulation_steps=1", lambda: S.AccumulationNoise(al.mlp(), 4, 1), "accumulation_steps", "1"),
     bad("scale.AccumulationNoise", "loss_scale=0", lambda: S.AccumulationNoise(al.mlp(), 4, 2, loss_scale=0), "loss_scale", "0"),
     bad("scale.AccumulationNoise.window_done", "no backward yet", lambda: S.AccumulationNoise(al.mlp(), 4, 2).window_done(), "accumulation_steps", "[0]"),
+    bad("scale.AccumulationNoise.window_done", "micro-batches of 4 and 1", lambda: _short_window(), "micro_batch_size", "[4, 1]"),
     bad("scale.linear_model", "problem 'x'", lambda: S.linear_model("x", 0.1), "problem", "str"),
     bad("scale.linear_model", "excess=0", lambda: S.linear_model(S.Problem(), 0.0), "excess", "0"),
     bad("scale.micro_batch_windows", "windows=0", lambda: S.micro_batch_windows(S.Problem(), 4, 2, 0), "windows", "0"),
@@ -193,3 +194,12 @@ CASES = [
     bad("scale.Problem.sample", "generator 'x'", lambda: S.Problem().sample(4, "x"), "generator", "str"),
 ]
 # fmt: on
+
+
+def _short_window():
+    """A window of 2 micro-batches, the second of 1 sample: the meter refuses it."""
+    model = torch.nn.Linear(3, 1)
+    meter = S.AccumulationNoise(model, 4, 2)
+    for rows in (4, 1):
+        model(torch.ones(rows, 3)).sum().backward()
+    return meter.window_done()
