@@ -113,9 +113,12 @@ def _same_draws(e, shift, windows) -> dict:
         },
         "mistakes": {
             "mean of per-window ratios": sum(t / g for t, g in zip(tr, g2)) / n,
-            "an EMA started at the first window's value": _ratio(
-                first_ema(small.mean(1)), first_ema(big)
-            ),
+            **{
+                f"an EMA with β = {beta} started at the first window's value": _ratio(
+                    first_ema(small.mean(1), beta), first_ema(big, beta)
+                )
+                for beta in (0.99, 0.995, 0.999)
+            },
             "|G_big|² as |G|²": (sum(tr) / n) / (sum(g + t / (K * B) for g, t in zip(g2, tr)) / n),
         },
     }

@@ -204,17 +204,20 @@ def two_batch(answer) -> str | None:
             )
         if abs(got / full - 1) <= TOLERANCE_13_2:
             continue
-        for mistake, value in ref["mistakes"].items():  # the hints never state the right value
+        # the nearest mistake first; the hints never state the right value
+        for mistake, value in sorted(ref["mistakes"].items(), key=lambda m: abs(got / m[1] - 1)):
             if abs(got / value - 1) <= 0.02:
+                if "started at the first" in mistake:  # avg ← first value, then β·avg + (1 − β)·x
+                    return (
+                        f"got {got:.3g}, which is what {mistake} gives: that window keeps the "
+                        f"weight β^{WINDOWS - 1}, far more than any other; start both averages at "
+                        "0 (the start-up factor cancels in the ratio) or take plain means"
+                    )
                 why = {
                     "mean of per-window ratios": "a ratio per window, averaged, is biased and "
                     "noisy: average |G|² and tr(Σ) over the windows first, then divide",
                     "|G_big|² as |G|²": "|G_big|² still carries tr(Σ)/(k·b) of noise: |G|² "
                     "combines both batch sizes",
-                    "an EMA started at the first window's value": f"that window keeps the "
-                    f"weight 0.99^{WINDOWS - 1} ≈ {0.99 ** (WINDOWS - 1):.2f}, far more than any "
-                    "other; start both averages at 0 (the start-up factor cancels in the ratio) "
-                    "or take plain means",
                 }[mistake]
                 return f"got {got:.3g}, which is what {mistake} gives: {why}"
         if got <= 0:

@@ -585,16 +585,24 @@ def _with_optimizer_steps(lr):
     return answer
 
 
-def _ema_started_at_first(model, windows):
-    """β = 0.99, but both averages start at the first window's value instead of 0."""
+def _ema_started_at_first(beta):
+    """Both averages start at the first window's value instead of 0."""
+
+    def answer(model, windows):
+        return _first_started(model, windows, beta)
+
+    return answer
+
+
+def _first_started(model, windows, beta):
     k, b = len(windows[0]), len(windows[0][0][0])
     g2 = tr = None
     for small, big in zip(*_loop_norms(model, windows), strict=True):
         s = sum(small) / k
         one_g2 = (k * b * big - b * s) / (k * b - b)
         one_tr = (s - big) / (1 / b - 1 / (k * b))
-        g2 = one_g2 if g2 is None else 0.99 * g2 + 0.01 * one_g2
-        tr = one_tr if tr is None else 0.99 * tr + 0.01 * one_tr
+        g2 = one_g2 if g2 is None else beta * g2 + (1 - beta) * one_g2
+        tr = one_tr if tr is None else beta * tr + (1 - beta) * one_tr
     return tr / g2
 
 
@@ -605,13 +613,15 @@ WRONG["13.2"] += [
     ("NoiseScaleEMA without __init__, .update", _ema_without_init),
     ("AccumulationNoise without __init__, .window_done", _meter_without_init),
     ("optimizer steps at lr 1e-3", _with_optimizer_steps(1e-3)),
-    ("an EMA with β = 0.99 started at the first window's value", _ema_started_at_first),
+    ("an EMA with β = 0.99 started at the first window's value", _ema_started_at_first(0.99)),
+    ("an EMA with β = 0.995 started at the first window's value", _ema_started_at_first(0.995)),
 ]
 HINTS.update(
     {
         "NoiseScaleEMA without __init__, .update": "NoiseScaleEMA.update",
         "AccumulationNoise without __init__, .window_done": "AccumulationNoise.window_done",
         "optimizer steps at lr 1e-3": "leave the weights where they are",
-        "an EMA with β = 0.99 started at the first window's value": "started at the first",
+        "an EMA with β = 0.99 started at the first window's value": "β = 0.99 started at the first",
+        "an EMA with β = 0.995 started at the first window's value": "β = 0.995 started at the",
     }
 )
