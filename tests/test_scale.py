@@ -799,3 +799,15 @@ def test_accumulation_noise_refuses_a_short_last_micro_batch():
         (0.5 * ((net(x).squeeze(1) - y) ** 2).mean()).backward()
     meter.window_done()  # equal micro-batches after the refused window: read as usual
     assert meter.windows == 1
+
+
+def test_accumulation_noise_skips_an_overflow_at_grad_scale_one():
+    # a GradScaler backs off to 1.0 after 16 overflows from 65536 (or starts there): an overflow
+    # at that scale is still the scaler's skipped step, not an error
+    p = al.scale.Problem()
+    net = al.scale.linear_model(p, 0.5)
+    meter = al.scale.AccumulationNoise(net, 4, 2)
+    for j, (x, y) in enumerate(al.scale.micro_batch_windows(p, 4, 2, 1)[0]):
+        loss = 0.5 * ((net(x).squeeze(1) - y) ** 2).mean() / 2
+        (loss * (math.inf if j == 0 else 1.0)).backward()
+    assert meter.window_done(grad_scale=1.0) is None and meter.skipped == 1

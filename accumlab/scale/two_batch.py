@@ -152,10 +152,14 @@ class AccumulationNoise(NoiseScaleEMA):
         self._sq[sq.device] = self._sq[sq.device] + sq if sq.device in self._sq else sq
         self._calls[param] += 1
 
-    def window_done(self, *, grad_scale: float = 1.0) -> float | None:
+    def window_done(self, *, grad_scale: float | None = None) -> float | None:
         """Close a window of `accumulation_steps` backwards; returns the current `b_simple`.
-        `grad_scale`: the GradScaler scale the losses were multiplied by in this window."""
-        grad_scale = _validate.positive_float("grad_scale", grad_scale)
+        `grad_scale`: the GradScaler scale the losses were multiplied by in this window; given
+        (1.0 included: a scaler backs off to it), an overflowed window is skipped, not refused."""
+        scaler = grad_scale is not None
+        grad_scale = _validate.positive_float(
+            "grad_scale", 1.0 if grad_scale is None else grad_scale
+        )
         # a micro-batch that skips a branch or expert adds a zero gradient there: a parameter
         # may see fewer than k backwards (0 when unused all window), never more, and the most
         # used ones see exactly k
@@ -188,7 +192,7 @@ class AccumulationNoise(NoiseScaleEMA):
         small_sq = contrib / scale**2 / self.k
         big_sq = total / (scale * self.k) ** 2
         if not (math.isfinite(small_sq) and math.isfinite(big_sq)):
-            if grad_scale != 1.0:  # a GradScaler overflow: the scaler skips this step too
+            if scaler:  # a GradScaler overflow: the scaler skips this step too
                 self.skipped += 1
                 return self.b_simple
             raise ValueError("the gradients hold NaN or inf: no noise scale can be read")
