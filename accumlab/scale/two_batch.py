@@ -96,7 +96,7 @@ class AccumulationNoise(NoiseScaleEMA):
     `loss_scale` is what each micro-batch's MEAN loss was multiplied by before backward (1/k, the
     default). Equal micro-batches only: the formulas take every micro-batch to hold
     `micro_batch_size` samples, so a window whose forwards (with grad enabled, first argument's
-    dim 0) saw other sizes — a short last micro-batch — raises ValueError naming them, and its
+    dim 0) saw unequal sizes — a short last micro-batch — raises ValueError naming them, and its
     norms are dropped. Gradients must be zeroed after every window, as every accumulation loop does. A
     branch or expert a micro-batch skips counts as a zero gradient there (conditional models). A
     `Tensor.register_hook` per parameter sees each micro-batch's gradient on its way into `.grad`
@@ -172,11 +172,12 @@ class AccumulationNoise(NoiseScaleEMA):
                 "and zero the gradients after it"
             )
         sizes, self._sizes = self._sizes, []
-        if any(n != self.b for n in sizes):
+        # unequal among themselves, not ≠ b: dim 0 of a sequence-first input is not its batch
+        if len(set(sizes)) > 1:
             self._reset()
             raise ValueError(
                 f"micro_batch_size={self.b}, but this window's micro-batches held {sizes} "
-                "samples: the two-batch formulas need equal micro-batches (B_small = b, "
+                "samples (dim 0 of the model's first input): the two-batch formulas need equal micro-batches (B_small = b, "
                 "B_big = k·b); leave a window with a short micro-batch out of the meter "
                 "(its norms are dropped)"
             )
