@@ -77,12 +77,33 @@ class _StubClass:
         raise NotImplementedError
 
 
+class _StubCallable:
+    def __call__(self, *args, **kwargs): ...
+
+
+async def _stub_coroutine(*args, **kwargs):
+    pass
+
+
 GENERIC_STUBS = [
     ("None", None),
     ("Ellipsis", ...),
     ("function", _stub_function),
     ("class", _StubClass),
+    ("instance", _StubCallable()),  # an instance whose __call__ is a stub
+    ("async", _stub_coroutine),
+    ("partial", functools.partial(_stub_function, 1)),
 ]
+
+
+async def _async_answer(*args, **kwargs):
+    return 3
+
+
+@pytest.mark.parametrize("id_", ["03.1", "07.3", "10.3", "13.1"])
+def test_async_answer_is_told_to_use_def(id_):
+    result = al.check(id_, _async_answer)
+    assert not result.ok and "not async def" in result.message, result.message
 
 
 @pytest.mark.parametrize("id_", IDS)

@@ -7,6 +7,7 @@ against its solution so every exercise stays solvable (lesson 00 explains how to
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,6 +116,9 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
     stars = "★" * ex.stars
     if is_stub(answer):
         return CheckResult(id, False, f"{stars} {ex.title} — not answered yet.")
+    if inspect.iscoroutinefunction(answer):  # its result would be a coroutine nobody awaits
+        hint = "al.check calls your function without awaiting it: write it with def, not async def"
+        return CheckResult(id, False, f"{stars} {ex.title} — not yet. Hint: {hint}")
     try:
         hint = call_within(seconds, ex.checker, answer)
     except AnswerTimeout as stop:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import ctypes
 import dis
+import functools
+import inspect
 import signal
 import threading
 import time
@@ -147,6 +149,11 @@ def _code_is_stub(code) -> bool:
     """A body of only `...`, `pass`, a docstring, `return None` or `raise NotImplementedError`
     (with or without a message)."""
     ops = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in _NOISE]
+    if code.co_flags & inspect.CO_COROUTINE and ops[:2] == [
+        ("RETURN_GENERATOR", None),
+        ("POP_TOP", None),
+    ]:
+        ops = ops[2:]  # `async def`: the coroutine's set-up, before the body
     if all(
         op == "RETURN_VALUE" or (op in ("LOAD_CONST", "RETURN_CONST") and arg in (None, Ellipsis))
         for op, arg in ops
@@ -195,7 +202,8 @@ def is_stub(answer) -> bool:
       `return None`, or `raise NotImplementedError` (with or without a message);
     - a class whose own methods are all such stubs (`__init__` included), or an empty class
       with no base but `object`;
-    - a tuple or list holding only `None` / `...` (`(None, None)` for "(micro_batch_size, k)").
+    - a tuple or list holding only `None` / `...` (`(None, None)` for "(micro_batch_size, k)");
+    - `async def` stubs, a `functools.partial` of a stub, an instance whose class's `__call__` is one.
 
     Not stubs, because each can be a real answer: an empty tuple, list, set, dict or string ("no
     node", "none of them"), 0, False, and a function with any other statement, even a wrong one
@@ -207,4 +215,9 @@ def is_stub(answer) -> bool:
         return len(answer) > 0 and all(a is None or a is Ellipsis for a in answer)
     if isinstance(answer, type):
         return _class_is_stub(answer)
+    if isinstance(answer, functools.partial):
+        return is_stub(answer.func)
+    if not hasattr(answer, "__code__") and callable(answer):
+        # an instance of a class whose __call__ is a stub (`C()` with `def __call__(self): ...`)
+        return _function_is_stub(type(answer).__call__)
     return _function_is_stub(answer)

@@ -77,6 +77,8 @@ def _two_losses(answer):
     # second = (h ** 2).sum() (two passes, one per loss) and return w.grad. Observed on each
     # case: the passes that wrote w.grad, what each added, and whether both read what the trunk
     # saved (one trunk walked twice, which needs retain_graph on the first call).
+    if not callable(answer):
+        return f"answer with a function two_losses(w, x) that returns w.grad, got {type(answer).__name__}"
     for w0, xs in CASES_01_2:
         returned, w, reads, wrote, grad_only, added = _observe_passes(answer, w0, xs)
         if not reads:

@@ -36,7 +36,13 @@ def _predict_unhalved(answer):
 
 
 # what an answer must not call: accumlab's own ways of getting the full-batch gradient
-REFUSED = ("al.full_batch_grads", "al.accumulated_grads", "al.accumulation_progress", "al.run")
+REFUSED = (
+    "al.full_batch_grads",
+    "al.accumulated_grads",
+    "al.accumulation_progress",
+    "al.run",
+    "al.audit.loops.correct_loop",  # lesson 08's right loop, as 05.3 refuses it too
+)
 
 
 def _stale(model) -> dict:
@@ -53,6 +59,11 @@ def _accumulate(answer):
     # backward passes and what each added, the graphs alive at once.
     from ..compare import flatten
 
+    if not callable(answer):
+        return (
+            "answer with a function accumulate(model, data, micro_batch_size), got "
+            f"{type(answer).__name__}"
+        )
     data = regression_data(12, 3, seed=11)
     model = mlp(3, 4, 1, depth=1, seed=11)
     mine = copy.deepcopy(model)

@@ -13,7 +13,7 @@ from ..data import IGNORE_INDEX
 from ..engine import grads_of
 from ..models import TinyLM
 from . import exercise
-from ._answers import Hint, compare
+from ._answers import Hint, compare, number
 from ._observe import Added as _Added
 from ._observe import Observe, Refuse, forwards_phrase, plural
 
@@ -101,10 +101,13 @@ def mean_made_exact(answer):
 def rank_divisor(answer):
     ranks, mine = len(RANK_TOKENS), RANK_TOKENS[1][1]
     total = sum(map(sum, RANK_TOKENS))
+    value = number(answer)
+    if value != int(value):  # a count of tokens: 99.6 is not "100 to 3 digits", it is no count
+        raise Hint(f"the divisor here is a count of tokens, a whole number; got {answer!r}")
     return compare(
         answer,
         total,
-        sig=3,
+        abs=0,  # a token count is exact
         wrong={
             total / ranks: "N / ranks is right under DDP, which AVERAGES the ranks' gradients; "
             "dist.all_reduce(p.grad) SUMS them",

@@ -54,7 +54,7 @@ def steps_to_forget(answer):
         "optimizer step here makes 4 forwards in training mode",
         43: "that counts forwards, and one too few: 0.9^43 is still above 1 %",
         10: "after 10 steps 0.9^40 ≈ 1.5 % is left, still above 1 %",
-        12: "one step too many: 11 steps already leave 0.9^44, below 1 %",
+        12: "one step too many: check what the step before leaves",
         1: "one step leaves 0.9^4 ≈ 66 %: the old mean fades, but not that fast",
     }
     if steps == STEPS_BELOW:

@@ -10,7 +10,7 @@ import torch
 from . import exercise
 from ._answers import Hint, compare, integers, number
 from ._graph_watch import GraphsReferenced, OutputGradients
-from ._observe import Observe, Refuse, forwards_phrase, plural
+from ._observe import Observe, Refuse, forwards_phrase
 
 # 05.1: a model of 3,000,000 bfloat16 parameters, Adam with amsgrad=True: exp_avg, exp_avg_sq and
 # max_exp_avg_sq are zeros_like(param) (three buffers: no common wrong reasoning lands on 6 B/param)
@@ -43,11 +43,13 @@ def adam_state(answer):
     except Hint:
         value = None
     if value is not None and value != expected and value not in wrong:
+        if value != int(value):
+            raise Hint(f"a byte count is a whole number, got {value!r}")
         if abs(value - expected) <= 1e-3 * expected:  # "more digits" means nothing for a count
-            off = plural(round(abs(value - expected)), "byte")
+            # close, but how close is not said: the gap would be the answer, one subtraction away
             raise Hint(
-                f"a byte count is exact, and {value:,.0f} is {off} off: every buffer holds a "
-                "whole number of elements of a whole number of bytes"
+                "close, but a byte count is exact: every buffer holds a whole number of "
+                "elements of a whole number of bytes — count each buffer again"
             )
     return compare(
         answer,

@@ -47,22 +47,17 @@ def invariant_aggregations(answer):
     chosen = list(answer)  # a set, frozenset, list, tuple, dict.keys(), generator...
     if not all(isinstance(a, str) for a in chosen):
         return f"answer with a set of names (strings) from {names}"
-    chosen = set(chosen)
+    chosen = {a.strip().lower() for a in chosen}  # "Constant" and "constant " name the same
     unknown = chosen - set(AGGREGATIONS)
     if unknown:
         return f"unknown name(s) {sorted(unknown)}; choose from {names}"
-    right = {"token_mean_global", "constant"}
-    if "token_mean_local" in chosen:
-        return "a micro-batch's own token count changes with the split"
-    if "seq_mean" in chosen:
+    if chosen != {"token_mean_global", "constant"}:
+        # one hint for every wrong set: a hint that told the names apart would let guesses walk
+        # to the answer (as in 07.2)
         return (
-            "seq_mean divides each micro-batch by its own number of sequences: with 3 and 5, is "
-            "a sequence's weight fixed for the step?"
+            "not that set. For each name, write its divisor for micro-batches of 3 and of 5 "
+            "completions: is it the same number for both, whatever the split?"
         )
-    missing = len(right - chosen)
-    if missing:
-        which = "one is" if missing == 1 else f"{missing} are"
-        return f"{which} missing: which divisors are fixed for the whole step, whatever the split?"
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import types
 
 from . import exercise
@@ -69,12 +70,16 @@ class _OwnCode:
                 if label is not None:
                     ran.append(label)
 
-        previous = sys.getprofile()
+        previous, previous_threads = sys.getprofile(), threading.getprofile()
         sys.setprofile(profile)
+        threading.setprofile(profile)  # threads the answer starts are profiled too
         try:
             result = fn(*args)
+            if sys.getprofile() is not profile:  # the answer switched the watch off
+                ran.append("sys.setprofile, which stops al.check seeing what your answer runs")
         finally:
             sys.setprofile(previous)
+            threading.setprofile(previous_threads)
         return result, ran
 
 

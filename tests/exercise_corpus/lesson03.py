@@ -240,6 +240,8 @@ WRONG: dict = {
         ("the micro-batch's own count", 15),
         ("rank 1's own window", 60),
         ("numpy: rank 1's window ÷ ranks", np.float64(30.0)),
+        ("a count that is not whole, near the total", 99.6),
+        ("one token more than the total", 101),
     ],
     "03.4": [
         ("the loop as handed out", as_handed_out),

@@ -313,6 +313,7 @@ HINTS = {
     "calls lesson 08's correct loop": "write it yourself",
     "a float32 running total": "float32 running total",
     "one byte off": "a byte count is exact",
+    "five bytes off": "count each buffer again",
     "two float32 moments": "8 bytes per parameter",
 }
 STUBS = {

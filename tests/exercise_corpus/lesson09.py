@@ -238,6 +238,7 @@ RIGHT = {
         ("a tuple, other order", ("constant", "token_mean_global")),
         ("a frozenset", frozenset({"token_mean_global", "constant"})),
         ("dict keys", {"token_mean_global": 1, "constant": 2}.keys()),
+        ("capitalised", {"Constant", "token_mean_global"}),
     ],
     "09.3": [
         ("update after zero_grad", _ema_after_zero_grad),

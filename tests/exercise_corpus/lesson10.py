@@ -1,6 +1,8 @@
 """Lesson 10: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
 import math
+import sys
+import threading
 import types
 
 import numpy as np
@@ -116,6 +118,26 @@ def _position_without_k(step, batches_per_epoch, k):
     return epochs * batches_per_epoch + before + 1  # the × k forgotten
 
 
+_COPIED = types.FunctionType(counters.step_schedule.__code__, counters.__dict__)  # made before
+
+
+def _position_profile_off(step, b, k):
+    """accumlab's schedule, with the profiler that watches for it switched off first."""
+    sys.setprofile(None)
+    return _COPIED(b, k, 4, "per_epoch").position_after(step)
+
+
+def _position_in_a_thread(step, b, k):
+    """accumlab's schedule run in a thread the answer starts."""
+    out = []
+    worker = threading.Thread(
+        target=lambda: out.append(_COPIED(b, k, 4, "per_epoch").position_after(step))
+    )
+    worker.start()
+    worker.join()
+    return out[0]
+
+
 RIGHT = {
     "10.1": [
         ("a numpy integer", np.int64(96)),
@@ -155,6 +177,8 @@ WRONG = {
         ("the audit's reference windows, the full ones", _position_audit_windows),
         ("accumlab's step_schedule, its code copied", _position_code_copy),
         ("accumlab's step_schedule, copied under another file name", _position_code_copy_elsewhere),
+        ("accumlab's step_schedule, the profiler switched off", _position_profile_off),
+        ("accumlab's step_schedule in a thread", _position_in_a_thread),
         (
             "the Trainer's rule of the lesson, for a loop that steps at epoch ends",
             _position_trainer_rule,

@@ -291,6 +291,7 @@ WRONG = {
         ("k = 4's factor", (2, 0.5)),
         ("remainder never stepped", (1, 1.0)),
         ("the error, not the factor", (2, 1 / 3)),
+        ("a step count that is not whole", (2.5, 0.667)),
     ],
     "11.2": [
         ("sum, not divided", _sum_not_divided),
@@ -318,4 +319,7 @@ STUBS = {
     "11.1": [("the lesson's cell", None)],
     "11.2": [("the lesson's cell", _stub_loss)],
     "11.3": [("the lesson's cell", _stub_epoch)],
+}
+HINTS = {
+    "a step count that is not whole": "whole number of steps",
 }

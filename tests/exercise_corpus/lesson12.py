@@ -209,6 +209,7 @@ WRONG = {
         ("two steps' answer", (1 / 8, 1.0)),
         ("batch 1 off in the 3rd digit", (0.0155, 0.125, 1.0)),
         ("batch 1 off in the 3rd digit, above", (0.0157, 0.125, 1.0)),
+        ("the right weights to 2 digits", (0.016, 0.13, 1.0)),
     ],
     "12.3": [
         ("converted at the end", _then_convert),
@@ -227,4 +228,8 @@ STUBS = {
     "12.1": [("the lesson's cell", None)],
     "12.2": [("the lesson's cell", None)],
     "12.3": [("the lesson's cell", _stub)],
+}
+HINTS = {
+    "the right weights to 2 digits": "give more digits (checked to 3 significant digits)",
+    "no rescaling": "after each step()",
 }
