@@ -158,6 +158,15 @@ class Refuse:
             guard = self._guard(name, target)
             self._guards[id(guard)] = (guard, target)
             self._targets.append(guard)
+            owner = _resolve(name.rsplit(".", 1)[0]) if name.count(".") > 1 else None
+            if isinstance(owner, type) and isinstance(
+                owner.__dict__.get(name.rsplit(".")[-1]), types.FunctionType
+            ):
+                # a method (`al.topic.Class.forward`): its code may not be swappable (`super()`
+                # makes it a closure), so the class's own attribute is the guard while the block runs
+                attr = name.rsplit(".")[-1]
+                self._undo.append((owner, attr, owner.__dict__[attr]))
+                type.__setattr__(owner, attr, guard)
             for module in _accumlab_modules():
                 for attr, value in list(vars(module).items()):
                     if value is target:

@@ -254,6 +254,17 @@ def steps_by_logarithm():
     return int(np.ceil(np.log(0.01) / (4 * np.log(0.9))))
 
 
+def _ghost_made_by_new(x, size):
+    """accumlab's layer, built with __new__ and BatchNorm1d's __init__ (its own __init__ skipped)."""
+    cls = al.batchnorm.GhostBatchNorm1d
+    layer = cls.__new__(cls)
+    nn.BatchNorm1d.__init__(
+        layer, x.shape[1], affine=False, track_running_stats=False, dtype=x.dtype
+    )
+    layer.ghost_batch_size = size
+    return layer(x)
+
+
 RIGHT = {
     "04.1": [
         ("an int", 11),
@@ -325,6 +336,7 @@ WRONG = {
             lambda x, g: F.batch_norm(x, None, None, training=True),
         ),
         ("calls the package: al.batchnorm.GhostBatchNorm1d", ghost_with_accumlab),
+        ("the package's GhostBatchNorm1d made without __init__", _ghost_made_by_new),
         ("calls the package: al.batchnorm.micro_batch_stats", ghost_with_micro_batch_stats),
         ("unbiased variance", ghost_unbiased),
         ("no eps", ghost_without_eps),
