@@ -14,6 +14,7 @@ the checkers of lessons 02, 03, 04, 06, 10, 11 and 12.
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import sys
 import types
@@ -74,7 +75,12 @@ def _resolve(name: str):
         )
     value = accumlab
     for part in name.split(".")[1:]:
-        value = getattr(value, part)
+        try:
+            value = getattr(value, part)
+        except AttributeError:  # a submodule not imported yet (`al.audit.loops`)
+            if not isinstance(value, types.ModuleType):
+                raise
+            value = importlib.import_module(f"{value.__name__}.{part}")
     return value
 
 
