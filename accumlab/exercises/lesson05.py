@@ -76,6 +76,9 @@ def choose(answer):
         raise Hint(
             f"micro_batch_size × k must equal the global batch of {GLOBAL_BATCH}, got {mb * k}"
         )
+    best = _largest(BUDGET - RESTING_WITH_GRADS)
+    if (k, mb) == (best, GLOBAL_BATCH // best) and k != mb:
+        raise Hint("the pair is (micro_batch_size, k), in that order")
     need = RESTING_WITH_GRADS + mb * PER_SAMPLE
     if need > BUDGET:
         raise Hint(

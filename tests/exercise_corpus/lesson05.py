@@ -281,6 +281,7 @@ WRONG = {
     "05.2": [
         ("the floor plus the samples (one moment only)", (48, 4)),
         ("too large", (96, 2)),
+        ("the pair swapped", (3, 64)),
         ("fits but smaller than it could be", (32, 6)),
         ("not a divisor", (65, 3)),
         ("the whole batch", (192, 1)),
@@ -314,6 +315,7 @@ HINTS = {
     "a float32 running total": "float32 running total",
     "one byte off": "a byte count is exact",
     "five bytes off": "count each buffer again",
+    "the pair swapped": "(micro_batch_size, k), in that order",
     "two float32 moments": "8 bytes per parameter",
 }
 STUBS = {
