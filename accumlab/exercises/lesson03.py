@@ -13,7 +13,7 @@ from ..data import IGNORE_INDEX
 from ..engine import grads_of
 from ..models import TinyLM
 from . import exercise
-from ._answers import Hint, compare, number
+from ._answers import Hint, compare, integer
 from ._observe import Added as _Added
 from ._observe import Observe, Refuse, forwards_phrase, plural
 
@@ -101,9 +101,7 @@ def mean_made_exact(answer):
 def rank_divisor(answer):
     ranks, mine = len(RANK_TOKENS), RANK_TOKENS[1][1]
     total = sum(map(sum, RANK_TOKENS))
-    value = number(answer)
-    if value != int(value):  # a count of tokens: 99.6 is not "100 to 3 digits", it is no count
-        raise Hint(f"the divisor here is a count of tokens, a whole number; got {answer!r}")
+    integer(answer)  # a count of tokens: 99.6 is not "100 to 3 digits", it is no count
     return compare(
         answer,
         total,

@@ -8,7 +8,7 @@ import copy
 import torch
 
 from . import exercise
-from ._answers import Hint, compare, integers, number
+from ._answers import Hint, compare, integer, integers, number
 from ._graph_watch import GraphsReferenced, OutputGradients
 from ._observe import Observe, Refuse, forwards_phrase
 
@@ -43,8 +43,7 @@ def adam_state(answer):
     except Hint:
         value = None
     if value is not None and value != expected and value not in wrong:
-        if value != int(value):
-            raise Hint(f"a byte count is a whole number, got {value!r}")
+        integer(answer)  # a byte count is a whole number
         if abs(value - expected) <= 1e-3 * expected:  # "more digits" means nothing for a count
             # close, but how close is not said: the gap would be the answer, one subtraction away
             raise Hint(

@@ -321,5 +321,5 @@ STUBS = {
     "11.3": [("the lesson's cell", _stub_epoch)],
 }
 HINTS = {
-    "a step count that is not whole": "whole number of steps",
+    "a step count that is not whole": "answer with a whole number",
 }
