@@ -564,8 +564,11 @@ def test_ranks_stay_up_between_runs_and_a_failure_stops_them(private_tmp):
 @pytest.mark.slow
 def test_ranks_time_out_and_close_leaves_nothing(private_tmp):
     with al.dist.Ranks(2) as ranks:
+        # held here so that garbage collection cannot reap them for us: close must wait for them
+        procs = list(ranks._state["procs"])
         with pytest.raises(al.dist.WorkerTimeout, match="did not finish within 5 s"):
             ranks.run("accumlab.dist.faults:hang_on_rank", timeout=5)
+    assert all(p.returncode is not None for p in procs), "a rank was killed but never reaped"
     _no_leftovers(private_tmp)
     with al.dist.Ranks(2) as ranks:
         assert ranks.run("accumlab.dist.faults:echo", timeout=120)[0]["rank_sum"] == 1.0

@@ -38,6 +38,7 @@ def _shutdown(state: dict) -> None:
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline and any(p.poll() is None for p in procs):
             time.sleep(0.02)
+    if procs:  # polite or not, kill what is left and reap every rank (no zombie children)
         _processes.stop(procs, state["token"])
     if state.get("watcher") is not None:
         _processes.release_watcher(state.pop("watcher"))
