@@ -160,7 +160,10 @@ def accumulate_lean(answer):
         )
     try:
         value = number(result)
-    except Hint:
+    except Hint as hint:
+        # a number of the wrong kind (NaN, complex) keeps the reader's own reason
+        if isinstance(result, (int, float, complex)):
+            raise Hint(f"the mean loss you returned: {hint}") from None
         raise Hint(
             f"return the mean loss over all micro-batches as a number, got {type(result).__name__}"
         ) from None

@@ -444,3 +444,51 @@ HINTS = {
     "the real solution, not rounded up": "whole",
     "calls the package: matching_momentum, the other direction": "other direction",
 }
+
+
+def _freeze_with_finder(model):
+    """The package finds the layers: finding every BatchNorm kind is half of 04.3."""
+    for bn in al.batchnorm.batchnorm_layers(model):
+        bn.eval()
+    return model
+
+
+def _ghost_in_float16(x, size):
+    """The right method computed in float16, returned as float64: rounding, not the method."""
+    h = x.half()
+    out = [(c - c.mean(0)) / (c.var(0, unbiased=False) + 1e-5).sqrt() for c in h.split(size)]
+    return torch.cat(out).double()
+
+
+def _ghost_in_bfloat16(x, size):
+    """The right method in bfloat16, returned in bfloat16."""
+    b = x.bfloat16()
+    return torch.cat(
+        [(c - c.mean(0)) / (c.var(0, unbiased=False) + 1e-5).sqrt() for c in b.split(size)]
+    )
+
+
+def _ghost_without_eps_on_constant(x, size):
+    """No eps, and every value of the last chunk's column set equal: 0 / 0 gives NaN."""
+    out = []
+    for c in x.split(size):
+        c = c.clone()
+        c[:, 2] = 1.0
+        out.append((c - c.mean(0)) / c.var(0, unbiased=False).sqrt())
+    return torch.cat(out)
+
+
+WRONG["04.3"].append(("al.batchnorm.batchnorm_layers finds the layers", _freeze_with_finder))
+WRONG["04.4"] += [
+    ("the right method in float16", _ghost_in_float16),
+    ("the right method in bfloat16, returned in bfloat16", _ghost_in_bfloat16),
+    ("a constant column without eps: NaN", _ghost_without_eps_on_constant),
+]
+HINTS.update(
+    {
+        "al.batchnorm.batchnorm_layers finds the layers": "your answer called al.batchnorm.batchnorm_layers",
+        "the right method in float16": "right method, but computed in float16",
+        "the right method in bfloat16, returned in bfloat16": "right method, but computed in bfloat16",
+        "a constant column without eps: NaN": "are NaN or infinite",
+    }
+)

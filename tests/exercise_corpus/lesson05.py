@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 import accumlab as al
 
@@ -322,3 +323,14 @@ STUBS = {
     "05.1": [("None", None)],
     "05.2": [("(None, None)", (None, None))],
 }
+
+
+def _returns_nan(model, micro_batches):
+    """A right loop that returns NaN: the hint names the NaN, not the number's type."""
+    for mb in micro_batches:
+        (F.mse_loss(model(mb.x), mb.y) / len(micro_batches)).backward()
+    return float("nan")
+
+
+WRONG["05.3"].append(("a right loop returning NaN", _returns_nan))
+HINTS["a right loop returning NaN"] = "got nan"
