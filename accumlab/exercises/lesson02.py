@@ -12,7 +12,7 @@ from ..models import ScalarModel, mlp
 from ..reference import full_batch_grads
 from . import exercise
 from ._answers import Hint, compare
-from ._observe import Added, Observe, Refuse, Spy, forwards_phrase, multiple_of
+from ._observe import Added, Observe, Refuse, Spy, forwards_phrase, multiple_of, plural
 
 
 @exercise("02.1", 1, "w after the step, without halving the loss")
@@ -182,6 +182,39 @@ def _window_optimizer(answer):
     return None
 
 
+class _AccelerateCounter:
+    """While the block runs, counts the calls to the parts of Accelerate that do 02.3's work:
+    the optimizer wrapper, and the micro-batch counter behind `sync_gradients`. `used` names
+    the first one called, or is empty."""
+
+    def __init__(self):
+        self.spies: list[Spy] = []
+
+    def __enter__(self):
+        try:
+            from accelerate.accelerator import Accelerator
+            from accelerate.optimizer import AcceleratedOptimizer
+            from accelerate.state import GradientState
+        except ImportError:  # no Accelerate: nothing of it can be used
+            return self
+        self.spies = [
+            Spy(AcceleratedOptimizer, "__init__", "accelerate's AcceleratedOptimizer"),
+            Spy(Accelerator, "_do_sync", "Accelerator._do_sync()"),
+            Spy(GradientState, "_set_sync_gradients", "accelerate's GradientState"),
+        ]
+        for spy in self.spies:
+            spy.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for spy in reversed(self.spies):
+            spy.__exit__(*exc)
+
+    @property
+    def used(self) -> str:
+        return next((spy.label for spy in self.spies if spy.calls), "")
+
+
 def _window_run(answer, k: int, size: int) -> str | None:
     import torch.nn.functional as F
 
@@ -190,19 +223,30 @@ def _window_run(answer, k: int, size: int) -> str | None:
     mine = copy.deepcopy(model)
     optimizer = torch.optim.SGD(mine.parameters(), lr=0.05)
     micro, windows = 2 * len(data) // size, 2 * len(data) // (size * k)  # over 2 epochs
-    # spied before the wrapper is built, so a wrapper that keeps optimizer.step is counted too
-    with Spy(optimizer, "step", "the optimizer's step()") as steps:
-        wrapped = answer(optimizer, k)
-        if not (
-            callable(getattr(wrapped, "step", None))
-            and callable(getattr(wrapped, "zero_grad", None))
-        ):
-            return "the wrapper needs step() and zero_grad() methods"
-        for _ in range(2):
-            for mb in data.micro_batches(size):
-                (F.mse_loss(mine(mb.x), mb.y) / k).backward()
-                wrapped.step()
-                wrapped.zero_grad()
+    # a step hook runs on every route to the optimizer's step (a bound method kept before the
+    # wrapper was built, `type(opt).step(opt)`), where a patched attribute sees only one
+    steps = []
+    hook = optimizer.register_step_post_hook(lambda opt, args, kwargs: steps.append(1))
+    try:
+        with _AccelerateCounter() as library:
+            wrapped = answer(optimizer, k)
+            if not (
+                callable(getattr(wrapped, "step", None))
+                and callable(getattr(wrapped, "zero_grad", None))
+            ):
+                return "the wrapper needs step() and zero_grad() methods"
+            for _ in range(2):
+                for mb in data.micro_batches(size):
+                    (F.mse_loss(mine(mb.x), mb.y) / k).backward()
+                    wrapped.step()
+                    wrapped.zero_grad()
+    finally:
+        hook.remove()
+    if library.used:
+        return (
+            f"this exercise asks you to build Accelerate's trick yourself — your answer used "
+            f"{library.used}: count the micro-batches in your own wrapper"
+        )
     got = params_of(mine)
     want = run(Recipe(size, k), model, data, lr=0.05, epochs=2).params[-1]
 
@@ -213,9 +257,10 @@ def _window_run(answer, k: int, size: int) -> str | None:
         return (
             "the parameters never changed: step() must reach the optimizer once per k micro-batches"
         )
-    if steps.calls != windows:
+    if len(steps) != windows:
         return (
-            f"with k = {k}, {steps.sentence(windows)} over {micro} micro-batches: step() and "
+            f"with k = {k}, your answer called the optimizer's step() {plural(len(steps), 'time')} "
+            f"({windows} expected) over {micro} micro-batches: step() and "
             "zero_grad() must act only when a window of k micro-batches is complete"
         )
     if not same(got, want):

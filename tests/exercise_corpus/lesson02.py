@@ -361,3 +361,42 @@ HINTS = {
     "the lesson's mean-loss loop, each mean ÷ k": "the gradient of the mean loss",
     "k ignored, 4 hard-coded": "with k = 3",
 }
+
+
+class _StepsThroughTheClass:
+    """Right: the optimizer's step reached through its class, not its instance attribute."""
+
+    def __init__(self, optimizer, k):
+        self.opt, self.k, self.n = optimizer, k, 0
+
+    def step(self):
+        self.n += 1
+        if self.n % self.k == 0:
+            type(self.opt).step(self.opt)
+
+    def zero_grad(self):
+        if self.n % self.k == 0:
+            self.opt.zero_grad()
+
+
+def _accelerate_does_it(optimizer, k):
+    """Accelerate's own optimizer wrapper and micro-batch counter do the exercise."""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(gradient_accumulation_steps=k, cpu=True)
+    prepared = accelerator.prepare(optimizer)
+
+    class Wrapper:
+        def step(self):
+            accelerator._do_sync()
+            prepared.step()
+
+        def zero_grad(self):
+            prepared.zero_grad()
+
+    return Wrapper()
+
+
+RIGHT["02.3"].append(("the optimizer's step reached through its class", _StepsThroughTheClass))
+WRONG["02.3"].append(("Accelerate's AcceleratedOptimizer and _do_sync", _accelerate_does_it))
+HINTS["Accelerate's AcceleratedOptimizer and _do_sync"] = "build Accelerate's trick yourself"
