@@ -15,7 +15,7 @@ from ..models import TinyLM
 from . import exercise
 from ._answers import Hint, compare, integer
 from ._observe import Added as _Added
-from ._observe import Observe, Refuse, forwards_phrase, plural
+from ._observe import Observe, Refuse, forwards_phrase, multiple_of, plural
 
 LOG_TOKENS, LOG_MEANS, LOG_K = [30, 70], [2.0, 1.0], 2  # 03.1: one window, global count
 SAMPLES, K = 22, 3  # 03.2
@@ -134,15 +134,19 @@ def class_weights(seed: int) -> torch.Tensor:
     return 0.25 + 2.75 * torch.rand(VOCAB, generator=generator, dtype=torch.float64)
 
 
-def _weighted_full_batch(model, data, weight) -> torch.Tensor:
-    """The gradient of the class-weighted mean loss over the whole window, in one backward."""
+def _weighted_full_batch(model, data, weight, reduction: str = "mean") -> torch.Tensor:
+    """The gradient of the class-weighted mean (or summed) loss over `data`, in one backward."""
     from ..compare import flatten
 
     twin = copy.deepcopy(model)
     twin.zero_grad(set_to_none=True)
     logits = twin(data.x)
     F.cross_entropy(
-        logits.reshape(-1, VOCAB), data.y.reshape(-1), weight=weight, ignore_index=IGNORE_INDEX
+        logits.reshape(-1, VOCAB),
+        data.y.reshape(-1),
+        weight=weight,
+        ignore_index=IGNORE_INDEX,
+        reduction=reduction,
     ).backward()
     return flatten({n: p.grad for n, p in twin.named_parameters()})
 
@@ -158,6 +162,8 @@ def fix_loop(answer):
         weight = class_weights(seed)
         model = TinyLM(vocab=VOCAB, dim=6, seed=seed)
         model.zero_grad(set_to_none=True)
+        # what each micro-batch's own backward adds, up to its scale: its weighted summed loss
+        own = [_weighted_full_batch(model, m, weight, reduction="sum") for m in micro]
         with Refuse(*REFUSED), Observe(model, inputs=True) as seen, _Added(model) as added:
             answer(model, micro, weight.clone())
         rows = [c.rows for c in seen.forwards if c.graph]  # forwards under no_grad cost nothing
@@ -189,6 +195,15 @@ def fix_loop(answer):
                 "a backward pass added nothing to .grad: each micro-batch's backward must carry "
                 "its own share of the window's gradient"
             )
+        unmatched = list(range(len(micro)))
+        for v in vectors:  # each backward adds one micro-batch's own gradient, each once
+            j = next((j for j in unmatched if multiple_of(v, own[j], rel=1e-8)), None)
+            if j is None:
+                return (
+                    "a backward pass added something other than one micro-batch's own gradient: "
+                    "each micro-batch's backward carries the loss of that micro-batch's tokens"
+                )
+            unmatched.remove(j)
         got = flatten(grads_of(model))
         total = sum(vectors)
         if not _multiple(got, total):

@@ -293,3 +293,28 @@ WRONG["03.4"].append(
 HINTS = {
     "the window reshaped into one forward, cancelling pairs": "not one of the micro-batches",
 }
+
+
+def _window_by_hand_each_pass(model, micro_batches, class_weight):
+    """Decoy per-micro-batch backwards each carrying 1/n of the whole window's loss, computed by
+    a hand-written functional forward that calls no module: no accumulation at all."""
+    length = max(m.x.shape[1] for m in micro_batches)
+    x = torch.cat([F.pad(m.x, (0, length - m.x.shape[1])) for m in micro_batches])
+    y = torch.cat([F.pad(m.y, (0, length - m.y.shape[1]), value=-100) for m in micro_batches])
+    for mb in micro_batches:
+        out = model(mb.x)
+        hidden = torch.tanh(F.embedding(x, model.embed.weight))
+        logits = F.linear(hidden, model.head.weight, model.head.bias)
+        window = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            y.reshape(-1),
+            weight=class_weight,
+            ignore_index=-100,
+        )
+        (0 * out.sum() + window / len(micro_batches)).backward()
+
+
+WRONG["03.4"].append(
+    ("the whole window by hand in every decoy backward", _window_by_hand_each_pass)
+)
+HINTS["the whole window by hand in every decoy backward"] = "one micro-batch's own gradient"
