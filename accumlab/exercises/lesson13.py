@@ -15,8 +15,6 @@ from ._two_batch_ref import (  # the checker's estimators: refused by name below
     PROBLEMS,
     TOLERANCE_13_2,
     WINDOWS,
-    B,
-    K,
     _problem,
     _ratio,  # noqa: F401  (refused by name: al.exercises.lesson13._ratio)
     _same_draws,
@@ -81,10 +79,10 @@ def b_simple(answer) -> str | None:
     return None
 
 
-def _one_problem(answer, seed: int, noise: float) -> tuple[float, dict]:
+def _one_problem(answer, seed: int, noise: float, b: int, k: int) -> tuple[float, dict]:
     from torch import nn
 
-    problem, e, shift, plain = _problem(seed, noise)
+    problem, e, shift, plain = _problem(seed, noise, b, k)
     model = nn.Linear(problem.features, 1, bias=False, dtype=torch.float64)
     with torch.no_grad():
         model.weight.copy_((e + shift).unsqueeze(0))
@@ -147,10 +145,10 @@ def _one_problem(answer, seed: int, noise: float) -> tuple[float, dict]:
             "step?): the noise scale is read at one point, so leave the weights where they are — "
             "accumulate, read the norms, zero .grad, and take no step"
         )
-    if len(seen.rows) != K * WINDOWS or set(seen.rows) != {B} or seen.backwards != K * WINDOWS:
+    if len(seen.rows) != k * WINDOWS or set(seen.rows) != {b} or seen.backwards != k * WINDOWS:
         raise Hint(
             f"your answer ran {seen.forwards_phrase()} and {seen.backwards_phrase()}; the loop runs "
-            f"k = {K} forwards of b = {B} rows per window, each with its backward, {WINDOWS} windows"
+            f"k = {k} forwards of b = {b} rows per window, each with its backward, {WINDOWS} windows"
         )
     if seen.grad_only:
         raise Hint(
@@ -171,7 +169,7 @@ def _one_problem(answer, seed: int, noise: float) -> tuple[float, dict]:
             f"({used}), in its own code or in a hook: the loop only feeds each x to the model, "
             "and reads |G_small|² and |G_big|² from .grad — no per-sample gradients by hand"
         )
-    hint = _accumulated(states, K) or _accumulated(at_backward, K)
+    hint = _accumulated(states, k) or _accumulated(at_backward, k)
     if hint:
         raise Hint(hint)
     return got, _same_draws(e, shift, plain)
@@ -188,8 +186,8 @@ def two_batch(answer) -> str | None:
     # the same draws to 10 % (TOLERANCE_13_2); partial estimators are refused by name.
     if not callable(answer):
         return "answer with a function noise_scale_of(model, windows) returning a number"
-    for seed, noise in PROBLEMS:
-        got, ref = _one_problem(answer, seed, noise)
+    for seed, noise, b, k in PROBLEMS:  # two (b, k): an answer reads them from `windows`
+        got, ref = _one_problem(answer, seed, noise, b, k)
         full = ref["full"]
         # the partial estimator nearest the answer, if the answer is it and not the full one
         what, value = min(ref["partial"].items(), key=lambda item: abs(got / item[1] - 1))
@@ -197,7 +195,7 @@ def two_batch(answer) -> str | None:
         if abs(got / value - 1) <= PARTIAL < abs(value / full - 1) and abs(got / value - 1) < near:
             return (
                 f"got {got:.3g}, which is what {what} gives on these draws ({value / full - 1:+.0%} "
-                f"from the average over all {WINDOWS} windows and all {K} micro-batches of each): "
+                f"from the average over all {WINDOWS} windows and all {k} micro-batches of each): "
                 "it keeps only part of the loop's gradients, so it lands anywhere within "
                 "±20-60 % from one draw to the next; average every micro-batch's |G_small|² and "
                 "every window's |G_big|² (a plain mean, or an EMA with β ≥ 0.99)"
