@@ -11,6 +11,8 @@ import accumlab as al
 def test_real_loop_gets_the_experts_verdict(entry):
     report = al.audit(entry.fn, **entry.kwargs())
     assert report.codes == entry.expected, f"{entry.why}\n{report}"
+    # real loops accumulate through their own backward passes: none is read as written-in
+    assert report.foreign_gradient == "", report.foreign_gradient
 
 
 def test_the_corpus_is_big_and_varied():

@@ -24,6 +24,7 @@ from .lr_schedule import scheduler_findings
 from .memory import memory_findings
 from .messages import message
 from .norm_layers import batchnorm_findings
+from .provenance import foreign_gradient
 from .runner import record
 from .scaler_step import scaler_step_findings
 from .schedule import compared_setup, schedule_findings
@@ -212,4 +213,6 @@ def _audit(train_fn: Callable, setup: Setup, device: str, time_limit: float) -> 
         + batchnorm_findings(rec, setup, grads.first)
         + autocast_findings(rec, setup)
     )
+    if report.ok:  # a clean comparison: did the loop's own backward passes make those gradients?
+        report.foreign_gradient = foreign_gradient(rec, compared)
     return report

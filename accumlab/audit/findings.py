@@ -147,6 +147,9 @@ class AuditReport:
     graphs_together: int = 0
     # each compared step's reference gradient norm before clipping (what max_norm is measured on)
     norms_before_clipping: list[float] = field(default_factory=list)
+    # where a report without blocking findings saw a gradient that the model's own backward
+    # passes did not put there (computed elsewhere, written into .grad): "" when none
+    foreign_gradient: str = ""
 
     @property
     def ok(self) -> bool:

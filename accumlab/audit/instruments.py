@@ -12,6 +12,7 @@ at. A `scaler.step` that skips the optimizer's step (inf/NaN found) is logged as
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
 
@@ -22,7 +23,7 @@ from ..data import Data
 from ..engine import grads_of, params_of
 from ..saved import LiveSavedTensors
 from .guard import Budget
-from .recording import StepRecord
+from .recording import BackwardRecord, StepRecord
 
 SCALER_METHODS = ("scale", "unscale_", "step", "update")
 
@@ -102,7 +103,15 @@ class Instruments:
             self.optimizer.register_step_post_hook(self._after_step),
         ]
         self.handles += [
-            p.register_hook(self._on_param_grad) for p in self.model.parameters() if p.requires_grad
+            p.register_hook(self._param_hook(n, p))
+            for n, p in self.model.named_parameters()
+            if p.requires_grad
+        ]
+        # fires only where a pass writes into .grad (backward), not for torch.autograd.grad
+        self.handles += [
+            p.register_post_accumulate_grad_hook(self._accumulated)
+            for p in self.model.parameters()
+            if p.requires_grad
         ]
         for owner in (self.optimizer, self.model):
             self._wrap(owner, "zero_grad", lambda: self._log("zero_grads", "zero_grad"))
@@ -218,7 +227,9 @@ class Instruments:
             self.tags.append(weakref.ref(tag))
 
     def _on_backward(self, forward: int, finite: bool) -> None:
-        self._backward_running()["tagged"] = True
+        running = self._backward_running()
+        running["tagged"] = True
+        running["forwards"].add(forward)
         self.rec.backpropagated.add(forward)
         if not finite:  # into the step recorded next: one scaler.step may skip (GradScaler)
             self.rec.nonfinite_backward_steps.add(len(self.rec.steps))
@@ -229,20 +240,52 @@ class Instruments:
     def _backward_running(self) -> dict:
         """The backward pass now running; its end is queued as a callback of autograd's engine."""
         if self.backward is None:
-            self.backward = {"tagged": False, "norm2": 0.0}
+            self.backward = {
+                "tagged": False,
+                "norm2": 0.0,
+                "forwards": set(),
+                "added": {},
+                "fresh": True,  # every parameter it reached had an empty .grad before it
+                "accumulated": False,  # it wrote into .grad (backward, not autograd.grad)
+            }
             torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
         return self.backward
 
-    def _on_param_grad(self, grad):
-        if grad is not None:  # this backward's contribution, before it is added to .grad
-            self._backward_running()["norm2"] += float(grad.detach().double().norm()) ** 2
-        return None
+    def _param_hook(self, name: str, param: torch.Tensor) -> Callable:
+        def hook(grad):
+            if grad is not None:  # this backward's contribution, before it is added to .grad
+                running = self._backward_running()
+                g = grad.detach().double().cpu()
+                running["norm2"] += float(g.norm()) ** 2
+                added = running["added"]
+                if name not in added:  # .grad before this backward's first contribution to it
+                    before = param.grad
+                    running["fresh"] &= before is None or not bool(before.any())
+                added[name] = added[name] + g if name in added else g.clone()
+            return None
+
+        return hook
+
+    def _accumulated(self, _param) -> None:
+        self._backward_running()["accumulated"] = True
 
     def _backward_done(self) -> None:
         done, self.backward = self.backward, None
-        if done is not None and not done["tagged"] and done["norm2"] != 0:  # NaN counts
+        if done is None:
+            return
+        if not done["tagged"] and done["norm2"] != 0:  # NaN counts
             # gradient through no graph the model's own call built: model.forward(x), a submodule
             self.rec.untracked.append((self.rec.position, done["norm2"] ** 0.5))
+        self.rec.backwards.append(
+            BackwardRecord(
+                step=len(self.rec.steps),
+                forwards=tuple(sorted(done["forwards"])),
+                added=done["added"],
+                finite=math.isfinite(done["norm2"]),
+                fresh=done["fresh"],
+                accumulated=done["accumulated"],
+            )
+        )
 
     # ------------------------------------------------------------------ optimizer step
     def _before_step(self, _opt, _args, _kwargs):

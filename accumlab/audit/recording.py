@@ -29,6 +29,20 @@ class StepRecord:
 
 
 @dataclass
+class BackwardRecord:
+    """One backward pass (or `torch.autograd.grad` call) that reached the model's parameters:
+    what it added to each, before `.grad` accumulated it, and which forwards' graphs it went
+    through. Read by parameter hooks, which fire on every route into the parameters."""
+
+    step: int  # steps taken before it: it belongs to the window of step `step`
+    forwards: tuple[int, ...]  # the tagged forwards it reached (indices into Recording.forwards)
+    added: dict[str, torch.Tensor]  # parameter name -> its contribution (float64, CPU)
+    finite: bool = True
+    fresh: bool = True  # .grad was empty (None or zeros) where it added: zeroed before it
+    accumulated: bool = True  # it wrote into .grad (backward); torch.autograd.grad does not
+
+
+@dataclass
 class Recording:
     steps: list[StepRecord] = field(default_factory=list)
     forwards: list = field(default_factory=list)  # micro-batch of every forward with grad on
@@ -46,6 +60,7 @@ class Recording:
     # backward passes whose gradient reached the parameters through no tagged graph: (position,
     # norm of what they added), e.g. model.forward(x) or a submodule called directly
     untracked: list[tuple[int, float]] = field(default_factory=list)
+    backwards: list[BackwardRecord] = field(default_factory=list)  # every backward, in order
     modified: list[int] = field(default_factory=list)  # micro-batches the loop changed in place
     leftover_grad_norm: float = 0.0  # norm of .grad when the function returned (the last epoch)
     epoch_starts: list[int] = field(default_factory=list)  # position when each epoch began

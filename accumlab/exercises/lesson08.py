@@ -88,6 +88,12 @@ def _observed(answer, setup: str, **options) -> str | None:
             "backward on each micro-batch's loss right after its forward, so one graph at a time "
             "is alive"
         )
+    if not found and report.foreign_gradient:
+        return (
+            f"the audit found the right gradients, but not from your loop's accumulation: "
+            f"{report.foreign_gradient}. Accumulate on `model` itself: each micro-batch's "
+            "backward adds its own gradient into .grad, and the step uses what they added"
+        )
     if not found:
         return None
     first = found[0]

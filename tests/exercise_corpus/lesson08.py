@@ -335,3 +335,71 @@ STUBS: dict = {
     "08.2": [("a function with ... for a body", _stub_sample_loop)],
     "08.3": [("the exercise cell's stub", _stub_train_epoch)],
 }
+
+
+def _twin_big_batch(model, batches, start, k):
+    """The window as one big batch on a copy of the model (hooks and all)."""
+    import copy
+
+    window = batches[start : start + k]
+    twin = copy.deepcopy(model)
+    x = torch.cat([x for x, _ in window])
+    y = torch.cat([y for _, y in window])
+    return twin, window, F.mse_loss(twin(x), y)
+
+
+def _twin_with_decoys(model, optimizer, batches, k):
+    """Zero-loss decoy backwards on the model; the big batch on a copy, its .grad copied in."""
+    for start in range(0, len(batches), k):
+        twin, window, loss = _twin_big_batch(model, batches, start, k)
+        for x, _ in window:
+            (model(x).sum() * 0).backward()
+        loss.backward()
+        for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+            p.grad = q.grad
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _twin_with_decoys_full(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """The capstone's calls around the same cheat: the copy's gradient scaled and copied in."""
+    for start in range(0, len(batches), k):
+        twin, window, loss = _twin_big_batch(model, batches, start, k)
+        for x, _ in window:
+            scaler.scale(model(x).sum() * 0).backward()
+        scaler.scale(loss).backward()
+        for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+            p.grad = q.grad
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        scheduler.step()
+
+
+def _copies_the_reference_behind_a_runner(model, optimizer, batches, k):
+    """al.full_batch_grads handed to accumlab's own call_within, behind decoy backwards."""
+    from accumlab.exercises._limit import call_within
+
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        data = al.Data(torch.cat([x for x, _ in window]), torch.cat([y for _, y in window]))
+        grads = call_within(30, al.full_batch_grads, model, data)
+        for x, _ in window:
+            (model(x).sum() * 0).backward()
+        for n, p in model.named_parameters():
+            p.grad = grads[n].clone()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+WRONG["08.2"] += [
+    ("the big batch on a copy, decoys, .grad copied in", _twin_with_decoys),
+    ("al.full_batch_grads behind call_within, decoys", _copies_the_reference_behind_a_runner),
+]
+WRONG["08.3"].append(("the big batch on a copy, decoys, .grad copied in", _twin_with_decoys_full))
+HINTS = {
+    "the big batch on a copy, decoys, .grad copied in": "not from your loop's accumulation",
+    "al.full_batch_grads behind call_within, decoys": "write it yourself",
+}

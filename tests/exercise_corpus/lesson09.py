@@ -298,3 +298,79 @@ HINTS = {
     "every pass-2 graph alive, one backward": "bytes for backward at once",
     "open_clip's loop: the whole loss once per micro-batch": "open_clip's loop",
 }
+
+
+def _gradcache_decoys(model, data, micro_batch_size):
+    """Zero-loss decoy passes through every micro-batch."""
+    for chunk in data.micro_batches(micro_batch_size):
+        (model(al.coupling.pair_inputs(chunk)) * 0).sum().backward()
+
+
+def _big_batch_in_a_thread(model, data, micro_batch_size):
+    """The whole batch on a hook-free copy in another thread (saved-tensor hooks are per thread),
+    decoy passes on the model, the copy's gradient written into .grad."""
+    import copy
+    import threading
+
+    out = {}
+
+    def work():
+        twin = copy.deepcopy(model)
+        for m in twin.modules():
+            m._forward_hooks.clear()
+            m._forward_pre_hooks.clear()
+        al.coupling.contrastive_loss(twin, data).backward()
+        out.update({n: q.grad.clone() for n, q in twin.named_parameters()})
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    _gradcache_decoys(model, data, micro_batch_size)
+    for n, p in model.named_parameters():
+        p.grad = out[n]
+
+
+def _big_batch_by_hand_then_copied(model, data, micro_batch_size):
+    """The whole batch's gradient by hand-written layers on detached weights (no module runs), in
+    another thread (saved-tensor hooks are per thread); then an honest GradCache pass, and the
+    hand-made gradient written over what it added."""
+    import threading
+
+    weights = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    out = []
+
+    def work():
+        h = al.coupling.pair_inputs(data)
+        i = 0
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                h = torch.nn.functional.linear(h, weights[i], weights[i + 1])
+                i += 2
+            elif isinstance(layer, torch.nn.Tanh):
+                h = torch.tanh(h)
+        n = len(data)
+        out.extend(torch.autograd.grad(_hand_info_nce(h[:n], h[n:]), weights))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    _gradcache_autograd_grad(model, data, micro_batch_size)
+    for p, g in zip(model.parameters(), out, strict=True):
+        p.grad = 2 * g  # twice the batch's gradient: only the copy is wrong
+
+
+WRONG["09.4"] += [
+    (
+        "the whole batch on a copy in another thread, decoys, .grad copied in",
+        _big_batch_in_a_thread,
+    ),
+    ("decoy passes only", _gradcache_decoys),
+    ("the whole batch by hand, copied over an honest pass", _big_batch_by_hand_then_copied),
+]
+HINTS.update(
+    {
+        "the whole batch on a copy in another thread, decoys, .grad copied in": "another model's layers",
+        "decoy passes only": "added nothing",
+        "the whole batch by hand, copied over an honest pass": "copied into .grad",
+    }
+)
