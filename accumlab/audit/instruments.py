@@ -3,8 +3,9 @@
 A forward pre-hook notes which micro-batch each forward consumed (forwards under `torch.no_grad()`
 add no gradient and are ignored); a forward hook tags the output's autograd nodes, so the audit
 learns whether backward ever reached that graph and whether it is still alive later; a hook on
-every parameter notes each backward that put gradient into it, and whether that backward went
-through a tagged graph (model.forward(x) or a submodule called directly builds an untagged one);
+every parameter notes each backward that put gradient into it, what it added, and whether that
+backward went through a tagged graph (model.forward(x) or a submodule called directly builds an
+untagged one), which `provenance` reads to tell accumulated gradients from written-in ones;
 optimizer step pre- and post-hooks read parameters and gradients; `zero_grad`, the scheduler and
 the scaler are wrapped on their instances only, each call logged with the position it happened
 at. A `scaler.step` that skips the optimizer's step (inf/NaN found) is logged as a skipped step.

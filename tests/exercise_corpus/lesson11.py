@@ -323,3 +323,29 @@ STUBS = {
 HINTS = {
     "a step count that is not whole": "answer with a whole number",
 }
+
+
+def _transformers_fixed_cross_entropy(outputs, labels, num_items_in_batch=None):
+    """Right: transformers' own summed-then-divided loss, handed the window's count."""
+    from transformers.loss.loss_utils import fixed_cross_entropy
+
+    logits = outputs["logits"]
+    return fixed_cross_entropy(logits.flatten(0, 1), labels.flatten(), num_items_in_batch)
+
+
+def _transformers_fixed_cross_entropy_without_count(outputs, labels, num_items_in_batch=None):
+    """The same function, the count not handed on: a mean per micro-batch."""
+    from transformers.loss.loss_utils import fixed_cross_entropy
+
+    return fixed_cross_entropy(outputs["logits"].flatten(0, 1), labels.flatten())
+
+
+RIGHT["11.2"].append(
+    ("transformers' fixed_cross_entropy with the count", _transformers_fixed_cross_entropy)
+)
+WRONG["11.2"].append(
+    (
+        "transformers' fixed_cross_entropy without the count",
+        _transformers_fixed_cross_entropy_without_count,
+    )
+)
