@@ -811,3 +811,27 @@ def test_accumulation_noise_skips_an_overflow_at_grad_scale_one():
         loss = 0.5 * ((net(x).squeeze(1) - y) ** 2).mean() / 2
         (loss * (math.inf if j == 0 else 1.0)).backward()
     assert meter.window_done(grad_scale=1.0) is None and meter.skipped == 1
+
+
+def test_accumulation_noise_warns_when_told_another_micro_batch_size():
+    """Told b = 4 for micro-batches of 8, the meter reads half the noise scale, and says so once."""
+    import warnings
+
+    p = al.scale.Problem()
+    windows = al.scale.micro_batch_windows(p, 8, 4, 30)
+    read = {}
+    for told in (8, 4):
+        net = al.scale.linear_model(p, 0.5)
+        meter = al.scale.AccumulationNoise(net, told, 4, beta=None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for window in windows:
+                for x, y in window:
+                    (0.5 * ((net(x).squeeze(1) - y) ** 2).mean() / 4).backward()
+                meter.window_done()
+                net.zero_grad()
+        said = [str(w.message) for w in caught if "micro_batch_size" in str(w.message)]
+        assert len(said) == (0 if told == 8 else 1), said
+        read[told] = meter.b_simple
+        meter.remove()
+    assert read[4] / read[8] == pytest.approx(4 / 8, rel=1e-9)  # tr(Σ) scales with b, |G|² not

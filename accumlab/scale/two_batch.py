@@ -16,6 +16,7 @@ price is one squared norm per parameter per micro-batch, summed on the gradients
 from __future__ import annotations
 
 import math
+import warnings
 from functools import partial
 
 import torch
@@ -138,6 +139,7 @@ class AccumulationNoise(NoiseScaleEMA):
         self._sq: dict = {}  # device → Σ over micro-batches of |gradient|², a tensor there
         self._handles = [p.register_hook(partial(self._seen, p)) for p in self._params]
         self._sizes: list = []  # rows of each forward this window: the formulas need them equal
+        self._size_warned = False
         self._handles.append(model.register_forward_pre_hook(self._forward))
 
     def _forward(self, module, args) -> None:
@@ -180,6 +182,13 @@ class AccumulationNoise(NoiseScaleEMA):
                 "samples (dim 0 of the model's first input): the two-batch formulas need equal micro-batches (B_small = b, "
                 "B_big = k·b); leave a window with a short micro-batch out of the meter "
                 "(its norms are dropped)"
+            )
+        if sizes and sizes[0] != self.b and not self._size_warned:
+            self._size_warned = True  # a warning, not an error: see above; once per meter
+            warnings.warn(
+                f"micro_batch_size={self.b}, but every micro-batch's first input has dim 0 = "
+                f"{sizes[0]}: if dim 0 is the batch, B_simple reads {self.b}/{sizes[0]} of the truth",
+                stacklevel=2,
             )
         used = [p for p in self._params if self._calls[p]]
         if self._ranks is None:
