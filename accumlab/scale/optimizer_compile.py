@@ -41,6 +41,7 @@ def step_recompiles(
     static_grads: bool = False,
     static_guard: bool = True,
     backend: str = "eager",
+    lr_schedule: str = "constant",
     seed: int = 0,
 ) -> dict:
     """Graphs compiled for `torch.compile(optimizer.step)` over `windows` accumulation windows.
@@ -58,7 +59,11 @@ def step_recompiles(
     once, and CUDA graphs re-record on a new address, which this count does not see.
     `static_types`: at each step, the `_dynamo_static_input_type` marks on the `.grad`s ("guarded",
     "unguarded"; None unmarked), the mark that count cannot tell from no mark. `branch_moved`: how
-    far the second branch's parameters moved at each step (largest |change|).
+    far the second branch's parameters moved at each step (largest |change|). `lr_schedule`:
+    "constant" (lr 0.01), "float" (a LambdaLR halving a float lr after every step: the step reads
+    the new number) or "tensor" (the same schedule on `lr=torch.tensor(0.01)`, which the scheduler
+    fills in place), as torch's recipe "Running the compiled optimizer with an LR Scheduler"
+    advises.
     """
     from torch import nn
 
@@ -75,15 +80,22 @@ def step_recompiles(
     _validate.flag("static_grads", static_grads)
     _validate.flag("static_guard", static_guard)
     one_of("backend", backend, BACKENDS)
+    one_of("lr_schedule", lr_schedule, ("constant", "float", "tensor"))
     seed = _validate.seed("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     model = nn.ModuleDict({"main": nn.Linear(4, 1), "branch": nn.Linear(4, 1)}).double()
     params = list(model.parameters())
+    lr = torch.tensor(0.01) if lr_schedule == "tensor" else 0.01
     opt = (
-        torch.optim.Adam(params, lr=0.01)
+        torch.optim.Adam(params, lr=lr)
         if optimizer == "adam"
-        else torch.optim.SGD(params, lr=0.01, momentum=0.9 if optimizer == "sgd_momentum" else 0)
+        else torch.optim.SGD(params, lr=lr, momentum=0.9 if optimizer == "sgd_momentum" else 0)
+    )
+    scheduler = (
+        None
+        if lr_schedule == "constant"
+        else torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5**s)
     )
     counter = CompileCounter(backend)
     torch._dynamo.reset()
@@ -105,6 +117,8 @@ def step_recompiles(
             types.append(sorted(marks, key=str))
             step()
             after.append(counter.compiles)
+            if scheduler is not None:
+                scheduler.step()
             moved.append(
                 max(
                     float((p.detach() - q).abs().max())
@@ -117,6 +131,7 @@ def step_recompiles(
         "optimizer": optimizer,
         "static_grads": static_grads,
         "static_guard": static_guard,
+        "lr_schedule": lr_schedule,
         "recompile_limit": torch._dynamo.config.recompile_limit,
         # how often a CUDA graph may re-record for new static-input addresses (GPU only)
         "cudagraph_rerecord_limit": _inductor_config().triton.cudagraph_unexpected_rerecord_limit,
