@@ -4,6 +4,7 @@ into .grad behind backward passes that add nothing, or next to nothing, are name
 that divide, unscale or clip .grad themselves are not."""
 
 import copy
+import dataclasses
 import threading
 
 import pytest
@@ -100,7 +101,7 @@ def by_autograd_grad(model, optimizer, batches, k):
 
 FOREIGN = [
     (twin_and_zero_decoys, "own gradient"),
-    (tiny_honest_passes_then_written, ".grad held something other"),
+    (tiny_honest_passes_then_written, "more than k = 4"),
     (big_batch_in_a_thread, "own gradient"),
 ]
 
@@ -126,7 +127,83 @@ def test_the_packages_correct_loop_passes_on_every_model():
         assert report.ok and report.foreign_gradient == "", (setup, report)
 
 
-def test_a_factor_bound_that_let_everything_through_would_miss_the_tiny_passes(monkeypatch):
-    monkeypatch.setattr(provenance, "MAX_FACTOR", float("inf"))
-    report = al.audit(tiny_honest_passes_then_written, **al.audit.audit_setup("uneven"))
-    assert report.foreign_gradient == ""  # the bound is what names this loop
+def test_the_weight_bound_is_what_names_the_tiny_passes(monkeypatch):
+    setup = al.audit.audit_setup("uneven")
+    report = al.audit(tiny_honest_passes_then_written, **setup)
+    assert "more than k = 4" in report.foreign_gradient
+    real = provenance.foreign_gradient
+    unbounded = lambda rec, s: real(rec, dataclasses.replace(s, k=10**9))  # noqa: E731
+    monkeypatch.setattr("accumlab.audit.auditor.foreign_gradient", unbounded)
+    assert al.audit(tiny_honest_passes_then_written, **setup).foreign_gradient == ""
+
+
+def buffered_outside_grad(model, optimizer, batches, k):
+    """Right: each pass's .grad moved into a buffer (p.grad = None), set back before the step."""
+    params = list(model.parameters())
+    for window in _windows(batches, k):
+        n = sum(len(y) for _, y in window)
+        buf = [torch.zeros_like(p) for p in params]
+        for x, y in window:
+            (F.mse_loss(model(x), y, reduction="sum") / n).backward()
+            for b, p in zip(buf, params, strict=True):
+                b += p.grad
+                p.grad = None
+        for b, p in zip(buf, params, strict=True):
+            p.grad = b
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def online_mean(model, optimizer, batches, k):
+    """Right: .grad kept as the running mean over the samples seen so far."""
+    for window in _windows(batches, k):
+        seen = 0
+        for x, y in window:
+            n = len(y)
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad *= seen / (seen + n)
+            (F.mse_loss(model(x), y, reduction="sum") / (seen + n)).backward()
+            seen += n
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def autograd_of_means_weighted(model, optimizer, batches, k):
+    """Right: torch.autograd.grad of each mean loss, weighted by its share when summed."""
+    params = list(model.parameters())
+    for window in _windows(batches, k):
+        n = sum(len(y) for _, y in window)
+        total = [torch.zeros_like(p) for p in params]
+        for x, y in window:
+            grads = torch.autograd.grad(F.mse_loss(model(x), y), params)
+            total = [t + g * (len(y) / n) for t, g in zip(total, grads, strict=True)]
+        for p, t in zip(params, total, strict=True):
+            p.grad = t
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def retained_decoys_then_one_backward(model, optimizer, batches, k):
+    """Every graph of the window kept for one backward, each first reached by a tiny decoy."""
+    for window in _windows(batches, k):
+        n = sum(len(y) for _, y in window)
+        losses = []
+        for x, y in window:
+            loss = F.mse_loss(model(x), y, reduction="sum")
+            (loss * 1e-13).backward(retain_graph=True)
+            losses.append(loss)
+        (sum(losses) / n).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+@pytest.mark.parametrize("loop", [buffered_outside_grad, online_mean, autograd_of_means_weighted])
+def test_right_loops_that_weigh_or_move_their_passes_pass(loop):
+    report = al.audit(loop, **al.audit.audit_setup("uneven"))
+    assert report.ok and report.foreign_gradient == "", report.foreign_gradient
+
+
+def test_one_backward_through_retained_graphs_counts_them_together():
+    report = al.audit(retained_decoys_then_one_backward, **al.audit.audit_setup("uneven"))
+    assert report.graphs_together == 4

@@ -104,14 +104,8 @@ class Instruments:
             self.optimizer.register_step_post_hook(self._after_step),
         ]
         self.handles += [
-            p.register_hook(self._param_hook(n, p))
+            p.register_hook(self._param_hook(n))
             for n, p in self.model.named_parameters()
-            if p.requires_grad
-        ]
-        # fires only where a pass writes into .grad (backward), not for torch.autograd.grad
-        self.handles += [
-            p.register_post_accumulate_grad_hook(self._accumulated)
-            for p in self.model.parameters()
             if p.requires_grad
         ]
         for owner in (self.optimizer, self.model):
@@ -246,29 +240,21 @@ class Instruments:
                 "norm2": 0.0,
                 "forwards": set(),
                 "added": {},
-                "fresh": True,  # every parameter it reached had an empty .grad before it
-                "accumulated": False,  # it wrote into .grad (backward, not autograd.grad)
             }
             torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
         return self.backward
 
-    def _param_hook(self, name: str, param: torch.Tensor) -> Callable:
+    def _param_hook(self, name: str) -> Callable:
         def hook(grad):
             if grad is not None:  # this backward's contribution, before it is added to .grad
                 running = self._backward_running()
                 g = grad.detach().double().cpu()
                 running["norm2"] += float(g.norm()) ** 2
                 added = running["added"]
-                if name not in added:  # .grad before this backward's first contribution to it
-                    before = param.grad
-                    running["fresh"] &= before is None or not bool(before.any())
                 added[name] = added[name] + g if name in added else g.clone()
             return None
 
         return hook
-
-    def _accumulated(self, _param) -> None:
-        self._backward_running()["accumulated"] = True
 
     def _backward_done(self) -> None:
         done, self.backward = self.backward, None
@@ -283,8 +269,6 @@ class Instruments:
                 forwards=tuple(sorted(done["forwards"])),
                 added=done["added"],
                 finite=math.isfinite(done["norm2"]),
-                fresh=done["fresh"],
-                accumulated=done["accumulated"],
             )
         )
 

@@ -4,16 +4,17 @@ one micro-batch at a time, or from somewhere else.
 The gradient matches compare what a step saw with the reference; they cannot tell a gradient that
 was accumulated from one computed elsewhere (on a copy of the model, in another thread) and
 written into `.grad`, behind backward passes that add nothing. The parameter hooks record what
-every backward pass added (`BackwardRecord`), so two things can be checked:
+every backward pass (and `torch.autograd.grad` call) added (`BackwardRecord`), so two things can
+be checked:
 
-- each backward pass that went through one micro-batch's forward added a positive multiple of that
+- each pass that went through one micro-batch's forward added a positive multiple of that
   micro-batch's own gradient (its loss may be divided by anything: k, its items, the window's;
   under a GradScaler it is also multiplied by the scale);
-- the `.grad` a step saw is what the backward passes added since `.grad` was last emptied (by
-  `zero_grad` or `p.grad = None`; at most back to the previous step), times one positive factor
-  (the scaler's unscale, clipping, a division the loop does itself) of at most MAX_FACTOR, after
-  the scale is taken out: a larger one means the loop added next to nothing and wrote the
-  gradient in.
+- the `.grad` a step saw is a combination Σ c_i a_i of what the window's passes a_i added, every
+  c_i ≥ 0 (0 for a pass whose gradient was zeroed away, a dropped tail) and, the scaler's scale
+  taken out, at most k, the window's micro-batches: a loop may divide, clip, weight its
+  micro-batches, or rescale a short window by k / its length, but a weight beyond k means the
+  passes added a small fraction of a gradient that came from elsewhere.
 
 Not checked where it cannot be recomputed: a model with active dropout (its masks are drawn
 again), windows with inputs the audit does not know, and non-finite passes.
@@ -31,9 +32,7 @@ from .hypotheses import vec
 from .recording import BackwardRecord, Recording
 from .spec import Setup
 
-MAX_FACTOR = (
-    100.0  # .grad / what backward added: clipping and division shrink it, never this much up
-)
+FIT = 1e-8  # the combination reproduces .grad to this share of its largest entry, at least
 
 
 def _multiple(got: torch.Tensor, of: torch.Tensor, rel: float) -> float | None:
@@ -59,6 +58,23 @@ def _added(b: BackwardRecord, names: list[str], like: dict) -> torch.Tensor:
     )
 
 
+def _weights(seen: torch.Tensor, added: list[torch.Tensor], rel: float) -> list[float] | None:
+    """c ≥ 0 with seen = Σ c_i added_i (least squares, to `rel` of the largest entry), or None.
+    A pass that added nothing gets weight 0."""
+    if not added:
+        return [] if not bool(seen.any()) else None
+    a = torch.stack(added, dim=1)  # (parameters, passes)
+    c = torch.linalg.lstsq(a, seen.unsqueeze(1), driver="gelsd").solution.squeeze(1)
+    fit = a @ c
+    top = float(seen.abs().max()) or 1.0
+    if float((fit - seen).abs().max()) > max(rel, FIT) * top:
+        return None
+    big = float(c.abs().max()) or 1.0
+    if float(c.min()) < -1e-6 * big:
+        return None  # a pass counted negatively: not accumulation
+    return [max(float(v), 0.0) for v in c]
+
+
 def foreign_gradient(rec: Recording, setup: Setup) -> str:
     """A sentence on the first step whose gradient did not come from the model's own backward
     passes, or "" when every checked one did."""
@@ -77,14 +93,8 @@ def foreign_gradient(rec: Recording, setup: Setup) -> str:
             for n, p in probe.named_parameters():
                 p.copy_(step.params[n])
         own = {}
-        total = torch.zeros(sum(step.grads[n].numel() for n in names), dtype=torch.float64)
-        wrote = False  # a pass since the last restart wrote into .grad
         for b in passes:
             added = _added(b, names, step.grads)
-            if b.fresh and wrote:  # .grad was emptied since (zero_grad, `p.grad = None`): restart
-                total, wrote = torch.zeros_like(total), False
-            total += added
-            wrote |= b.accumulated
             batches = {rec.forwards[f] for f in b.forwards}
             if len(batches) != 1 or None in batches:
                 continue  # no forward, or several at once: other findings say what happened
@@ -100,12 +110,20 @@ def foreign_gradient(rec: Recording, setup: Setup) -> str:
         seen = vec(step.grads, names)
         if not torch.isfinite(seen).all():
             continue
-        factor = _multiple(seen, total, rel)
+        weights = _weights(seen, [_added(b, names, step.grads) for b in passes], rel)
         scale = step.scale or 1.0  # under a GradScaler the passes added scale × the gradient
-        if factor is None or factor * scale > MAX_FACTOR:
+        if weights is None:
             return (
-                f"at step {step.index + 1}, .grad held something other than what the window's "
-                "backward passes added to the model's own parameters (written into .grad from a "
-                "copy of the model, or from another computation)"
+                f"at step {step.index + 1}, .grad held something other than a combination of what "
+                "the window's backward passes added to the model's own parameters (written into "
+                ".grad from a copy of the model, or from another computation)"
+            )
+        heaviest = max(weights, default=0.0) * scale
+        if heaviest > setup.k * (1 + 1e-9):
+            return (
+                f"at step {step.index + 1}, .grad weighed a backward pass's contribution "
+                f"{heaviest:.3g} times (more than k = {setup.k}): the passes carried a small "
+                "fraction of a gradient that came from elsewhere (a copy of the model, another "
+                "computation); let each backward put its full share into .grad"
             )
     return ""

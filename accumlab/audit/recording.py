@@ -38,8 +38,6 @@ class BackwardRecord:
     forwards: tuple[int, ...]  # the tagged forwards it reached (indices into Recording.forwards)
     added: dict[str, torch.Tensor]  # parameter name -> its contribution (float64, CPU)
     finite: bool = True
-    fresh: bool = True  # .grad was empty (None or zeros) where it added: zeroed before it
-    accumulated: bool = True  # it wrote into .grad (backward); torch.autograd.grad does not
 
 
 @dataclass
@@ -76,9 +74,10 @@ class Recording:
     @property
     def graphs_together(self) -> int:
         """The most forwards whose graphs were alive at once before backward reached them, counting
-        only graphs backward later used: 1 when each micro-batch's backward follows its forward."""
+        only graphs backward later used, or the most forwards one backward pass went through: 1
+        when each micro-batch's backward follows its forward."""
         used = self.backpropagated
-        return max(
+        waited = max(
             (
                 1 + sum(f in used for f in w)
                 for f, w in enumerate(self.waiting_at_forward)
@@ -86,6 +85,9 @@ class Recording:
             ),
             default=0,
         )
+        # one backward pass through several forwards' graphs needed them all alive at once, even
+        # when an earlier pass (retain_graph=True) had already reached each of them
+        return max([waited, *(len(b.forwards) for b in self.backwards)])
 
     @property
     def position(self) -> int:

@@ -8,6 +8,7 @@ import torch
 
 from . import exercise
 from ._answers import compare
+from ._gradcache_judge import from_own_backwards
 from ._observe import Added, Hint, Observe, Refuse, Spy, forwards_phrase
 
 # 09.1: the old EMA's share per optimizer step must be KEPT, with K updates per step
@@ -186,32 +187,6 @@ def _allowed_bytes(model, data, micro_batch_size) -> dict:
     return {"loss": loss, "chunk": chunk, "cached": cached, "bound": max(loss, chunk + cached)}
 
 
-def _from_own_backwards(learner, added) -> None:
-    """The .grad the answer left must be what its backward passes into `learner` added: not a
-    gradient computed on a copy (in this thread or another) or by hand, and copied in."""
-    from ..compare import flatten
-
-    if added.foreign_forwards:
-        raise Hint(
-            "your answer ran a forward with a graph through another model's layers (a copy of "
-            "`model`?): GradCache backpropagates through `model` itself, one micro-batch at a time"
-        )
-    vectors = added.vectors()
-    if any(not bool(v.any()) for v in vectors):
-        raise Hint(
-            "a backward pass into the model added nothing to .grad: each micro-batch's pass-2 "
-            "backward carries its rows of d loss / d embedding"
-        )
-    got = flatten({n: p.grad for n, p in learner.named_parameters()})
-    total = sum(vectors) if vectors else torch.zeros_like(got)
-    if not bool(((got - total).abs() <= 1e-9 * total.abs().max()).all()) or not bool(total.any()):
-        raise Hint(
-            ".grad ended as something other than what your backward passes into the model added: "
-            "let each micro-batch's backward write the gradient (a gradient computed elsewhere "
-            "and copied into .grad is not GradCache)"
-        )
-
-
 @exercise("09.4", 3, "Implement the two-pass GradCache step")
 def gradcache_step(answer):
     from ..compare import grad_diff
@@ -268,7 +243,7 @@ def gradcache_step(answer):
             "graph, the loss once over the cached embeddings, and in pass 2 backpropagate each "
             "micro-batch before the next forward"
         )
-    _from_own_backwards(learner, added)
+    from_own_backwards(learner, added, model, data, mb)
     if grad_diff(grads_of(learner), expected).max_rel > 1e-10:
         raise Hint(
             "the gradient differs from the big batch's (checked to a relative 1e-10): the loss "

@@ -403,3 +403,80 @@ HINTS = {
     "the big batch on a copy, decoys, .grad copied in": "not from your loop's accumulation",
     "al.full_batch_grads behind call_within, decoys": "write it yourself",
 }
+
+
+def _buffered_outside_grad(model, optimizer, batches, k):
+    """Right: each pass's .grad moved into a buffer (p.grad = None), set back before the step."""
+    params = list(model.parameters())
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        n = sum(len(y) for _, y in window)
+        buf = [torch.zeros_like(p) for p in params]
+        for x, y in window:
+            (F.mse_loss(model(x), y, reduction="sum") / n).backward()
+            for b, p in zip(buf, params, strict=True):
+                b += p.grad
+                p.grad = None
+        for b, p in zip(buf, params, strict=True):
+            p.grad = b
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _online_mean(model, optimizer, batches, k):
+    """Right: .grad kept as the running mean over the samples seen so far in the window."""
+    for start in range(0, len(batches), k):
+        seen = 0
+        for x, y in batches[start : start + k]:
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad *= seen / (seen + len(y))
+            (F.mse_loss(model(x), y, reduction="sum") / (seen + len(y))).backward()
+            seen += len(y)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _retained_decoys(model, optimizer, batches, k):
+    """Every graph kept for one backward, each first reached by a tiny retain_graph decoy."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        n = sum(len(y) for _, y in window)
+        losses = []
+        for x, y in window:
+            loss = F.mse_loss(model(x), y, reduction="sum")
+            (loss * 1e-13).backward(retain_graph=True)
+            losses.append(loss)
+        (sum(losses) / n).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _a_hundredth_then_written(model, optimizer, batches, k):
+    """Honest passes at 1/99 of their weight, then a copy's big-batch gradient written in."""
+    for start in range(0, len(batches), k):
+        twin, window, loss = _twin_big_batch(model, batches, start, k)
+        n = sum(len(y) for _, y in window)
+        for x, y in window:
+            (F.mse_loss(model(x), y, reduction="sum") / n / 99).backward()
+        loss.backward()
+        for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+            p.grad = q.grad.clone()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+RIGHT["08.2"] += [
+    ("each pass moved into a buffer outside .grad", _buffered_outside_grad),
+    ("a running mean kept in .grad", _online_mean),
+]
+WRONG["08.2"] += [
+    ("every graph kept for one backward, behind retain_graph decoys", _retained_decoys),
+    ("passes at 1/99 weight, a copy's gradient written in", _a_hundredth_then_written),
+]
+HINTS.update(
+    {
+        "every graph kept for one backward, behind retain_graph decoys": "alive together",
+        "passes at 1/99 weight, a copy's gradient written in": "more than k = 4",
+    }
+)

@@ -374,3 +374,56 @@ HINTS.update(
         "the whole batch by hand, copied over an honest pass": "copied into .grad",
     }
 )
+
+
+def _functional_full_grad(model, data):
+    """The whole batch's gradient by hand-written layers on detached weights (no module runs)."""
+    weights = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    h, i = al.coupling.pair_inputs(data), 0
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            h = torch.nn.functional.linear(h, weights[i], weights[i + 1])
+            i += 2
+        elif isinstance(layer, torch.nn.Tanh):
+            h = torch.tanh(h)
+    n = len(data)
+    return torch.autograd.grad(_hand_info_nce(h[:n], h[n:]), weights)
+
+
+def _injected_through_the_parameters(model, data, micro_batch_size):
+    """The whole batch's gradient from another thread, put into .grad by one backward through
+    the parameters alone, behind tiny decoy passes through each micro-batch's forward."""
+    import threading
+
+    out = []
+    thread = threading.Thread(target=lambda: out.extend(_functional_full_grad(model, data)))
+    thread.start()
+    thread.join()
+    for chunk in data.micro_batches(micro_batch_size):
+        (model(al.coupling.pair_inputs(chunk)).sum() * 1e-3).backward()
+    params = list(model.parameters())
+    sum((p * (g - p.grad)).sum() for p, g in zip(params, out, strict=True)).backward()
+
+
+def _gradcache_one_tower_at_a_time(model, data, micro_batch_size):
+    """Right: pass 2 back-propagates each micro-batch's anchors, then its positives, separately
+    (GradCache's two-tower form)."""
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        q = torch.cat([model(c.x) for c in chunks]).requires_grad_()
+        k = torch.cat([model(c.y) for c in chunks]).requires_grad_()
+    al.coupling.info_nce(q, k).backward()
+    sizes = [len(c) for c in chunks]
+    for c, gq, gk in zip(chunks, q.grad.split(sizes), k.grad.split(sizes), strict=True):
+        (model(c.x) * gq).sum().backward()
+        (model(c.y) * gk).sum().backward()
+
+
+RIGHT["09.4"].append(("pass 2 one tower at a time", _gradcache_one_tower_at_a_time))
+WRONG["09.4"].append(
+    (
+        "the whole batch in a thread, injected through the parameters",
+        _injected_through_the_parameters,
+    )
+)
+HINTS["the whole batch in a thread, injected through the parameters"] = "one micro-batch's pass 2"
