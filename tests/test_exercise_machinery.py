@@ -745,3 +745,18 @@ def test_fed_compares_the_rows_not_only_their_count():
     said = seen.fed(micro)
     assert said.startswith("2 of your 3 forwards with a graph received rows that are not")
     assert "2 micro-batches never went through the model" in said
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [10**400, Decimal("1e400"), Fraction(10**400, 3), Decimal("1e10000000"), 10**5000],
+    ids=["int 10**400", "Decimal 1e400", "Fraction", "Decimal 1e10000000", "int 10**5000"],
+)
+def test_a_number_beyond_every_float_gets_a_range_hint_at_once(answer):
+    """Before: "your answer raised OverflowError" (the learner's number, blamed on their code),
+    and Decimal("1e10000000") took 13.7 s to convert."""
+    start = time.perf_counter()
+    for exercise_id in ("02.1", "03.3", "05.1"):
+        result = al.check(exercise_id, answer)
+        assert not result.ok and "sensible range" in result.message, result.message
+    assert time.perf_counter() - start < 5

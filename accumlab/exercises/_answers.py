@@ -69,6 +69,8 @@ def _value(answer):
     elif isinstance(answer, Decimal):
         if not answer.is_finite():
             raise Hint(f"answer with one finite number, got {answer}")
+        if abs(answer.adjusted()) > _DIGITS:  # Fraction(Decimal("1e10000000")) takes seconds
+            raise Hint(f"answer with a number in a sensible range, got {answer:.3e}")
         value = Fraction(answer)
     elif isinstance(answer, numbers.Integral):  # numpy integers
         value = int(answer)
@@ -86,7 +88,17 @@ def _value(answer):
         raise Hint(
             f"answer with one finite number, got {value} — something in the computation overflowed or divided 0 by 0"
         )
+    if isinstance(value, (int, Fraction)) and abs(value) > _LARGEST:
+        if isinstance(value, int):  # str() refuses more than 4300 digits: count them from bits
+            size = f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+        else:
+            size = "a fraction beyond the largest float"
+        raise Hint(f"answer with a number in a sensible range, got {size}")
     return value
+
+
+_LARGEST = 1.7976931348623157e308  # sys.float_info.max: beyond it no float holds the number
+_DIGITS = 308  # powers of ten a Decimal may carry before it is beyond every float
 
 
 def number(answer) -> float:

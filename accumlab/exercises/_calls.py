@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import itertools
 import sys
 import types
@@ -99,11 +100,15 @@ def _holds(value, ids: set, depth: int = 0) -> bool:
         inner = list(value)
     elif isinstance(value, dict) and len(value) <= 16:
         inner = list(value.values())
-    else:
-        inner = [type(value)] if id(type(value)) in ids else []
+    elif id(type(value)) in ids:
+        inner = [type(value)]
+    else:  # an instance whose class's __call__ is the refused function (staticmethod, partial)
+        call = inspect.getattr_static(type(value), "__call__", None)
+        inner = [getattr(call, "__func__", call)] if call is not None else []
     return any(_holds(v, ids, depth + 1) for v in inner)
 
 
+_TRANSPARENT = {"contextlib", "functools"}  # modules whose frames only pass a call on
 _GUARDS = itertools.count()  # a fresh handler name for each function guarded
 
 
@@ -122,7 +127,7 @@ class Refuse:
         self.names = names
         self.called: list[str] = []
 
-    def _guard(self, name: str, original):
+    def _guard(self, name: str, original, *, inner: bool = False):
         @functools.wraps(original)
         def refused(*args, **kwargs):
             if self._own_call(sys._getframe(1), original):
@@ -130,6 +135,10 @@ class Refuse:
             self.called.append(name)
             raise Hint(self.hint())
 
+        # functools.wraps' way back to the unguarded function leads to a guard too
+        del refused.__wrapped__
+        if not inner:
+            refused.__wrapped__ = self._guard(name, original, inner=True)
         return refused
 
     def _own_call(self, frame, target) -> bool:
@@ -137,7 +146,9 @@ class Refuse:
         that holds the object as a value was handed it by the answer — `call_within(30, fn, …)`,
         `measure_peak(fn)`, or the checker calling an answer that is `functools.partial(fn)` (a
         partial runs no Python frame of its own) — and that call is the answer's."""
-        caller = frame.f_globals.get("__name__", "")
+        while frame is not None and frame.f_globals.get("__name__") in _TRANSPARENT:
+            frame = frame.f_back  # a decorator's wrapper: the call is its caller's
+        caller = frame.f_globals.get("__name__", "") if frame is not None else ""
         if not (caller == "accumlab" or caller.startswith("accumlab.")):
             return False
         if caller == __name__:
@@ -155,6 +166,12 @@ class Refuse:
         self._targets: list = []  # the refused objects and their guards, to spot them as values
         for name in self.names:
             target = _resolve(name)
+            inner = inspect.unwrap(target) if callable(target) else target
+            if inner is not target and isinstance(inner, types.FunctionType):
+                # a decorated function: its own code is a closure's and cannot be swapped, but
+                # the function it wraps (`__wrapped__`) can, so every path to it is guarded
+                self._guard_code(name, inner)
+                self._targets.append(inner)
             self._targets.append(target)
             if isinstance(target, type):
                 self._undo.append((target, "__init__", target.__dict__.get("__init__")))
@@ -183,11 +200,11 @@ class Refuse:
         """Swap `target.__code__` for a guard that every binding of the function runs: it calls a
         handler (named in the function's own globals while the block runs), which lets accumlab's
         own callers through to a twin holding the original code and refuses any other caller."""
-        if not isinstance(target, types.FunctionType) or target.__closure__:
-            return  # a builtin or a closure: refused through its module bindings only
+        if not isinstance(target, types.FunctionType):
+            return  # a builtin: refused through its module bindings only
         original = target.__code__
         twin = types.FunctionType(
-            original, target.__globals__, target.__name__, target.__defaults__, None
+            original, target.__globals__, target.__name__, target.__defaults__, target.__closure__
         )
         twin.__kwdefaults__ = target.__kwdefaults__
         handler_name = f"__accumlab_refused_{next(_GUARDS)}__"
@@ -198,13 +215,20 @@ class Refuse:
             self.called.append(name)
             raise Hint(self.hint())
 
+        # a closure's code must keep its count of free variables (`super()` makes `__class__`
+        # one): the guard is made inside a factory taking them, and names them all
+        free = original.co_freevars
+        touch = f"    ({', '.join(free)},)\n" if free else ""
         source = (
-            f"def {original.co_name}(*args, **kwargs):\n    return {handler_name}(args, kwargs)\n"
+            f"def __factory__({', '.join(free)}):\n"
+            f"  def {original.co_name}(*args, **kwargs):\n{touch}"
+            f"    return {handler_name}(args, kwargs)\n"
+            f"  return {original.co_name}.__code__\n"
         )
         scope: dict = {}
         exec(compile(source, original.co_filename, "exec"), scope)
         target.__globals__[handler_name] = handler
-        target.__code__ = scope[original.co_name].__code__
+        target.__code__ = scope["__factory__"](*[None] * len(free))
         self._codes.append((target, original, handler_name))
 
     def __exit__(self, kind, err, tb) -> None:

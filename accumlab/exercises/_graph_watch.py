@@ -12,8 +12,8 @@ import torch
 class GraphsReferenced:
     """Graphs still referenced, with or without their saved tensors: a loss kept in a list, or a
     running total that a loss was added to, keeps every autograd node behind it after backward has
-    freed the saved tensors. Each forward's module outputs carry a marker in their autograd node's
-    `metadata` dict, which dies with the node; `peak` is the most forwards with a node alive at once,
+    freed the saved tensors. Each forward's module outputs carry a marker as a pre-hook of their autograd
+    node, which dies with the node; `peak` is the most forwards with a node alive at once,
     sampled whenever a module output is made (the previous micro-batch's loss is usually still bound
     then, so a right loop reads 2)."""
 
@@ -35,7 +35,9 @@ class GraphsReferenced:
             marker = _Marker()
             self._alive[self._passes] = self._alive.get(self._passes, 0) + 1
             weakref.finalize(marker, self._drop, self._passes)
-            output.grad_fn.metadata.setdefault("accumlab-05.3", []).append(marker)
+            # held by the node as a hook (a no-op): unlike its `metadata` dict, an answer cannot
+            # clear it, and it dies with the node
+            output.grad_fn.register_prehook(marker)
             self.peak = max(self.peak, len(self._alive))
 
     def _count(self, module, args) -> None:
@@ -54,6 +56,9 @@ class GraphsReferenced:
 
 class _Marker:
     __slots__ = ("__weakref__",)
+
+    def __call__(self, grad_outputs):
+        return None  # the gradient flows on unchanged
 
 
 class OutputGradients:
@@ -84,6 +89,27 @@ class OutputGradients:
             record["grad"] = record["grad"] + grad.detach()
 
         output.register_hook(arrived)
+
+    def not_own(self, micro, direction) -> int:
+        """How many micro-batches' forwards with a graph did not receive a positive multiple of
+        their own loss's gradient at the output, `direction(out, mb)` (any scale: the loss may be
+        divided by anything): a decoy `0 * out.sum()` receives nothing, whatever it adds to .grad
+        through other paths."""
+        from ._model_effects import multiple_of
+        from ._observe import _rows_key
+
+        by_rows = {_rows_key(mb.x): mb for mb in micro}
+        graphs = [p for p in self.passes if p["out"] is not None]
+        missed = max(len(micro) - len(graphs), 0)
+        for p in graphs:
+            mb = by_rows.get(_rows_key(p["x"]))
+            if mb is None:
+                missed += 1
+                continue
+            want = direction(p["out"], mb).reshape(-1).double()
+            if not multiple_of(p["grad"].reshape(-1).double(), want, rel=1e-6):
+                missed += 1
+        return missed
 
     def wrong(self, micro, elements: int) -> int:
         """How many micro-batches' forwards with a graph did not receive the mean loss's gradient."""

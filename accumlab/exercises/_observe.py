@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch._C import _autograd
 
 from ..saved import LiveSavedTensors
 from ._answers import Hint  # noqa: F401 - checkers may import it from here
@@ -157,9 +158,11 @@ class Observe:
         self._handles: list = []
         self._active = False
         self._saved: _GraphsAlive | None = None
+        self._pushed: list[bool] = []  # per module forward running: did its pre-hook push hooks?
 
     def _on_forward(self, name: str):
         def hook(module, args, kwargs):
+            self._pushed.append(self._see_through_answer_hooks() if self._active else False)
             if self._active:
                 self.calls[name].append(Call(_rows(args, kwargs), torch.is_grad_enabled()))
                 if name == self.entry:
@@ -168,6 +171,34 @@ class Observe:
                         self.inputs.append(_first_tensor(args, kwargs))
 
         return hook
+
+    def _see_through_answer_hooks(self) -> bool:
+        """An answer's own saved-tensor hooks (`torch.autograd.graph.saved_tensors_hooks`,
+        `save_on_cpu`) sit above the checker's and would hide every tensor the model saves: for
+        the length of this module's forward, push the checker's count composed with them (the
+        answer's hooks still get every tensor). True when pushed, for the forward hook to pop."""
+        top = _autograd._top_saved_tensors_default_hooks(False)
+        ours = self._saved._pack
+        if top is not None and (top[0] == ours or getattr(top[0], "_accumlab_count", False)):
+            return False
+        if top is None:  # the answer popped the checker's hooks: count on our own
+            _autograd._push_saved_tensors_default_hooks(ours, self._saved._unpack)
+            return True
+        their_pack, their_unpack = top
+
+        def pack(t):
+            return ours(t), their_pack(t)  # ours holds the tensor as long as the answer's does
+
+        def unpack(pair):
+            return their_unpack(pair[1])
+
+        pack._accumlab_count = True
+        _autograd._push_saved_tensors_default_hooks(pack, unpack)
+        return True
+
+    def _after_forward(self, module, args, kwargs, output) -> None:
+        if self._pushed and self._pushed.pop():
+            _autograd._pop_saved_tensors_default_hooks()
 
     def _on_grad(self, grad):
         if self._active:
@@ -181,6 +212,11 @@ class Observe:
         for name, module in self.model.named_modules():
             self._handles.append(
                 module.register_forward_pre_hook(self._on_forward(name), with_kwargs=True)
+            )
+            self._handles.append(  # always_call: a forward that raises still pops what we pushed
+                module.register_forward_hook(
+                    self._after_forward, with_kwargs=True, always_call=True
+                )
             )
         for p in self.model.parameters():
             if p.requires_grad:

@@ -14,6 +14,7 @@ from ..engine import grads_of
 from ..models import TinyLM
 from . import exercise
 from ._answers import Hint, compare, integer
+from ._graph_watch import OutputGradients
 from ._observe import Added as _Added
 from ._observe import Observe, Refuse, forwards_phrase, multiple_of, plural
 
@@ -164,7 +165,12 @@ def fix_loop(answer):
         model.zero_grad(set_to_none=True)
         # what each micro-batch's own backward adds, up to its scale: its weighted summed loss
         own = [_weighted_full_batch(model, m, weight, reduction="sum") for m in micro]
-        with Refuse(*REFUSED), Observe(model, inputs=True) as seen, _Added(model) as added:
+        with (
+            Refuse(*REFUSED),
+            Observe(model, inputs=True) as seen,
+            _Added(model) as added,
+            OutputGradients(model) as arrived,
+        ):
             answer(model, micro, weight.clone())
         rows = [c.rows for c in seen.forwards if c.graph]  # forwards under no_grad cost nothing
         expected = [len(m) for m in micro]
@@ -204,6 +210,12 @@ def fix_loop(answer):
                     "each micro-batch's backward carries the loss of that micro-batch's tokens"
                 )
             unmatched.remove(j)
+        if arrived.not_own(micro, lambda out, mb, w=weight: _logit_direction(out, mb, w)):
+            return (
+                "a micro-batch's forward did not receive its own loss's gradient at the logits: "
+                "each micro-batch's backward starts from that micro-batch's weighted loss, through "
+                "the forward it just ran (not from a gradient computed elsewhere)"
+            )
         got = flatten(grads_of(model))
         total = sum(vectors)
         if not _multiple(got, total):
@@ -240,6 +252,16 @@ def fix_loop(answer):
             "its class weight ÷ the same window-wide divisor"
         )
     return None
+
+
+def _logit_direction(logits, mb, weight) -> torch.Tensor:
+    """The gradient of a micro-batch's weighted summed token loss at its logits."""
+    leaf = logits.detach().clone().requires_grad_()
+    F.cross_entropy(
+        leaf.reshape(-1, VOCAB), mb.y.reshape(-1), weight=weight, ignore_index=IGNORE_INDEX,
+        reduction="sum",
+    ).backward()  # fmt: skip
+    return leaf.grad
 
 
 def _mean_of_means(model, micro, weight) -> torch.Tensor:

@@ -162,7 +162,9 @@ def accumulate_lean(answer):
         value = number(result)
     except Hint as hint:
         # a number of the wrong kind (NaN, complex) keeps the reader's own reason
-        if isinstance(result, (int, float, complex)):
+        import numbers
+
+        if isinstance(result, numbers.Number) or hasattr(result, "dtype"):  # numpy, tensors
             raise Hint(f"the mean loss you returned: {hint}") from None
         raise Hint(
             f"return the mean loss over all micro-batches as a number, got {type(result).__name__}"

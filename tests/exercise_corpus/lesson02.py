@@ -400,3 +400,105 @@ def _accelerate_does_it(optimizer, k):
 RIGHT["02.3"].append(("the optimizer's step reached through its class", _StepsThroughTheClass))
 WRONG["02.3"].append(("Accelerate's AcceleratedOptimizer and _do_sync", _accelerate_does_it))
 HINTS["Accelerate's AcceleratedOptimizer and _do_sync"] = "build Accelerate's trick yourself"
+
+
+def _forwards_first_behind_own_hooks(model, data, size):
+    """Every micro-batch's graph kept alive at once, its saved tensors behind the answer's own
+    saved-tensor hooks (where the checker's count would not see them)."""
+    import torch.nn.functional as F
+
+    model.zero_grad()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        losses = [F.mse_loss(model(mb.x), mb.y, reduction="sum") for mb in data.micro_batches(size)]
+    for loss in losses:
+        loss.backward()
+
+
+def _exact_decoys_from_one_hidden_graph(model, data, size):
+    """One graph over the whole batch on detached weights gives every micro-batch's gradient;
+    decoy passes `Σ p·g_j + 0·out` then add them: no gradient flows through the forwards."""
+    import torch.nn.functional as F
+
+    ws = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    out = F.linear(torch.tanh(F.linear(data.x, ws[0], ws[1])), ws[2], ws[3])
+    per_row = ((out - data.y) ** 2).sum(1)
+    n = len(data.x) // size
+    gs = [
+        torch.autograd.grad(per_row[j * size : (j + 1) * size].sum(), ws, retain_graph=j < n - 1)
+        for j in range(n)
+    ]
+    model.zero_grad()
+    for j, mb in enumerate(data.micro_batches(size)):
+        o = model(mb.x)
+        (
+            sum((p * g).sum() for p, g in zip(model.parameters(), gs[j], strict=True)) + 0 * o.sum()
+        ).backward()
+
+
+WRONG["02.2"] += [
+    (
+        "every graph alive behind the answer's own saved-tensor hooks",
+        _forwards_first_behind_own_hooks,
+    ),
+    ("exact decoys from one hidden full-batch graph", _exact_decoys_from_one_hidden_graph),
+]
+HINTS.update(
+    {
+        "every graph alive behind the answer's own saved-tensor hooks": "graphs alive at once",
+        "exact decoys from one hidden full-batch graph": "its own loss's gradient",
+    }
+)
+
+
+def _stand_in_engine_counts(optimizer, k):
+    """Lesson 11's DeepSpeed stand-in does the window counting."""
+    from accumlab.frameworks.deepspeed_stand_in import StandInEngine
+
+    engine = StandInEngine(torch.nn.Linear(1, 1), optimizer, SimpleNamespace(step=lambda: None), k)
+    return SimpleNamespace(step=engine.step, zero_grad=lambda: None)
+
+
+def _accelerated_optimizer_without_init(optimizer, k):
+    """Accelerate's optimizer wrapper, its __init__ skipped, gating the step for the answer."""
+    from accelerate.optimizer import AcceleratedOptimizer
+    from accelerate.state import GradientState
+
+    class Mine(AcceleratedOptimizer):
+        def __init__(self, opt):
+            self.optimizer, self.scaler = opt, None
+            self.accelerator_state = SimpleNamespace(distributed_type=None)
+            self.gradient_state = GradientState()
+            self._is_overflow, self._accelerate_step_called, self.n = False, False, 0
+
+    wrapped = Mine(optimizer)
+
+    class Wrapper:
+        def step(self):
+            wrapped.n += 1
+            wrapped.gradient_state.__dict__["sync_gradients"] = wrapped.n % k == 0
+            AcceleratedOptimizer.step(wrapped)
+
+        def zero_grad(self):
+            AcceleratedOptimizer.zero_grad(wrapped)
+
+    return Wrapper()
+
+
+def _zero_grad_after_the_loop(model, data, size):
+    for mb in data.micro_batches(size):
+        F.mse_loss(model(mb.x), mb.y, reduction="sum").backward()
+    model.zero_grad()
+
+
+WRONG["02.3"] += [
+    ("lesson 11's StandInEngine counts the window", _stand_in_engine_counts),
+    ("AcceleratedOptimizer without its __init__", _accelerated_optimizer_without_init),
+]
+WRONG["02.2"].append(("zero_grad() after the loop", _zero_grad_after_the_loop))
+HINTS.update(
+    {
+        "lesson 11's StandInEngine counts the window": "al.frameworks.StandInEngine",
+        "AcceleratedOptimizer without its __init__": "AcceleratedOptimizer.step",
+        "zero_grad() after the loop": "a zero_grad() after the loop",
+    }
+)

@@ -318,3 +318,31 @@ WRONG["03.4"].append(
     ("the whole window by hand in every decoy backward", _window_by_hand_each_pass)
 )
 HINTS["the whole window by hand in every decoy backward"] = "one micro-batch's own gradient"
+
+
+def _window_graph_then_exact_decoys(model, micro_batches, class_weight):
+    """One graph over the padded window on detached weights gives each micro-batch's exact share;
+    decoy passes through each micro-batch's forward add it, with no gradient through the logits."""
+    weights = (model.embed.weight, model.head.weight, model.head.bias)
+    e, w, b = (p.detach().clone().requires_grad_() for p in weights)
+    length = max(m.x.shape[1] for m in micro_batches)
+    x = torch.cat([F.pad(m.x, (0, length - m.x.shape[1])) for m in micro_batches])
+    y = torch.cat([F.pad(m.y, (0, length - m.y.shape[1]), value=-100) for m in micro_batches])
+    logits = F.linear(torch.tanh(F.embedding(x, e)), w, b)
+    per_token = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), y.reshape(-1), weight=class_weight,
+        ignore_index=-100, reduction="none",
+    ).reshape(y.shape)  # fmt: skip
+    total = class_weight[y[y != -100]].sum()
+    shares, row = [], 0
+    for j, m in enumerate(micro_batches):
+        part = per_token[row : row + len(m.x)].sum() / total
+        row += len(m.x)
+        shares.append(torch.autograd.grad(part, (e, w, b), retain_graph=j < len(micro_batches) - 1))
+    for m, g in zip(micro_batches, shares, strict=True):
+        out = model(m.x)
+        (sum((p * gi).sum() for p, gi in zip(weights, g, strict=True)) + 0 * out.sum()).backward()
+
+
+WRONG["03.4"].append(("exact decoys from one hidden window graph", _window_graph_then_exact_decoys))
+HINTS["exact decoys from one hidden window graph"] = "its own loss's gradient"

@@ -492,3 +492,51 @@ HINTS.update(
         "a constant column without eps: NaN": "are NaN or infinite",
     }
 )
+
+
+class _FreezeObject:
+    """An object whose class's __call__ is the refused function."""
+
+    __call__ = staticmethod(al.batchnorm.freeze_batchnorm)
+
+
+def _stats_via_wrapped(x, size):
+    """The decorated helper's undecorated function, reached through __wrapped__."""
+    layer = nn.Sequential(nn.BatchNorm1d(x.shape[1])).to(x.dtype)
+    rows = al.Data(x, torch.zeros(len(x), dtype=torch.long))
+    stats = al.batchnorm.micro_batch_stats.__wrapped__(layer, rows, size)
+    pieces = zip(x.split(size), stats["micro_means"], stats["micro_vars"], strict=True)
+    return torch.cat([(c - mu) / (v + 1e-5).sqrt() for c, mu, v in pieces])
+
+
+def _ghost_forward_bound_before(x, size):
+    """GhostBatchNorm1d.forward bound to a name before the check, called on a borrowed layer."""
+    bn = nn.BatchNorm1d(x.shape[1], affine=False, dtype=x.dtype)
+    bn.ghost_batch_size = size
+    bn.__class__ = _GHOST
+    return _GHOST_FORWARD(bn, x)
+
+
+def _ghost_in_bfloat16_cast_back(x, size):
+    b = x.bfloat16()
+    out = [(c - c.mean(0)) / (c.var(0, unbiased=False) + 1e-5).sqrt() for c in b.split(size)]
+    return torch.cat(out).float()
+
+
+from accumlab.batchnorm.remedies import GhostBatchNorm1d as _GHOST  # noqa: E402
+
+_GHOST_FORWARD = _GHOST.forward
+WRONG["04.3"].append(("an object whose __call__ is freeze_batchnorm", _FreezeObject()))
+WRONG["04.4"] += [
+    ("micro_batch_stats.__wrapped__", _stats_via_wrapped),
+    ("GhostBatchNorm1d.forward bound before the check", _ghost_forward_bound_before),
+    ("the right method in bfloat16, cast back to float32", _ghost_in_bfloat16_cast_back),
+]
+HINTS.update(
+    {
+        "an object whose __call__ is freeze_batchnorm": "al.batchnorm.freeze_batchnorm",
+        "micro_batch_stats.__wrapped__": "al.batchnorm.micro_batch_stats",
+        "GhostBatchNorm1d.forward bound before the check": "write it yourself",
+        "the right method in bfloat16, cast back to float32": "computed in bfloat16",
+    }
+)

@@ -334,3 +334,34 @@ def _returns_nan(model, micro_batches):
 
 WRONG["05.3"].append(("a right loop returning NaN", _returns_nan))
 HINTS["a right loop returning NaN"] = "got nan"
+
+
+def _graphs_hidden_and_unmarked(model, micro_batches):
+    """Every graph alive at once behind the answer's own hooks, and the nodes' metadata cleared."""
+
+    def clear(t):
+        seen, stack = set(), [t.grad_fn]
+        while stack:
+            fn = stack.pop()
+            if fn is None or id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            fn.metadata.clear()
+            stack.extend(f for f, _ in fn.next_functions)
+
+    k = len(micro_batches)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        losses = [F.mse_loss(model(mb.x), mb.y) for mb in micro_batches]
+        for loss in losses:
+            clear(loss)
+    total = 0.0
+    for loss in losses:
+        (loss / k).backward()
+        total += loss.item()
+    return total / k
+
+
+WRONG["05.3"].append(("graphs hidden by own hooks, metadata cleared", _graphs_hidden_and_unmarked))
+HINTS["graphs hidden by own hooks, metadata cleared"] = "graphs alive at once"
+WRONG["05.3"].append(("a right loop returning NaN as np.float32", lambda m, mbs: np.float32("nan")))
+HINTS["a right loop returning NaN as np.float32"] = "got nan"
