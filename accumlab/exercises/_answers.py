@@ -249,8 +249,22 @@ def _shortened(value: float, expected: float, unit: float) -> bool:
     steps = expected / unit
     return any(
         math.isclose(value, k * unit, rel_tol=1e-6, abs_tol=unit * 1e-6)  # float32-typed digits
-        for k in {round(steps), math.trunc(steps)}
+        # Python's round() halves to even (12.5 → 12), a person halves up (0.125 → 0.13)
+        for k in {round(steps), math.trunc(steps), math.floor(steps + 0.5 + 1e-9)}
     )
+
+
+def too_coarse(answer, expected: float, *, sig: int) -> bool:
+    """The answer agrees with `expected` to every digit it shows, but shows fewer than `sig`
+    significant digits need: what `compare` answers with "close — give more digits"."""
+    allowed = _allowed(expected, "sig", sig)
+    unit = shown_unit(answer)
+    return unit > allowed and _shortened(number(answer), expected, unit)
+
+
+def items(answer, n: int) -> list:
+    """The `n` items of an answer as typed (for `shown_unit`), read as `numbers` reads them."""
+    return _items(answer, n)
 
 
 def compare(

@@ -68,12 +68,38 @@ def _reads_padding(answer) -> bool:
     return not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
+def _returns_a_loss(answer) -> str:
+    """"" when `answer`, on a small batch, returns a finite 0-d floating tensor with a graph to
+    the logits (what the Trainer backpropagates); else what it returned instead, in words."""
+    import torch
+    from transformers.modeling_outputs import TokenClassifierOutput
+
+    logits = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    labels = torch.tensor([[1, 2, -100], [3, -100, -100]])
+    out = answer(TokenClassifierOutput(logits=logits), labels, num_items_in_batch=torch.tensor(3))
+    if not isinstance(out, torch.Tensor):
+        return (
+            f"return the loss as a tensor (the output of F.cross_entropy, say), got "
+            f"{type(out).__name__}: the Trainer calls .backward() on it"
+        )
+    if out.numel() != 1 or not out.is_floating_point():
+        return f"return one floating-point loss, got a {out.dtype} tensor of shape {tuple(out.shape)}"
+    if out.grad_fn is None:
+        return "your loss has no graph back to the logits (.item(), .detach()?): keep it a tensor"
+    if not bool(torch.isfinite(out).all()):
+        return f"your loss came out {float(out)} on a small batch: it must be finite"
+    return ""
+
+
 @exercise("11.2", 2, "a compute_loss_func that makes the Trainer exact on tokens")
 def _trainer_loss(answer):
     from ..frameworks.runs import run_framework
 
     if not callable(answer):
         return "give a function loss(outputs, labels, num_items_in_batch=None) -> loss"
+    said = _returns_a_loss(answer)
+    if said:
+        return said
     run = run_framework("trainer", "tokens", 4, compute_loss_func=answer)
     worst, checks = _worst(run)
     if worst <= EXACT:
@@ -84,6 +110,8 @@ def _trainer_loss(answer):
             "padding must not count"
         )
     scales = [c.scale for c in checks]
+    if not all(math.isfinite(c) for c in scales):
+        return "the Trainer's gradients came out NaN or infinite: is your loss finite on every batch?"
     size = f"×{min(scales):.3g} to ×{max(scales):.3g} of the reference gradient"
     if min(scales) > 1.5:
         return (

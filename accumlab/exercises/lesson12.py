@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from . import exercise
-from ._answers import integer, numbers, within
+from ._answers import integer, items, numbers, too_coarse, within
 from ._calls import Refuse
 
 
@@ -40,8 +40,14 @@ def pipeline_weights(answer) -> str | None:
     want = (1 / m**2, 1 / m, 1.0)
     if all(close(x, y) for x, y in zip(w, want)):
         return None
-    if all(close(x, y, sig=2) for x, y in zip(w, want)):  # the right weights to 2 digits
-        return "close — give more digits (checked to 3 significant digits)"
+    typed = items(answer, 3)
+    if all(close(x, y) or too_coarse(t, y, sig=3) for x, t, y in zip(w, typed, want)):
+        return "close — give more digits (checked to 3 significant digits)"  # right where shown
+    if all(close(x, y, sig=2) for x, y in zip(w, want)):
+        return (
+            "right to 2 significant digits but off in the third: work each weight out exactly, as "
+            "a power of 1/n_microbatches, then round (checked to 3 significant digits)"
+        )
     if all(close(x, 1 / 3) for x in w):
         return (
             "that is the average you wanted; what does scale_grads do to the .grad already there?"

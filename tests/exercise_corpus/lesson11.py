@@ -349,3 +349,15 @@ WRONG["11.2"].append(
         _transformers_fixed_cross_entropy_without_count,
     )
 )
+
+
+def _loss_as_a_float(outputs, labels, num_items_in_batch=None):
+    return 1.0
+
+
+def _loss_nan(outputs, labels, num_items_in_batch=None):
+    return outputs["logits"].sum() * float("nan")
+
+
+WRONG["11.2"] += [("a Python float", _loss_as_a_float), ("a NaN loss", _loss_nan)]
+HINTS.update({"a Python float": "return the loss as a tensor", "a NaN loss": "must be finite"})

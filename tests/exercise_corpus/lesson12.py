@@ -233,3 +233,13 @@ HINTS = {
     "the right weights to 2 digits": "give more digits (checked to 3 significant digits)",
     "no rescaling": "after each step()",
 }
+WRONG["12.2"] += [
+    ("three digits, the third wrong", (0.0155, 0.126, 1.0)),
+    ("rounded half up to 2 digits", (0.016, 0.13, 1.0)),
+]
+HINTS.update(
+    {
+        "three digits, the third wrong": "off in the third",
+        "rounded half up to 2 digits": "give more digits",
+    }
+)
