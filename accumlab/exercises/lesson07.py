@@ -155,6 +155,14 @@ def fsdp_memory(answer):
             "answer with a function grad_bytes(shapes, world_size, element_size) -> (sync_each, no_sync)"
         )
     package = (getattr(answer, "__module__", None) or "").split(".")[0]
+    code = getattr(answer, "__code__", None)
+    reference = fsdp_bytes_expected.__code__
+    if code is not None and (code.co_code, code.co_consts, code.co_names) == (
+        reference.co_code,
+        reference.co_consts,
+        reference.co_names,
+    ):  # fmt: skip  (a copy of the checker's reference, from its code object or its source)
+        package = "accumlab"
     if package in ("accumlab", "solutions"):  # the package's reference, the repository's key
         owner = "accumlab's own" if package == "accumlab" else "the solutions folder's"
         raise Hint(

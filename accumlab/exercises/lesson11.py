@@ -69,7 +69,7 @@ def _reads_padding(answer) -> bool:
 
 
 def _returns_a_loss(answer) -> str:
-    """"" when `answer`, on a small batch, returns a finite 0-d floating tensor with a graph to
+    """ "" when `answer`, on a small batch, returns a finite 0-d floating tensor with a graph to
     the logits (what the Trainer backpropagates); else what it returned instead, in words."""
     import torch
     from transformers.modeling_outputs import TokenClassifierOutput
@@ -83,7 +83,9 @@ def _returns_a_loss(answer) -> str:
             f"{type(out).__name__}: the Trainer calls .backward() on it"
         )
     if out.numel() != 1 or not out.is_floating_point():
-        return f"return one floating-point loss, got a {out.dtype} tensor of shape {tuple(out.shape)}"
+        return (
+            f"return one floating-point loss, got a {out.dtype} tensor of shape {tuple(out.shape)}"
+        )
     if out.grad_fn is None:
         return "your loss has no graph back to the logits (.item(), .detach()?): keep it a tensor"
     if not bool(torch.isfinite(out).all()):
@@ -111,7 +113,9 @@ def _trainer_loss(answer):
         )
     scales = [c.scale for c in checks]
     if not all(math.isfinite(c) for c in scales):
-        return "the Trainer's gradients came out NaN or infinite: is your loss finite on every batch?"
+        return (
+            "the Trainer's gradients came out NaN or infinite: is your loss finite on every batch?"
+        )
     size = f"×{min(scales):.3g} to ×{max(scales):.3g} of the reference gradient"
     if min(scales) > 1.5:
         return (

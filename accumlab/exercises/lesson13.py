@@ -193,12 +193,14 @@ def two_batch(answer) -> str | None:
         what, value = min(ref["partial"].items(), key=lambda item: abs(got / item[1] - 1))
         near = min(abs(got / v - 1) for v in ref["accepted"])
         if abs(got / value - 1) <= PARTIAL < abs(value / full - 1) and abs(got / value - 1) < near:
+            # said as a match of numbers: another computation (a median, say) may land there too
             return (
-                f"got {got:.3g}, which is what {what} gives on these draws ({value / full - 1:+.0%} "
-                f"from the average over all {WINDOWS} windows and all {k} micro-batches of each): "
-                "it keeps only part of the loop's gradients, so it lands anywhere within "
-                "±20-60 % from one draw to the next; average every micro-batch's |G_small|² and "
-                "every window's |G_big|² (a plain mean, or an EMA with β ≥ 0.99)"
+                f"got {got:.3g}, which matches what {what} gives on these draws (to "
+                f"{PARTIAL:.1%}; that estimator is {value / full - 1:+.0%} from the average over "
+                f"all {WINDOWS} windows and all {k} micro-batches of each, and one that keeps only "
+                "part of the loop's gradients lands anywhere within ±20-60 % from one draw to the "
+                "next): average every micro-batch's |G_small|² and every window's |G_big|² (a "
+                "plain mean, or an EMA with β ≥ 0.99)"
             )
         if abs(got / full - 1) <= TOLERANCE_13_2:
             continue

@@ -198,3 +198,19 @@ STUBS = {
     "07.3": [("the notebook's cell", divisor_stub)],
     "07.4": [("the notebook's cell", grad_bytes_stub)],
 }
+
+
+def _reference_rebuilt_from_its_code():
+    """The checker's own reference rebuilt from its code object, outside accumlab."""
+    import math
+    import types
+
+    from accumlab.exercises import lesson07
+
+    return types.FunctionType(lesson07.fsdp_bytes_expected.__code__, {"math": math})
+
+
+WRONG["07.4"].append(
+    ("the checker's reference rebuilt from its code", _reference_rebuilt_from_its_code())
+)
+HINTS["the checker's reference rebuilt from its code"] = "write it yourself"
