@@ -108,6 +108,22 @@ def _holds(value, ids: set, depth: int = 0) -> bool:
     return any(_holds(v, ids, depth + 1) for v in inner)
 
 
+def audit_loops() -> tuple[str, ...]:
+    """Every training loop of lesson 08's gallery (`al.audit.loops`, `loops_epochs`,
+    `loops_hidden`), as Refuse names: several are right in another exercise's setting (a clip at
+    max_norm=inf, a scheduler that does nothing), so a "write the loop" exercise refuses them all."""
+    import importlib
+
+    names = []
+    for module in ("loops", "loops_epochs", "loops_hidden"):
+        mod = importlib.import_module(f"accumlab.audit.{module}")
+        for name, value in vars(mod).items():
+            if inspect.isfunction(value) and value.__module__ == mod.__name__:
+                if not name.startswith("_"):
+                    names.append(f"al.audit.{module}.{name}")
+    return tuple(names)
+
+
 _TRANSPARENT = {"contextlib", "functools"}  # modules whose frames only pass a call on
 _GUARDS = itertools.count()  # a fresh handler name for each function guarded
 

@@ -31,6 +31,8 @@ class GraphsReferenced:
             del self._alive[index]
 
     def _tag(self, module, args, output) -> None:
+        if _recomputing():
+            return
         if isinstance(output, torch.Tensor) and output.grad_fn is not None:
             marker = _Marker()
             self._alive[self._passes] = self._alive.get(self._passes, 0) + 1
@@ -41,7 +43,8 @@ class GraphsReferenced:
             self.peak = max(self.peak, len(self._alive))
 
     def _count(self, module, args) -> None:
-        self._passes += 1
+        if not _recomputing():
+            self._passes += 1
 
     def __enter__(self) -> GraphsReferenced:
         self._handles.append(self.entry.register_forward_pre_hook(self._count))
@@ -52,6 +55,12 @@ class GraphsReferenced:
     def __exit__(self, *exc) -> None:
         for handle in self._handles:
             handle.remove()
+
+
+def _recomputing() -> bool:
+    """A forward run by backward itself (activation checkpointing recomputes the forward inside
+    the backward pass): not one of the answer's forwards."""
+    return torch._C._current_graph_task_id() != -1
 
 
 class _Marker:
@@ -76,10 +85,14 @@ class OutputGradients:
         self._handles: list = []
 
     def _enter(self, module, args) -> None:
+        if _recomputing():
+            return
         x = next((a for a in args if isinstance(a, torch.Tensor)), None)
         self.passes.append({"x": None if x is None else x.detach().clone(), "out": None})
 
     def _exit(self, module, args, output) -> None:
+        if _recomputing():
+            return
         if not self.passes or not isinstance(output, torch.Tensor) or output.grad_fn is None:
             return
         record = self.passes[-1]
@@ -110,6 +123,29 @@ class OutputGradients:
             if not multiple_of(p["grad"].reshape(-1).double(), want, rel=1e-6):
                 missed += 1
         return missed
+
+    def through_outputs(self, model: torch.nn.Module) -> torch.Tensor:
+        """What the gradients that reached the outputs add to the parameters: for each forward
+        with a graph, the vector-Jacobian product of its received gradient through a copy of
+        `model` (as it was when the forwards ran), summed, flat in name order. A backward pass
+        that adds anything else to .grad — through a graph beside the model's — makes .grad
+        differ from it."""
+        import copy
+
+        from ..compare import flatten
+
+        twin = copy.deepcopy(model)
+        names = [n for n, _ in twin.named_parameters()]
+        params = [p for _, p in twin.named_parameters()]
+        total = {n: torch.zeros_like(p) for n, p in zip(names, params, strict=True)}
+        for p in self.passes:
+            if p["out"] is None or p["x"] is None or not bool(p["grad"].any()):
+                continue
+            grads = torch.autograd.grad(twin(p["x"]), params, p["grad"], allow_unused=True)
+            for n, g in zip(names, grads, strict=True):
+                if g is not None:
+                    total[n] += g
+        return flatten(total)
 
     def wrong(self, micro, elements: int) -> int:
         """How many micro-batches' forwards with a graph did not receive the mean loss's gradient."""

@@ -28,18 +28,17 @@ answer makes inside the block is observed too, under the original's module names
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch._C import _autograd
 
-from ..saved import LiveSavedTensors
 from ._answers import Hint  # noqa: F401 - checkers may import it from here
 
 # calls to an API, and refusing accumlab's own implementation: in _calls, reached from here too
 from ._calls import Refuse, Spy, plural  # noqa: F401
+from ._graphs_alive import _GraphsAlive
 from ._model_effects import Added, Modules, _graph_task, multiple_of  # noqa: F401
 
 
@@ -88,37 +87,6 @@ def _rows_key(x: torch.Tensor | None):
         return tuple(flat.shape), flat.numpy().tobytes()
 
 
-class _GraphsAlive(LiveSavedTensors):
-    """LiveSavedTensors that also tags each saved tensor with the forward that saved it (the
-    forward running, or the last one: a loss computed after it belongs to its graph), so it can
-    count the forwards whose saved tensors are still alive: graphs backward has not freed."""
-
-    def __init__(self, exclude, current):
-        super().__init__(exclude)
-        self._current = current
-        self._per_forward: dict[int, int] = {}
-        self.graphs = 0
-        self.peak_graphs = 0
-
-    def _pack(self, t):
-        held = super()._pack(t)
-        if held is not t:  # tracked (not one of the excluded parameters)
-            index = self._current()
-            if index not in self._per_forward:
-                self._per_forward[index] = 0
-                self.graphs += 1
-                self.peak_graphs = max(self.peak_graphs, self.graphs)
-            self._per_forward[index] += 1
-            weakref.finalize(held, self._drop, index)
-        return held
-
-    def _drop(self, index: int) -> None:
-        self._per_forward[index] -= 1
-        if self._per_forward[index] == 0:
-            del self._per_forward[index]
-            self.graphs -= 1
-
-
 class Observe:
     """`with Observe(model) as seen: answer(...)`, then read:
 
@@ -159,11 +127,15 @@ class Observe:
         self._active = False
         self._saved: _GraphsAlive | None = None
         self._pushed: list[bool] = []  # per module forward running: did its pre-hook push hooks?
+        self._pushed_live: list[bool] = []  # per module forward running: is it the answer's?
 
     def _on_forward(self, name: str):
         def hook(module, args, kwargs):
-            self._pushed.append(self._see_through_answer_hooks() if self._active else False)
-            if self._active:
+            # a forward that backward reruns (activation checkpointing) is not the answer's
+            live = self._active and _graph_task() == -1
+            self._pushed.append(self._see_through_answer_hooks() if live else False)
+            self._pushed_live.append(live)  # inside a forward of the answer's
+            if live:
                 self.calls[name].append(Call(_rows(args, kwargs), torch.is_grad_enabled()))
                 if name == self.entry:
                     self._passes += 1
@@ -197,6 +169,8 @@ class Observe:
         return True
 
     def _after_forward(self, module, args, kwargs, output) -> None:
+        if self._pushed_live:
+            self._pushed_live.pop()
         if self._pushed and self._pushed.pop():
             _autograd._pop_saved_tensors_default_hooks()
 
@@ -222,7 +196,9 @@ class Observe:
             if p.requires_grad:
                 self._handles.append(p.register_hook(self._on_grad))
                 self._handles.append(p.register_post_accumulate_grad_hook(self._on_accumulated))
-        self._saved = _GraphsAlive(self.model.parameters(), lambda: self._passes)
+        self._saved = _GraphsAlive(
+            self.model.parameters(), lambda: self._passes, lambda: any(self._pushed_live)
+        )
         self._saved.__enter__()
         self._active = True
         return self

@@ -12,6 +12,7 @@ from ..models import ScalarModel, mlp
 from ..reference import full_batch_grads
 from . import exercise
 from ._answers import Hint, compare
+from ._calls import audit_loops
 from ._graph_watch import OutputGradients
 from ._observe import Added, Observe, Refuse, Spy, forwards_phrase, multiple_of, plural
 
@@ -42,7 +43,6 @@ REFUSED = (
     "al.accumulated_grads",
     "al.accumulation_progress",
     "al.run",
-    "al.audit.loops.correct_loop",  # lesson 08's right loop, as 05.3 refuses it too
 )
 
 
@@ -74,7 +74,7 @@ def _accumulate(answer):
     size, k = 4, 3
     micro = data.micro_batches(size)
     with (
-        Refuse(*REFUSED),
+        Refuse(*REFUSED, *audit_loops()),  # lesson 08's loops, as 05.3 refuses them too
         Observe(mine, inputs=True) as seen,
         Added(mine) as added,
         OutputGradients(mine) as arrived,
@@ -127,11 +127,14 @@ def _accumulate(answer):
                 "each micro-batch's backward carries the loss of that micro-batch's rows"
             )
         unmatched.remove(j)
-    if arrived.not_own(micro, lambda out, mb: out - mb.y):  # the squared error's gradient
+    if arrived.not_own(micro, lambda out, mb: out - mb.y) or not _all_through(
+        sum(vectors), arrived.through_outputs(model)
+    ):  # each output got its own loss's gradient, and .grad got nothing else
         raise Hint(
-            "a micro-batch's forward did not receive its own loss's gradient at the model's "
-            "output: each micro-batch's backward starts from that micro-batch's loss, through the "
-            "forward it just ran (not from a gradient computed elsewhere)"
+            "your backward passes added to .grad more than the gradient that reached the model's "
+            "outputs through the forwards it watched (or a forward did not receive its own loss's "
+            "gradient): each micro-batch's backward starts from that micro-batch's loss, through "
+            "the forward it just ran, and carries nothing computed elsewhere"
         )
     got = {n: p.grad for n, p in mine.named_parameters()}
     if any(g is None for g in got.values()):
@@ -198,6 +201,11 @@ def _window_optimizer(answer):
         if hint:
             return hint
     return None
+
+
+def _all_through(added: torch.Tensor, through: torch.Tensor) -> bool:
+    """What the passes added equals what flowed through the watched outputs, to float64 rounding."""
+    return bool((added - through).abs().max() <= 1e-8 * through.abs().max())
 
 
 class _AccelerateCounter:

@@ -14,6 +14,7 @@ from ..engine import grads_of
 from ..models import TinyLM
 from . import exercise
 from ._answers import Hint, compare, integer
+from ._calls import audit_loops
 from ._graph_watch import OutputGradients
 from ._observe import Added as _Added
 from ._observe import Observe, Refuse, forwards_phrase, multiple_of, plural
@@ -166,7 +167,7 @@ def fix_loop(answer):
         # what each micro-batch's own backward adds, up to its scale: its weighted summed loss
         own = [_weighted_full_batch(model, m, weight, reduction="sum") for m in micro]
         with (
-            Refuse(*REFUSED),
+            Refuse(*REFUSED, *audit_loops()),
             Observe(model, inputs=True) as seen,
             _Added(model) as added,
             OutputGradients(model) as arrived,
@@ -210,11 +211,14 @@ def fix_loop(answer):
                     "each micro-batch's backward carries the loss of that micro-batch's tokens"
                 )
             unmatched.remove(j)
-        if arrived.not_own(micro, lambda out, mb, w=weight: _logit_direction(out, mb, w)):
+        through = arrived.through_outputs(model)
+        leaked = bool((sum(vectors) - through).abs().max() > 1e-8 * through.abs().max())
+        if leaked or arrived.not_own(micro, lambda out, mb, w=weight: _logit_direction(out, mb, w)):
             return (
-                "a micro-batch's forward did not receive its own loss's gradient at the logits: "
-                "each micro-batch's backward starts from that micro-batch's weighted loss, through "
-                "the forward it just ran (not from a gradient computed elsewhere)"
+                "your backward passes added to .grad more than the gradient that reached the "
+                "logits through the forwards it watched (or a forward did not receive its own "
+                "loss's gradient): each micro-batch's backward starts from that micro-batch's "
+                "weighted loss, through the forward it just ran, and carries nothing else"
             )
         got = flatten(grads_of(model))
         total = sum(vectors)

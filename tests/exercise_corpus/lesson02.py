@@ -502,3 +502,60 @@ HINTS.update(
         "zero_grad() after the loop": "a zero_grad() after the loop",
     }
 )
+
+
+def _mixed_decoys(model, data, size, eps=1e-6):
+    """The exact decoys with a millionth of the real loss mixed in: the output gets a tiny
+    share of its gradient, the parameters the hidden graph's."""
+    ws = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    out = F.linear(torch.tanh(F.linear(data.x, ws[0], ws[1])), ws[2], ws[3])
+    per_row = ((out - data.y) ** 2).sum(1)
+    n = len(data.x) // size
+    gs = [
+        torch.autograd.grad(per_row[j * size : (j + 1) * size].sum(), ws, retain_graph=j < n - 1)
+        for j in range(n)
+    ]
+    model.zero_grad()
+    for j, mb in enumerate(data.micro_batches(size)):
+        o = model(mb.x)
+        hidden = sum((p * g).sum() for p, g in zip(model.parameters(), gs[j], strict=True))
+        (eps * F.mse_loss(o, mb.y, reduction="sum") + (1 - eps) * hidden).backward()
+
+
+def _lesson08_clip_loop_at_infinity(model, data, size):
+    """Lesson 08's clip_every_micro_batch at max_norm = inf: the right loop, written by accumlab."""
+    import math
+
+    from accumlab.audit import loops
+
+    pairs = [(mb.x, mb.y) for mb in data.micro_batches(size)]
+    model.zero_grad()
+    loops.clip_every_micro_batch(
+        model, SimpleNamespace(step=lambda: None, zero_grad=lambda: None), pairs, 10**9,
+        max_norm=math.inf,
+    )  # fmt: skip
+    for p in model.parameters():
+        p.grad *= len(data)
+
+
+def _checkpointed(model, data, size):
+    """Right: activation checkpointing inside the accumulation loop (lesson 05 combines them)."""
+    from torch.utils.checkpoint import checkpoint
+
+    model.zero_grad()
+    for mb in data.micro_batches(size):
+        out = checkpoint(model, mb.x, use_reentrant=False)
+        F.mse_loss(out, mb.y, reduction="sum").backward()
+
+
+RIGHT["02.2"].append(("activation checkpointing per micro-batch", _checkpointed))
+WRONG["02.2"] += [
+    ("decoys with a millionth of the real loss mixed in", _mixed_decoys),
+    ("lesson 08's clip loop at max_norm = inf", _lesson08_clip_loop_at_infinity),
+]
+HINTS.update(
+    {
+        "decoys with a millionth of the real loss mixed in": "more than the gradient that reached",
+        "lesson 08's clip loop at max_norm = inf": "al.audit.loops.clip_every_micro_batch",
+    }
+)

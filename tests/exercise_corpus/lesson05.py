@@ -365,3 +365,31 @@ WRONG["05.3"].append(("graphs hidden by own hooks, metadata cleared", _graphs_hi
 HINTS["graphs hidden by own hooks, metadata cleared"] = "graphs alive at once"
 WRONG["05.3"].append(("a right loop returning NaN as np.float32", lambda m, mbs: np.float32("nan")))
 HINTS["a right loop returning NaN as np.float32"] = "got nan"
+
+
+def _checkpointed_lean(model, micro_batches):
+    """Right: checkpointing inside the lean loop."""
+    from torch.utils.checkpoint import checkpoint
+
+    total = 0.0
+    for mb in micro_batches:
+        loss = F.mse_loss(checkpoint(model, mb.x, use_reentrant=False), mb.y)
+        (loss / len(micro_batches)).backward()
+        total += loss.item()
+    return total / len(micro_batches)
+
+
+def _logged_under_no_grad(model, micro_batches):
+    """Right: the loss logged by a second forward under no_grad."""
+    total = 0.0
+    for mb in micro_batches:
+        (F.mse_loss(model(mb.x), mb.y) / len(micro_batches)).backward()
+        with torch.no_grad():
+            total += float(F.mse_loss(model(mb.x), mb.y))
+    return total / len(micro_batches)
+
+
+RIGHT["05.3"] += [
+    ("activation checkpointing", _checkpointed_lean),
+    ("the loss logged by a no_grad forward", _logged_under_no_grad),
+]
