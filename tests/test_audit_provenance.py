@@ -100,9 +100,9 @@ def by_autograd_grad(model, optimizer, batches, k):
 
 
 FOREIGN = [
-    (twin_and_zero_decoys, "own gradient"),
-    (tiny_honest_passes_then_written, "more than k = 4"),
-    (big_batch_in_a_thread, "own gradient"),
+    (twin_and_zero_decoys, "added nothing"),
+    (tiny_honest_passes_then_written, "more than k / the window"),
+    (big_batch_in_a_thread, "added nothing"),
 ]
 
 
@@ -130,7 +130,7 @@ def test_the_packages_correct_loop_passes_on_every_model():
 def test_the_weight_bound_is_what_names_the_tiny_passes(monkeypatch):
     setup = al.audit.audit_setup("uneven")
     report = al.audit(tiny_honest_passes_then_written, **setup)
-    assert "more than k = 4" in report.foreign_gradient
+    assert "more than k / the window" in report.foreign_gradient
     real = provenance.foreign_gradient
     unbounded = lambda rec, s: real(rec, dataclasses.replace(s, k=10**9))  # noqa: E731
     monkeypatch.setattr("accumlab.audit.auditor.foreign_gradient", unbounded)

@@ -193,6 +193,9 @@ class Instruments:
         # graphs of earlier forwards still alive that backward has not reached yet: whether the
         # loop keeps a window's graphs together (one backward for several forwards)
         waiting = [t() for t in self.tags]
+        # every earlier graph still alive, reached before or not (retain_graph=True): graphs a
+        # later backward still uses were held together with this one
+        self.rec.alive_at_forward.append(tuple(t.forward for t in waiting if t is not None))
         self.rec.waiting_at_forward.append(
             tuple(
                 t.forward
@@ -226,6 +229,7 @@ class Instruments:
         running["tagged"] = True
         running["forwards"].add(forward)
         self.rec.backpropagated.add(forward)
+        self.rec.last_reached[forward] = len(self.rec.forwards)  # forwards done by then
         if not finite:  # into the step recorded next: one scaler.step may skip (GradScaler)
             self.rec.nonfinite_backward_steps.add(len(self.rec.steps))
         if not finite and self.rec.first_nonfinite_backward is None:

@@ -7,14 +7,15 @@ written into `.grad`, behind backward passes that add nothing. The parameter hoo
 every backward pass (and `torch.autograd.grad` call) added (`BackwardRecord`), so two things can
 be checked:
 
-- each pass that went through one micro-batch's forward added a positive multiple of that
-  micro-batch's own gradient (its loss may be divided by anything: k, its items, the window's;
+- the passes that went through one micro-batch's forward (one, or one per sample) added, together,
+  a positive multiple of that micro-batch's own gradient, and none added nothing (its loss may
+  be divided by anything: k, its items, the window's;
   under a GradScaler it is also multiplied by the scale);
 - the `.grad` a step saw is a combination Σ c_i a_i of what the window's passes a_i added, every
   c_i ≥ 0 (0 for a pass whose gradient was zeroed away, a dropped tail) and, the scaler's scale
-  taken out, at most k, the window's micro-batches: a loop may divide, clip, weight its
-  micro-batches, or rescale a short window by k / its length, but a weight beyond k means the
-  passes added a small fraction of a gradient that came from elsewhere.
+  taken out, at most k / the window's micro-batches (1 for a full window): a loop may divide,
+  clip, weight its micro-batches, or rescale a short window by k / its length, but a weight
+  beyond that means the passes added a fraction of a gradient that came from elsewhere.
 
 Not checked where it cannot be recomputed: a model with active dropout (its masks are drawn
 again), windows with inputs the audit does not know, and non-finite passes.
@@ -92,20 +93,27 @@ def foreign_gradient(rec: Recording, setup: Setup) -> str:
         with torch.no_grad():
             for n, p in probe.named_parameters():
                 p.copy_(step.params[n])
-        own = {}
+        own, grouped = {}, {}
         for b in passes:
-            added = _added(b, names, step.grads)
             batches = {rec.forwards[f] for f in b.forwards}
             if len(batches) != 1 or None in batches:
                 continue  # no forward, or several at once: other findings say what happened
             (mb,) = batches
-            if mb not in own:
-                own[mb] = vec(full_batch_grads(probe, setup.batch(mb), loss=setup.loss), names)
-            if _multiple(added, own[mb], rel) is None:
+            added = _added(b, names, step.grads)
+            if not bool(added.any()):
                 return (
                     f"at step {step.index + 1}, a backward pass through micro-batch {mb}'s forward "
-                    "added something other than a multiple of that micro-batch's own gradient "
-                    "(nothing at all, or another batch's gradient)"
+                    "added nothing to .grad (a decoy?)"
+                )
+            # a micro-batch's passes together (one per sample, say) add its own gradient
+            grouped[mb] = grouped[mb] + added if mb in grouped else added
+        for mb, added in grouped.items():
+            own[mb] = vec(full_batch_grads(probe, setup.batch(mb), loss=setup.loss), names)
+            if _multiple(added, own[mb], rel) is None:
+                return (
+                    f"at step {step.index + 1}, the backward passes through micro-batch {mb}'s "
+                    "forward added something other than a multiple of that micro-batch's own "
+                    "gradient (another batch's gradient, or one computed elsewhere)"
                 )
         seen = vec(step.grads, names)
         if not torch.isfinite(seen).all():
@@ -119,11 +127,22 @@ def foreign_gradient(rec: Recording, setup: Setup) -> str:
                 ".grad from a copy of the model, or from another computation)"
             )
         heaviest = max(weights, default=0.0) * scale
-        if heaviest > setup.k * (1 + 1e-9):
+        # a full window's passes carry their whole share: clipping and division only shrink it;
+        # a short window may be rescaled by k / its length (a loss divided by k throughout). Its
+        # length: the micro-batches whose passes count (a tail zeroed away before them does not)
+        used = {
+            rec.forwards[f]
+            for b, w in zip(passes, weights, strict=True)
+            if w > 1e-9 * max(weights)
+            for f in b.forwards
+        }
+        bound = setup.k / max(1, min(len(step.window), len(used) or len(step.window)))
+        if heaviest > bound * (1 + 1e-6):
             return (
                 f"at step {step.index + 1}, .grad weighed a backward pass's contribution "
-                f"{heaviest:.3g} times (more than k = {setup.k}): the passes carried a small "
-                "fraction of a gradient that came from elsewhere (a copy of the model, another "
-                "computation); let each backward put its full share into .grad"
+                f"{heaviest:.3g} times (more than k / the window's micro-batches = {bound:.3g}): "
+                "the passes carried a fraction of a gradient that "
+                "came from elsewhere (a copy of the model, another computation); let each "
+                "backward put its full share into .grad"
             )
     return ""

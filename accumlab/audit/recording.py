@@ -52,6 +52,10 @@ class Recording:
     # at each forward with grad on: earlier forwards whose graph was alive and not yet reached
     waiting_at_forward: list[tuple[int, ...]] = field(default_factory=list)
     backpropagated: set[int] = field(default_factory=set)  # forwards whose graph backward reached
+    # at each forward with grad on: earlier forwards whose graph was still alive, reached or not
+    alive_at_forward: list[tuple[int, ...]] = field(default_factory=list)
+    last_reached: dict[int, int] = field(default_factory=dict)  # forward -> forwards done when
+    # a backward last reached its graph
     first_nonfinite_output: tuple[int, object] | None = None  # (forward, micro-batch)
     first_nonfinite_backward: tuple[int, object] | None = None  # gradient into a forward's output
     nonfinite_backward_steps: set[int] = field(default_factory=set)  # steps those gradients reached
@@ -85,9 +89,18 @@ class Recording:
             ),
             default=0,
         )
-        # one backward pass through several forwards' graphs needed them all alive at once, even
-        # when an earlier pass (retain_graph=True) had already reached each of them
-        return max([waited, *(len(b.forwards) for b in self.backwards)])
+        # a graph alive at forward f that a backward reaches after f was held with f's graph,
+        # even if an earlier pass (retain_graph=True) had reached it already
+        held = max(
+            (
+                1 + sum(self.last_reached.get(g, -1) > f for g in alive)
+                for f, alive in enumerate(self.alive_at_forward)
+                if f in used
+            ),
+            default=0,
+        )
+        # one backward pass through several forwards' graphs needed them all alive at once
+        return max([waited, held, *(len(b.forwards) for b in self.backwards)])
 
     @property
     def position(self) -> int:

@@ -11,71 +11,49 @@ import copy
 import torch
 
 from ._answers import Hint
+from ._model_effects import multiple_of
 
 
-def _chunk_pieces(model, data, mb: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """What each micro-batch's pass 2 adds: the encoder's vector-Jacobian product with that
-    micro-batch's rows of d loss / d embedding, through its anchors and through its positives
-    (one backward may carry both, or one tower each)."""
-    from ..compare import flatten
+def _cotangents(model, data) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, d loss / d embedding): the batch's encoder inputs (anchors then positives) and the
+    gradient of the one InfoNCE over all of them at each row's embedding — what pass 2 of each
+    micro-batch back-propagates."""
     from ..coupling.contrastive import info_nce
 
     twin = copy.deepcopy(model)
-    names = [n for n, _ in twin.named_parameters()]
-    params = [p for _, p in twin.named_parameters()]
+    rows = torch.cat([data.x, data.y])
     n = len(data)
     with torch.no_grad():
-        z = twin(torch.cat([data.x, data.y]))
+        z = twin(rows)
     z.requires_grad_()
     info_nce(z[:n], z[n:]).backward()
-
-    def vjp(x, rows):
-        grads = torch.autograd.grad(twin(x), params, z.grad[rows], allow_unused=True)
-        return flatten(
-            {
-                k: g if g is not None else torch.zeros_like(p)
-                for k, g, p in zip(names, grads, params)
-            }
-        )
-
-    pieces, start = [], 0
-    for chunk in data.micro_batches(mb):
-        rows = slice(start, start + len(chunk))
-        later = slice(n + start, n + start + len(chunk))
-        pieces.append((vjp(chunk.x, rows), vjp(chunk.y, later)))
-        start += len(chunk)
-    return pieces
+    return rows, z.grad
 
 
-def _each_pass_is_a_chunks(vectors, pieces) -> bool:
-    """Every backward pass added one unmatched piece: a micro-batch's anchors, its positives, or
-    both at once, to float64 rounding."""
-    left = {(c, part) for c in range(len(pieces)) for part in (0, 1)}
-
-    def same(v, w):
-        return bool((v - w).abs().max() <= 1e-8 * w.abs().max())
-
-    for v in vectors:
-        for c, (a, p) in enumerate(pieces):
-            if (c, 0) in left and (c, 1) in left and same(v, a + p):
-                left -= {(c, 0), (c, 1)}
-                break
-            part = next((i for i, w in ((0, a), (1, p)) if (c, i) in left and same(v, w)), None)
-            if part is not None:
-                left.remove((c, part))
-                break
-        else:
+def _received_cotangents(arrived, rows, dz) -> bool:
+    """Every watched forward with a graph received, at its output, the cached gradient of its own
+    rows, all times one factor c > 0 (a loss scaled by n and .grad divided by n is GradCache too)."""
+    where = {r.numpy().tobytes(): i for i, r in enumerate(rows)}
+    got, want = [], []
+    for p in arrived.passes:
+        if p["out"] is None or p["x"] is None:
+            continue
+        index = [where.get(r.numpy().tobytes()) for r in p["x"]]
+        if None in index:
             return False
-    return True
+        got.append(p["grad"].reshape(-1))
+        want.append(dz[index].reshape(-1))
+    return bool(got) and multiple_of(torch.cat(got), torch.cat(want), rel=1e-8)
 
 
-def from_own_backwards(learner, added, model, data, mb: int) -> None:
-    """The .grad the answer left must be what its backward passes into `learner` added, each
-    one micro-batch's pass 2: not a gradient computed on a copy (in this thread or another) or
-    by hand, and copied or back-propagated in."""
+def from_own_backwards(learner, added, arrived, model, data) -> None:
+    """The .grad the answer left must come from pass 2 through `learner` itself: what its
+    backward passes added is exactly what flowed back through the outputs of the forwards the
+    checker watched, each output received its rows' cached d loss / d embedding (one common
+    factor), and .grad is a positive multiple of what the passes added. A gradient computed on a
+    copy, in another thread or by hand layers, and copied or back-propagated in, fails one."""
     from ..compare import flatten
 
-    pieces = _chunk_pieces(model, data, mb)
     if added.foreign_forwards:
         raise Hint(
             "your answer ran a forward with a graph through another model's layers (a copy of "
@@ -87,15 +65,18 @@ def from_own_backwards(learner, added, model, data, mb: int) -> None:
             "a backward pass into the model added nothing to .grad: each micro-batch's pass-2 "
             "backward carries its rows of d loss / d embedding"
         )
-    if not _each_pass_is_a_chunks(vectors, pieces):
-        raise Hint(
-            "a backward pass into the model added something other than one micro-batch's pass 2: "
-            "its rows of d loss / d embedding, back-propagated through its own forward (anchors, "
-            "positives, or both)"
-        )
     got = flatten({n: p.grad for n, p in learner.named_parameters()})
     total = sum(vectors) if vectors else torch.zeros_like(got)
-    if not bool(((got - total).abs() <= 1e-9 * total.abs().max()).all()) or not bool(total.any()):
+    through = arrived.through_outputs(model)
+    rows, dz = _cotangents(model, data)
+    same = bool((total - through).abs().max() <= 1e-8 * through.abs().max())
+    if not bool(through.any()) or not same or not _received_cotangents(arrived, rows, dz):
+        raise Hint(
+            "a backward pass into the model added something other than pass 2: each micro-batch's "
+            "rows of d loss / d embedding (cached from the one loss over every embedding), "
+            "back-propagated through its own forward of the model"
+        )
+    if not multiple_of(got, total, rel=1e-9):
         raise Hint(
             ".grad ended as something other than what your backward passes into the model added: "
             "let each micro-batch's backward write the gradient (a gradient computed elsewhere "

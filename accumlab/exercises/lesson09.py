@@ -9,6 +9,7 @@ import torch
 from . import exercise
 from ._answers import compare
 from ._gradcache_judge import from_own_backwards
+from ._graph_watch import OutputGradients
 from ._observe import Added, Hint, Observe, Refuse, Spy, forwards_phrase
 
 # 09.1: the old EMA's share per optimizer step must be KEPT, with K updates per step
@@ -207,7 +208,13 @@ def gradcache_step(answer):
         "al.coupling.batch_loss_grads",
         "al.coupling.naive_accumulated_grads",
     )
-    with refused, Observe(learner) as seen, _LossCalls() as losses, Added(learner) as added:
+    with (
+        refused,
+        Observe(learner) as seen,
+        _LossCalls() as losses,
+        Added(learner) as added,
+        OutputGradients(learner) as arrived,
+    ):
         answer(learner, data, mb)
     if any(p.grad is None for p in learner.parameters()):
         raise Hint(
@@ -243,7 +250,7 @@ def gradcache_step(answer):
             "graph, the loss once over the cached embeddings, and in pass 2 backpropagate each "
             "micro-batch before the next forward"
         )
-    from_own_backwards(learner, added, model, data, mb)
+    from_own_backwards(learner, added, arrived, model, data)
     if grad_diff(grads_of(learner), expected).max_rel > 1e-10:
         raise Hint(
             "the gradient differs from the big batch's (checked to a relative 1e-10): the loss "

@@ -53,11 +53,15 @@ def pipeline_weights(answer) -> str | None:
             "that is the average you wanted; what does scale_grads do to the .grad already there?"
         )
     if all(close(x, 1.0) for x in w):
-        return "after each step() the schedule divides every .grad by n_microbatches, old sums included"
+        return (
+            "with scale_grads=True each step() rescales .grad after its backward passes: does "
+            "that touch only the new batch's gradient, or everything .grad holds?"
+        )
     if close(w[2], 1.0) and close(w[1], 1 / m) and close(w[0], 1 / m):
         return "batch 1's mean is in .grad during the second step() and during the third"
     return (
-        "the last batch keeps its own mean; every step() after a batch divides it by n_microbatches"
+        "follow .grad through the three step() calls: what does scale_grads do, at each one, to "
+        "what .grad already holds?"
     )
 
 

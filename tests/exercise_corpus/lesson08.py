@@ -477,6 +477,63 @@ WRONG["08.2"] += [
 HINTS.update(
     {
         "every graph kept for one backward, behind retain_graph decoys": "alive together",
-        "passes at 1/99 weight, a copy's gradient written in": "more than k = 4",
+        "passes at 1/99 weight, a copy's gradient written in": "more than k / the window",
+    }
+)
+
+
+def _retained_then_each(model, optimizer, batches, k):
+    """Every graph kept behind a tiny retain_graph decoy, then back-propagated one by one after
+    the window's last forward: the big batch's memory."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        n = sum(len(y) for _, y in window)
+        losses = []
+        for x, y in window:
+            loss = F.mse_loss(model(x), y, reduction="sum")
+            (loss * 1e-13).backward(retain_graph=True)
+            losses.append(loss)
+        for loss in losses:
+            (loss / n).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _passes_at_one_kth_then_written(model, optimizer, batches, k):
+    """Passes carrying 1/len(window) of their share, a copy's gradient written over them."""
+    for start in range(0, len(batches), k):
+        twin, window, loss = _twin_big_batch(model, batches, start, k)
+        n = sum(len(y) for _, y in window)
+        for x, y in window:
+            (F.mse_loss(model(x), y, reduction="sum") / n / len(window)).backward()
+        loss.backward()
+        for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+            p.grad = q.grad.clone()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _a_backward_per_sample(model, optimizer, batches, k):
+    """Right: one backward per sample through the micro-batch's one graph."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        n = sum(len(y) for _, y in window)
+        for x, y in window:
+            per = F.mse_loss(model(x), y, reduction="none").sum(dim=tuple(range(1, y.dim())))
+            for j, loss in enumerate(per):
+                (loss / n).backward(retain_graph=j < len(per) - 1)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+RIGHT["08.2"].append(("a backward per sample", _a_backward_per_sample))
+WRONG["08.2"] += [
+    ("graphs kept behind decoys, back-propagated one by one", _retained_then_each),
+    ("passes at 1/len(window), a copy's gradient written in", _passes_at_one_kth_then_written),
+]
+HINTS.update(
+    {
+        "graphs kept behind decoys, back-propagated one by one": "alive together",
+        "passes at 1/len(window), a copy's gradient written in": "more than k / the window",
     }
 )

@@ -371,7 +371,7 @@ HINTS.update(
     {
         "the whole batch on a copy in another thread, decoys, .grad copied in": "another model's layers",
         "decoy passes only": "added nothing",
-        "the whole batch by hand, copied over an honest pass": "copied into .grad",
+        "the whole batch by hand, copied over an honest pass": "differs from the big batch's",
     }
 )
 
@@ -426,4 +426,4 @@ WRONG["09.4"].append(
         _injected_through_the_parameters,
     )
 )
-HINTS["the whole batch in a thread, injected through the parameters"] = "one micro-batch's pass 2"
+HINTS["the whole batch in a thread, injected through the parameters"] = "other than pass 2"
