@@ -231,7 +231,7 @@ STUBS = {
 }
 HINTS = {
     "the right weights to 2 digits": "give more digits (checked to 3 significant digits)",
-    "no rescaling": "after each step()",
+    "no rescaling": "everything .grad holds",
 }
 WRONG["12.2"] += [
     ("three digits, the third wrong", (0.0155, 0.126, 1.0)),
