@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import CodeType
 
 from . import exercise
 from ._answers import Hint, compare, integers, number, tolerance_words
@@ -146,6 +147,14 @@ CASES_07_4 = [
 ]
 
 
+def _code_key(code, nested: bool = False) -> tuple:
+    """What a function computes, without where it was written: bytecode, names and constants,
+    nested code objects (a generator expression's) by their names and constants (their bytecode
+    differs when the source is compiled again elsewhere)."""
+    consts = tuple(_code_key(c, True) if isinstance(c, CodeType) else c for c in code.co_consts)
+    return (code.co_names, consts) if nested else (code.co_code, code.co_names, consts)
+
+
 @exercise("07.4", 3, "FSDP2 gradient memory per rank")
 def fsdp_memory(answer):
     """answer(shapes, world_size, element_size) -> (bytes per rank syncing every micro-step,
@@ -156,13 +165,9 @@ def fsdp_memory(answer):
         )
     package = (getattr(answer, "__module__", None) or "").split(".")[0]
     code = getattr(answer, "__code__", None)
-    reference = fsdp_bytes_expected.__code__
-    if code is not None and (code.co_code, code.co_consts, code.co_names) == (
-        reference.co_code,
-        reference.co_consts,
-        reference.co_names,
-    ):  # fmt: skip  (a copy of the checker's reference, from its code object or its source)
-        package = "accumlab"
+    reference = _code_key(fsdp_bytes_expected.__code__)
+    if isinstance(code, CodeType) and _code_key(code) == reference:
+        package = "accumlab"  # a copy of the checker's reference, from its code or its source
     if package in ("accumlab", "solutions"):  # the package's reference, the repository's key
         owner = "accumlab's own" if package == "accumlab" else "the solutions folder's"
         raise Hint(

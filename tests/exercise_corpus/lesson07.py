@@ -214,3 +214,21 @@ WRONG["07.4"].append(
     ("the checker's reference rebuilt from its code", _reference_rebuilt_from_its_code())
 )
 HINTS["the checker's reference rebuilt from its code"] = "write it yourself"
+
+
+def _reference_rebuilt_from_its_source():
+    """The checker's own reference compiled again from its source text."""
+    import inspect
+    import math
+
+    from accumlab.exercises import lesson07
+
+    scope: dict = {}
+    exec(inspect.getsource(lesson07.fsdp_bytes_expected), {"math": math}, scope)
+    return scope["fsdp_bytes_expected"]
+
+
+WRONG["07.4"].append(
+    ("the checker's reference compiled from its source", _reference_rebuilt_from_its_source())
+)
+HINTS["the checker's reference compiled from its source"] = "write it yourself"
