@@ -271,6 +271,16 @@ class Observe:
             )
         return "; ".join(said)
 
+    def no_graph_note(self) -> str:
+        """ " (...)" when forwards ran but none recorded a graph: the usual two causes, named."""
+        if self.forwards and not any(c.graph for c in self.forwards):
+            return (
+                " (every forward ran without a graph: under torch.no_grad(), or inside "
+                "torch.utils.checkpoint with use_reentrant=True, whose forward reruns inside "
+                "backward where the check does not count it — use_reentrant=False is followed)"
+            )
+        return ""
+
     def backwards_phrase(self) -> str:
         text = plural(self.backwards, "backward pass", "backward passes")
         text = "no backward pass" if not self.backwards else text

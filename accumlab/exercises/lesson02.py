@@ -84,12 +84,18 @@ def _accumulate(answer):
     rows = [c.rows for c in seen.forwards if c.graph]  # a forward under no_grad (a log) is free
     if rows != [size] * k:
         raise Hint(
-            f"your answer ran {forwards_phrase(rows)} with a graph; accumulation runs {want}, "
-            "one per micro-batch, each recording its graph"
+            f"your answer ran {forwards_phrase(rows)} with a graph{seen.no_graph_note()}; "
+            f"accumulation runs {want}, one per micro-batch, each recording its graph"
         )
     fed = seen.fed(micro)  # the rows: a reshaped batch has the right count
     if fed:
         raise Hint(f"{fed}: accumulation feeds each micro-batch's own x to the model, once")
+    if seen.backwards == 0 and seen.grad_only == k:
+        raise Hint(
+            f"your answer took each micro-batch's gradient with torch.autograd.grad ({k} calls) "
+            "and added them by hand: this exercise asks backward() to do the adding into .grad, "
+            "once per micro-batch"
+        )
     if seen.backwards != k:
         raise Hint(
             f"your answer ran {seen.backwards_phrase()}; accumulation calls backward once per "

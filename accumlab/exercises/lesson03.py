@@ -177,8 +177,8 @@ def fix_loop(answer):
         expected = [len(m) for m in micro]
         if rows != expected:
             raise Hint(
-                f"your answer ran {forwards_phrase(rows)} with a graph; accumulation runs "
-                f"{forwards_phrase(expected)}, one per micro-batch"
+                f"your answer ran {forwards_phrase(rows)} with a graph{seen.no_graph_note()}; "
+                f"accumulation runs {forwards_phrase(expected)}, one per micro-batch"
             )
         fed = seen.fed(micro)  # the rows themselves: a reshaped window has the right row count
         if fed:

@@ -559,3 +559,34 @@ HINTS.update(
         "lesson 08's clip loop at max_norm = inf": "al.audit.loops.clip_every_micro_batch",
     }
 )
+
+
+def _autograd_grad_added_by_hand(model, data, size):
+    """The right gradient, but torch.autograd.grad does the work and the answer adds into .grad."""
+    params = list(model.parameters())
+    model.zero_grad()
+    for mb in data.micro_batches(size):
+        grads = torch.autograd.grad(F.mse_loss(model(mb.x), mb.y, reduction="sum"), params)
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g if p.grad is None else p.grad + g
+
+
+def _reentrant_checkpoint(model, data, size):
+    from torch.utils.checkpoint import checkpoint
+
+    model.zero_grad()
+    for mb in data.micro_batches(size):
+        x = mb.x.clone().requires_grad_()
+        F.mse_loss(checkpoint(model, x, use_reentrant=True), mb.y, reduction="sum").backward()
+
+
+WRONG["02.2"] += [
+    ("torch.autograd.grad, added into .grad by hand", _autograd_grad_added_by_hand),
+    ("checkpoint with use_reentrant=True", _reentrant_checkpoint),
+]
+HINTS.update(
+    {
+        "torch.autograd.grad, added into .grad by hand": "asks backward() to do the adding",
+        "checkpoint with use_reentrant=True": "use_reentrant=False is followed",
+    }
+)
