@@ -19,6 +19,7 @@ import inspect
 import itertools
 import sys
 import types
+from types import CodeType
 
 from ._answers import Hint
 
@@ -106,6 +107,14 @@ def _holds(value, ids: set, depth: int = 0) -> bool:
         call = inspect.getattr_static(type(value), "__call__", None)
         inner = [getattr(call, "__func__", call)] if call is not None else []
     return any(_holds(v, ids, depth + 1) for v in inner)
+
+
+def code_key(code, nested: bool = False) -> tuple:
+    """What a function computes, without where it was written: bytecode, names and constants,
+    nested code objects (a generator expression's) by their names and constants (their bytecode
+    differs when the source is compiled again elsewhere)."""
+    consts = tuple(code_key(c, True) if isinstance(c, CodeType) else c for c in code.co_consts)
+    return (code.co_names, consts) if nested else (code.co_code, code.co_names, consts)
 
 
 def audit_loops() -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from types import CodeType
 
 from . import exercise
 from ._answers import Hint, compare, integers, number, tolerance_words
-from ._calls import Refuse
+from ._calls import Refuse, code_key
 
 # 07.1: a model DDP splits into BUCKETS buckets, K micro-steps per optimizer step
 BUCKETS, K = 3, 6
@@ -147,14 +147,6 @@ CASES_07_4 = [
 ]
 
 
-def _code_key(code, nested: bool = False) -> tuple:
-    """What a function computes, without where it was written: bytecode, names and constants,
-    nested code objects (a generator expression's) by their names and constants (their bytecode
-    differs when the source is compiled again elsewhere)."""
-    consts = tuple(_code_key(c, True) if isinstance(c, CodeType) else c for c in code.co_consts)
-    return (code.co_names, consts) if nested else (code.co_code, code.co_names, consts)
-
-
 @exercise("07.4", 3, "FSDP2 gradient memory per rank")
 def fsdp_memory(answer):
     """answer(shapes, world_size, element_size) -> (bytes per rank syncing every micro-step,
@@ -165,8 +157,8 @@ def fsdp_memory(answer):
         )
     package = (getattr(answer, "__module__", None) or "").split(".")[0]
     code = getattr(answer, "__code__", None)
-    reference = _code_key(fsdp_bytes_expected.__code__)
-    if isinstance(code, CodeType) and _code_key(code) == reference:
+    reference = code_key(fsdp_bytes_expected.__code__)
+    if isinstance(code, CodeType) and code_key(code) == reference:
         package = "accumlab"  # a copy of the checker's reference, from its code or its source
     if package in ("accumlab", "solutions"):  # the package's reference, the repository's key
         owner = "accumlab's own" if package == "accumlab" else "the solutions folder's"
