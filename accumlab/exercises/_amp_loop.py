@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+from ._graph_watch import OutputGradients
 from ._observe import Observe, Refuse, Spy, _graph_task
 
 
@@ -156,12 +157,14 @@ def run_observed(answer, model, batches, k, max_norm, make_scheduler):
         "al.exercises.lesson06._reference_trace",
     )
     seen, grads, scale = Observe(model), GradWatch(model), ScalerWatch()
+    arrived = OutputGradients(model)
     try:
-        with refused, seen, grads, scale, contextlib.ExitStack() as stack:
+        with refused, seen, grads, scale, arrived, contextlib.ExitStack() as stack:
             for spy in spies.values():
                 stack.enter_context(spy)
             trained = answer(model, batches, k, max_norm, counted_scheduler)
     finally:
         hook.remove()
     counts = {name: spy.calls for name, spy in spies.items()}
+    seen.arrived = arrived  # the gradients each forward's output received
     return trained, counts, seen, grads, scale, len(scheduler_calls), dtypes

@@ -103,7 +103,7 @@ class OutputGradients:
 
         output.register_hook(arrived)
 
-    def not_own(self, micro, direction) -> int:
+    def not_own(self, micro, direction, rel: float = 1e-6) -> int:
         """How many micro-batches' forwards with a graph did not receive a positive multiple of
         their own loss's gradient at the output, `direction(out, mb)` (any scale: the loss may be
         divided by anything): a decoy `0 * out.sum()` receives nothing, whatever it adds to .grad
@@ -119,8 +119,10 @@ class OutputGradients:
             if mb is None:
                 missed += 1
                 continue
+            if not bool(torch.isfinite(p["grad"]).all()):
+                continue  # a GradScaler overflow: inf or NaN arrived, and the step is skipped
             want = direction(p["out"], mb).reshape(-1).double()
-            if not multiple_of(p["grad"].reshape(-1).double(), want, rel=1e-6):
+            if not multiple_of(p["grad"].reshape(-1).double(), want, rel=rel):
                 missed += 1
         return missed
 

@@ -4,6 +4,7 @@ and a complete AMP + clipping + scheduler loop, observed."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 from . import exercise
 from ._amp_judge import OVERFLOW_06_3, judge_skip, judge_structure
@@ -180,6 +181,14 @@ def full_loop(answer) -> str | None:
                 "under torch.autocast('cpu', dtype=torch.bfloat16)"
             )
         judge_structure(seen, grads, scale, batches, k, overflow)
+        pairs = [SimpleNamespace(x=x, y=y) for x, y in batches]
+        # bfloat16 outputs round the received gradient: 2 % of the largest entry
+        if seen.arrived.not_own(pairs, lambda out, mb: out.double() - mb.y.double(), rel=2e-2):
+            raise Hint(
+                "a micro-batch's forward did not receive its own loss's gradient at the model's "
+                "output (the mean squared error of that micro-batch, scaled): each backward "
+                "starts from that micro-batch's loss, through the forward it just ran"
+            )
         for name in ("unscale_", "step", "update"):
             if counts[name] != windows:
                 raise Hint(

@@ -230,7 +230,8 @@ def two_batch(answer) -> str | None:
             f"got {got:.3g}, more than 10 % from the two-batch estimate over all {WINDOWS} windows "
             "on these same draws: check |G_small|² (each micro-batch's change of .grad, times k, "
             "squared, averaged over the window), |G_big|² (the squared .grad at the window's end, "
-            "divided by nothing: loss / k already made it the mean), both formulas, and the "
-            "average over windows before the ratio"
+            "divided by nothing: loss / k already made it the mean), both formulas, the "
+            "average over windows before the ratio, and b and k as this problem's windows give "
+            "them (k = len(window), b = rows of x: the two problems differ)"
         )
     return None

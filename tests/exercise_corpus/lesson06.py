@@ -540,3 +540,41 @@ HINTS = {
     "clip before unscale_": "Unscale_ first, then clip",
 }
 STUBS = {"06.2": [("None", None)]}
+
+
+def _decoys_and_a_copy(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Decoy passes on an unrelated loss, one full-batch backward on an unwatched copy, its
+    gradient (scaled) written into .grad, then the usual unscale, clip, step and update."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    twin = al.mlp(features=4, hidden=16, depth=1, seed=3, dtype=torch.float32)
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        window = batches[start : start + k]
+        for x, y in window:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(pred.float().sum() + 0 * y.sum()).backward()
+        twin.load_state_dict(model.state_dict())
+        twin.zero_grad()
+        xs, ys = torch.cat([x for x, _ in window]), torch.cat([y for _, y in window])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = twin(xs)
+        torch.nn.functional.mse_loss(out.float(), ys).backward()
+        scale = scaler.get_scale()
+        with torch.no_grad():
+            for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+                a.grad.copy_(b.grad * scale)
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        before = scaler.get_scale()
+        scaler.update()
+        if scaler.get_scale() >= before:
+            scheduler.step()
+    return model
+
+
+WRONG["06.3"].append(("decoy passes, a copy's gradient written in", _decoys_and_a_copy))
+HINTS["decoy passes, a copy's gradient written in"] = "its own loss's gradient"
