@@ -170,8 +170,11 @@ def test_close_answers_are_asked_for_more_digits():
 
 def test_wrong_answers_get_the_known_mistake_or_a_hint_stating_the_tolerance():
     wrong = {0.1 / 4: "dividing by k is not exact"}
-    assert compare(0.025, M_PRIME, sig=3, wrong=wrong) == "dividing by k is not exact"
-    assert compare(np.float32(0.025), M_PRIME, sig=3, wrong=wrong) == "dividing by k is not exact"
+    # 0.025 is the known mistake and also 0.0259955 cut to 2 digits: the hint names both
+    both = "dividing by k is not exact — or, if you rounded, give more digits (needed: 3 significant digits)"
+    assert compare(0.025, M_PRIME, sig=3, wrong=wrong) == both
+    assert compare(np.float32(0.025), M_PRIME, sig=3, wrong=wrong) == both
+    assert compare(Decimal("0.02500"), M_PRIME, sig=3, wrong=wrong) == "dividing by k is not exact"
     said = compare(0.5, M_PRIME, sig=3, wrong=wrong, otherwise="solve (1 - m')^4 = 0.9")
     assert said == "solve (1 - m')^4 = 0.9 (checked to 3 significant digits)"
     assert compare(0.0258, M_PRIME, sig=3).endswith("(checked to 3 significant digits)")

@@ -15,6 +15,12 @@ def judge_structure(seen, grads, scale, batches, k, overflow):
     """The technique: one forward and one scaled backward per micro-batch, one graph alive at a
     time, `.grad` zeroed once per window and left alone inside it."""
     rows = len(batches[0][0])
+    if seen.backwards == 0 and seen.grad_only:
+        raise Hint(
+            f"your loop took its gradients with torch.autograd.grad ({seen.grad_only} calls), "
+            "which returns them without adding into .grad: this exercise asks for backward() on "
+            "each scaled micro-batch loss"
+        )
     if seen.backwards == 0:
         raise Hint(
             "no backward pass reached the model you were given (did your loop train a copy?): "

@@ -304,12 +304,17 @@ def compare(
             )
     if math.fabs(value - expected) <= allowed or _truncated(value, expected, kind, amount):
         return None
+    # right to the digits it shows (rounded or truncated), but shown too coarsely to judge
+    unit = shown_unit(answer)
+    coarse = unit > allowed and _shortened(value, expected, unit)  # 0.2: 4 · m, or 0.185 cut
     for bad, hint in (wrong or {}).items():
         near = allowed if bad == 0 else _allowed(bad, kind, amount)
         if math.fabs(value - bad) <= near:
-            return hint
-    # right to the digits it shows (rounded or truncated), but shown too coarsely to judge
-    unit = shown_unit(answer)
-    if unit > allowed and _shortened(value, expected, unit):
+            return (
+                f"{hint} — or, if you rounded, give more digits (needed: {words})"
+                if coarse
+                else hint
+            )
+    if coarse:
         return f"close — give more digits (needed: {words})"
     return f"{otherwise} (checked to {words})"

@@ -554,3 +554,4 @@ def _ghost_one_pass_variance_float32(x, size):
 
 WRONG["04.4"].append(("one-pass variance in float32", _ghost_one_pass_variance_float32))
 HINTS["one-pass variance in float32"] = "loses digits"
+HINTS["factors added: 4 · 0.05"] = "if you rounded, give more digits"
