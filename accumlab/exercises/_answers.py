@@ -306,7 +306,7 @@ def compare(
         return None
     # right to the digits it shows (rounded or truncated), but shown too coarsely to judge
     unit = shown_unit(answer)
-    coarse = unit > allowed and _shortened(value, expected, unit)  # 0.2: 4 · m, or 0.185 cut
+    coarse = unit > allowed and _shortened(value, expected, unit)  # 0.2: 4·m or 0.18549, 1 digit
     for bad, hint in (wrong or {}).items():
         near = allowed if bad == 0 else _allowed(bad, kind, amount)
         if math.fabs(value - bad) <= near:

@@ -11,10 +11,11 @@ from ..engine import Recipe, params_of, run
 from ..models import ScalarModel, mlp
 from ..reference import full_batch_grads
 from . import exercise
+from ._accelerate_count import AccelerateCounter
 from ._answers import Hint, compare
 from ._calls import audit_loops
 from ._graph_watch import OutputGradients
-from ._observe import Added, Observe, Refuse, Spy, forwards_phrase, multiple_of, plural
+from ._observe import Added, Observe, Refuse, forwards_phrase, multiple_of, plural
 
 
 @exercise("02.1", 1, "w after the step, without halving the loss")
@@ -214,42 +215,6 @@ def _all_through(added: torch.Tensor, through: torch.Tensor) -> bool:
     return bool((added - through).abs().max() <= 1e-8 * through.abs().max())
 
 
-class _AccelerateCounter:
-    """While the block runs, counts the calls to the parts of Accelerate that do 02.3's work:
-    the optimizer wrapper, and the micro-batch counter behind `sync_gradients`. `used` names
-    the first one called, or is empty."""
-
-    def __init__(self):
-        self.spies: list[Spy] = []
-
-    def __enter__(self):
-        try:
-            from accelerate.accelerator import Accelerator
-            from accelerate.optimizer import AcceleratedOptimizer
-            from accelerate.state import GradientState
-        except ImportError:  # no Accelerate: nothing of it can be used
-            return self
-        self.spies = [
-            Spy(AcceleratedOptimizer, "__init__", "accelerate's AcceleratedOptimizer"),
-            # a subclass that skips __init__ still steps through these
-            Spy(AcceleratedOptimizer, "step", "accelerate's AcceleratedOptimizer.step"),
-            Spy(AcceleratedOptimizer, "zero_grad", "accelerate's AcceleratedOptimizer.zero_grad"),
-            Spy(Accelerator, "_do_sync", "Accelerator._do_sync()"),
-            Spy(GradientState, "_set_sync_gradients", "accelerate's GradientState"),
-        ]
-        for spy in self.spies:
-            spy.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for spy in reversed(self.spies):
-            spy.__exit__(*exc)
-
-    @property
-    def used(self) -> str:
-        return next((spy.label for spy in self.spies if spy.calls), "")
-
-
 def _window_run(answer, k: int, size: int) -> str | None:
     import torch.nn.functional as F
 
@@ -264,7 +229,7 @@ def _window_run(answer, k: int, size: int) -> str | None:
     hook = optimizer.register_step_post_hook(lambda opt, args, kwargs: steps.append(1))
     try:
         # lesson 11's stand-in engine counts micro-steps just as the exercise asks
-        with _AccelerateCounter() as library, Refuse("al.frameworks.StandInEngine"):
+        with AccelerateCounter() as library, Refuse("al.frameworks.StandInEngine"):
             wrapped = answer(optimizer, k)
             if not (
                 callable(getattr(wrapped, "step", None))

@@ -46,8 +46,9 @@ def cosine_per_micro_batch(answer) -> str | None:
             round(_cosine_fraction(STEP_06_1 * K_06_1), 4): f"that counts {STEP_06_1 * K_06_1} "
             f"calls, the earlier windows' only: within {step}'s own window the scheduler is called "
             "after micro-batches that come before the optimizer step",
-            round(_cosine_fraction(calls + 1), 4): "one call too many: the call after "
-            f"{step}'s own optimizer.step() comes after its update",
+            # names the call counted, not the distance to the answer
+            round(_cosine_fraction(calls + 1), 4): "that includes the scheduler call made "
+            f"after {step}'s own optimizer.step(): the update has happened by then",
             0.0: "the schedule does not stop at its end: CosineAnnealingLR is periodic",
             0.5: f"count the scheduler's calls before {step}'s update, then place them "
             f"on a cosine of period {2 * T_MAX} calls",

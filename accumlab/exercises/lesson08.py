@@ -81,6 +81,11 @@ def _observed(answer, setup: str, **options) -> str | None:
                     f"max_norm = {CAPSTONE['max_norm']:g} every update is max_norm long, so "
                     "‖seen‖ / ‖reference‖ is 1 there"
                 )
+        if not found and not report.foreign_gradient and options.get("max_norm") is not None:
+            # a clip that bites rescales .grad and hides how much the passes carried: look
+            # again where it cannot bite
+            wide = audit(answer, **audit_setup(setup, **{**options, "max_norm": UNBITTEN}))
+            report.foreign_gradient = wide.foreign_gradient
     if report.graphs_together > 1:
         return (
             f"your loop kept the graphs of {report.graphs_together} forwards alive together and "
@@ -88,11 +93,6 @@ def _observed(answer, setup: str, **options) -> str | None:
             "backward on each micro-batch's loss right after its forward, so one graph at a time "
             "is alive"
         )
-    if not found and not report.foreign_gradient and options.get("max_norm") is not None:
-        # a clip that bites rescales .grad and hides how much the passes carried: look again
-        # where it cannot bite
-        wide = audit(answer, **audit_setup(setup, **{**options, "max_norm": UNBITTEN}))
-        report.foreign_gradient = wide.foreign_gradient
     if not found and report.foreign_gradient:
         return (
             f"the audit found the right gradients, but not from your loop's accumulation: "

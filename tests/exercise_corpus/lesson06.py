@@ -578,3 +578,5 @@ def _decoys_and_a_copy(model, batches, k, max_norm, make_scheduler, lr=0.1):
 
 WRONG["06.3"].append(("decoy passes, a copy's gradient written in", _decoys_and_a_copy))
 HINTS["decoy passes, a copy's gradient written in"] = "its own loss's gradient"
+# names the call it counted, not how far the answer is
+HINTS["248 calls: one too many"] = "includes the scheduler call made after"

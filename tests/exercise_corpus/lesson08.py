@@ -537,3 +537,34 @@ HINTS.update(
         "passes at 1/len(window), a copy's gradient written in": "more than k / the window",
     }
 )
+
+
+def _halves(model, optimizer, batches, k):
+    """Each micro-batch split in two forwards, each half's summed loss over the window's count:
+    the same gradient, with 2k passes per step."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        n = sum(len(y) for _, y in window)
+        for x, y in window:
+            half = (len(y) + 1) // 2
+            for rows in (slice(0, half), slice(half, None)):
+                if len(y[rows]):
+                    (F.mse_loss(model(x[rows]), y[rows], reduction="sum") / n).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _drops_last_row(model, optimizer, batches, k):
+    """Each micro-batch's last row left out (as x[:-1] would): those samples never count."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        n = sum(len(y) - 1 for _, y in window) or 1
+        for x, y in window:
+            if len(y) > 1:
+                (F.mse_loss(model(x[:-1]), y[:-1], reduction="sum") / n).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+RIGHT["08.2"].append(("each micro-batch in two forwards", _halves))
+WRONG["08.2"].append(("each micro-batch's last row left out", _drops_last_row))
