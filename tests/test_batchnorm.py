@@ -406,7 +406,7 @@ def test_accuracy_over_seeds_reports_each_seed_and_the_recalibrated_models():
         al.batchnorm.accuracy_over_seeds(setups, blobs[:32], blobs[32:], seeds=())
 
 
-# --- only coupling across samples breaks accumulation --------------------------------------------
+# --- in exact arithmetic, only coupling across samples within the forward breaks accumulation ---
 
 
 def test_dropout_with_the_same_masks_is_exact(data):

@@ -1,5 +1,6 @@
-"""Only coupling across samples breaks accumulation: dropout with the same per-sample masks is
-exact, and so is a recurrent network, whose coupling runs along time inside each sample. Lesson 04."""
+"""In exact arithmetic, only coupling across samples within the forward breaks accumulation: dropout
+with the same per-sample masks is exact, and so is a recurrent network, whose coupling runs along
+time inside each sample. Lesson 04."""
 
 from __future__ import annotations
 
