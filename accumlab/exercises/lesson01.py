@@ -28,26 +28,19 @@ TOLERANCE_01_2 = 1e-5  # relative, float32: each pass's gradient against torch's
 
 
 def _observe_passes(answer, w0: float, xs: tuple):
-    """Run answer(w, x) with every saved tensor of the graphs it builds tagged; return (returned,
-    w, for each saved tensor the backward passes that read it, the passes that wrote w.grad in
-    order, passes that reached w without writing .grad, what each writing pass added to w.grad)."""
+    """Run answer(w, x) with its backward calls followed (`BackwardWalks`, from any thread);
+    return (returned, w, the nodes each backward call walked, for each pass that wrote w.grad in
+    order the index of the call that ran it — None for a pass no followed call started —, passes
+    that reached w without writing .grad, what each writing pass added to w.grad)."""
+    from ._backward_nodes import BackwardWalks
+
     w = torch.tensor(w0, requires_grad=True)
     x = torch.tensor(xs)
-    saved: list[torch.Tensor] = []
-    readers: dict[int, set] = {}
 
     def task() -> int:
         return torch._C._current_graph_task_id()  # the backward pass running now
 
-    def pack(t):
-        saved.append(t.detach())
-        return len(saved) - 1  # autograd stores the tag; backward hands it to unpack
-
-    def unpack(tag):
-        readers.setdefault(tag, set()).add(task())
-        return saved[tag]
-
-    wrote: list[int] = []
+    wrote: list[tuple[int, int | None]] = []  # (backward pass, the call that started it)
     reached: set[int] = set()
     added: dict[int, torch.Tensor] = {}  # backward pass → what it added to w.grad
 
@@ -55,12 +48,44 @@ def _observe_passes(answer, w0: float, xs: tuple):
         reached.add(task())
         added[task()] = added.get(task(), 0) + g.detach().clone()
 
-    w.register_hook(seen)
-    w.register_post_accumulate_grad_hook(lambda p: wrote.append(task()))
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+    with BackwardWalks() as walks:
+        w.register_hook(seen)
+        w.register_post_accumulate_grad_hook(lambda p: wrote.append((task(), walks.running())))
         returned = answer(w, x)
-    reads = [readers.get(tag, set()) for tag in range(len(saved))]
-    return returned, w, reads, wrote, reached - set(wrote), [added[t] for t in wrote if t in added]
+    passes = [t for t, _ in wrote]
+    sums = [added[t] for t in passes if t in added]
+    return returned, w, walks.walks, [c for _, c in wrote], reached - set(passes), sums
+
+
+def _shared_trunk(first: list, second: list, w: torch.Tensor) -> None:
+    """Raise the hint unless the two writing passes' walks share more of the trunk than the
+    operation that takes w itself (w * x): a shared node above it — the exp, however it is
+    spelled — means both losses came from one h (their gradients are checked apart)."""
+    from ._backward_nodes import shared_toward
+
+    shared = shared_toward(first, second, w)
+
+    def on_w(node) -> bool:
+        return any(getattr(child, "variable", None) is w for child, _ in node.next_functions)
+
+    if any(not on_w(node) for node in shared):
+        return
+    if not shared:
+        raise Hint(
+            "your two backward passes walked nothing in common on their way to w: each walked "
+            "its own copy of the trunk. Build h once and let both losses' backward passes walk it"
+        )
+    if any(type(node).__name__ == "CheckpointFunctionBackward" for node in shared):
+        raise Hint(
+            "torch.utils.checkpoint with use_reentrant=True rebuilds the trunk inside each "
+            "backward pass, a new graph each time, so the two passes share no exp: with "
+            "use_reentrant=False both walk the one trunk"
+        )
+    raise Hint(
+        "your two backward passes shared only part of the trunk, the operation on w itself: "
+        "each loss built the rest (its own exp). Build h = (w * x).exp() once and both losses "
+        "from that h"
+    )
 
 
 def _head_grads(w0: float, xs: tuple) -> tuple[float, float]:
@@ -75,40 +100,30 @@ def _head_grads(w0: float, xs: tuple) -> tuple[float, float]:
 def _two_losses(answer):
     # answer(w, x) must build h = (w * x).exp() ONCE, call backward on first = h.sum() and on
     # second = (h ** 2).sum() (two passes, one per loss) and return w.grad. Observed on each
-    # case: the passes that wrote w.grad, what each added, and whether both read what the trunk
-    # saved (one trunk walked twice, which needs retain_graph on the first call).
+    # case: the passes that wrote w.grad, what each added, and whether both walked the trunk's
+    # own nodes (one trunk walked twice, which needs retain_graph on the first call).
     if not callable(answer):
         return f"answer with a function two_losses(w, x) that returns w.grad, got {type(answer).__name__}"
     for w0, xs in CASES_01_2:
-        returned, w, reads, wrote, grad_only, added = _observe_passes(answer, w0, xs)
-        if not reads:
-            raise Hint(
-                "the checker saw no graph being built: build h and both losses from w and x with "
-                "plain operations inside the function"
-            )
-        if grad_only and not wrote:
+        returned, w, walks, calls, grad_only, added = _observe_passes(answer, w0, xs)
+        if grad_only and not calls:
             raise Hint(
                 f"your answer called torch.autograd.grad {plural(len(grad_only), 'time')}, "
                 "which returns the gradient without writing w.grad: the exercise asks for backward()"
             )
-        if len(wrote) != 2:
+        if len(calls) != 2:
             raise Hint(
-                f"{plural(len(wrote), 'backward pass', 'backward passes')} wrote w.grad; the "
+                f"{plural(len(calls), 'backward pass', 'backward passes')} wrote w.grad; the "
                 "exercise calls backward once on each of the two losses (a backward of their sum "
                 "is one pass)"
             )
-        # the trunk saves two tensors (x for w * x, h for exp); both passes must read both
-        shared = sum(len(passes) >= 2 for passes in reads)
-        if shared == 0:
+        if None in calls:
             raise Hint(
-                "your two backward passes read nothing in common: each walked its own copy of the "
-                "trunk. Build h once and let both losses' backward passes walk it"
+                "w.grad was written by a backward pass that neither backward() nor "
+                "torch.autograd.backward started (autograd's engine called directly?), so the "
+                "checker cannot see which nodes it walked: call backward() on each loss"
             )
-        if shared < 2:
-            raise Hint(
-                "your two backward passes shared only part of the trunk: each loss built its own "
-                "exp. Build h = (w * x).exp() once and both losses from that h"
-            )
+        _shared_trunk(walks[calls[0]], walks[calls[1]], w)
         first, second = _head_grads(w0, xs)
         got = sorted(float(a) for a in added)
         if len(got) != 2 or not all(

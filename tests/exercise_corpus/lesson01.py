@@ -1,7 +1,12 @@
 """Lesson 01: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
+import math
+import threading
+
 import numpy as np
 import torch
+from torch.autograd import backward as _backward
+from torch.utils.checkpoint import checkpoint
 
 import accumlab as al
 
@@ -87,6 +92,81 @@ def _both_roots_at_once(w, x):  # one pass from both losses
     return w.grad
 
 
+def _saved_on_cpu(w, x):  # the trunk's saved tensors parked by save_on_cpu, hooks of its own
+    with torch.autograd.graph.save_on_cpu():
+        h = (w * x).exp()
+        first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    second.backward()
+    return w.grad
+
+
+def _in_a_thread(w, x):  # both passes run by a thread of the answer's
+    def both():
+        h = (w * x).exp()
+        first, second = h.sum(), (h**2).sum()
+        first.backward(retain_graph=True)
+        second.backward()
+
+    worker = threading.Thread(target=both)
+    worker.start()
+    worker.join()
+    return w.grad
+
+
+def _checkpointed_trunk(w, x):  # the trunk recomputed in backward, the one graph kept
+    h = checkpoint(lambda w, x: (w * x).exp(), w, x, use_reentrant=False)
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    second.backward()
+    return w.grad
+
+
+def _backward_imported_by_name(w, x):  # torch.autograd.backward bound before the check began
+    h = (w * x).exp()
+    _backward(h.sum(), retain_graph=True)
+    _backward((h**2).sum())
+    return w.grad
+
+
+def _exp_as_a_power(w, x):  # the same trunk, its exp spelled as a power of e
+    h = math.e ** (w * x)
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    second.backward()
+    return w.grad
+
+
+def _one_backward_doubled(w, x):  # one pass, its gradient doubled by hand
+    h = (w * x).exp()
+    (h.sum() + (h**2).sum()).backward()
+    return 2 * w.grad
+
+
+def _backward_of_the_sum(w, x):
+    h = (w * x).exp()
+    first, second = h.sum(), (h**2).sum()
+    (first + second).backward()
+    return w.grad
+
+
+def _reentrant_checkpoint(w, x):  # rebuilds the trunk inside each backward pass
+    h = checkpoint(lambda w, x: (w * x).exp(), w, x, use_reentrant=True)
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    second.backward()
+    return w.grad
+
+
+def _engine_called_directly(w, x):  # passes the checker cannot follow
+    h = (w * x).exp()
+    for loss, keep in ((h.sum(), True), ((h**2).sum(), False)):
+        torch.autograd.Variable._execution_engine.run_backward(
+            (loss,), (torch.ones_like(loss),), keep, False, (), True, True
+        )
+    return w.grad
+
+
 def _stub(w, x): ...  # the lesson's cell
 
 
@@ -103,6 +183,11 @@ RIGHT = {
     "01.2": [
         ("torch.autograd.backward on each loss, both retaining", _both_retained),
         ("second first, then first with inputs=[w]", _second_first),
+        ("the trunk under save_on_cpu()", _saved_on_cpu),
+        ("both passes in a thread", _in_a_thread),
+        ("the trunk under checkpoint(use_reentrant=False)", _checkpointed_trunk),
+        ("torch.autograd.backward imported by name", _backward_imported_by_name),
+        ("the exp spelled math.e ** (w * x)", _exp_as_a_power),
     ],
     "01.3": [
         ("a list in another order", ["b", "a"]),
@@ -125,6 +210,10 @@ WRONG = {
         ("torch.autograd.grad on each, summed: no backward", _autograd_grad_summed),
         ("torch.autograd.grad on each, written into w.grad", _autograd_grad_into_grad),
         ("one backward from both losses at once", _both_roots_at_once),
+        ("one backward of the sum, w.grad doubled", _one_backward_doubled),
+        ("one backward of first + second", _backward_of_the_sum),
+        ("the trunk under checkpoint(use_reentrant=True)", _reentrant_checkpoint),
+        ("autograd's engine called directly", _engine_called_directly),
     ],
     "01.3": [
         ("detach thought to share the gradient", {"a", "b", "d"}),
@@ -175,7 +264,12 @@ WRONG["01.2"] += [
 
 # words the hint of a wrong answer must contain (tests/test_exercises.py)
 HINTS = {
-    "the trunk built twice, one backward each: skips retain_graph": "read nothing in common",
+    "the trunk built twice, one backward each: skips retain_graph": "walked nothing in common",
+    "torch.autograd.grad on each, summed: no backward": "called torch.autograd.grad 2 times",
+    "one backward of the sum, w.grad doubled": "1 backward pass wrote",
+    "one backward of first + second": "1 backward pass wrote",
+    "the trunk under checkpoint(use_reentrant=True)": "use_reentrant=False",
+    "autograd's engine called directly": "engine called directly",
     "retain_graph on the second call only": "second time",
     "the first loss walked twice": "first's gradient is",
     "the x of one example instead of the x passed in": "x = [0.5, -1.0, 2.0]",
