@@ -1,7 +1,8 @@
 """Lesson 13's explorer: micro-batch size b and accumulation steps k → the effective batch B = b·k,
 the steps and samples the sweep measured to reach the target at that B, the forward-backward
-passes it costs (steps × k), and the noise scale the two-batch estimator reads from that very
-accumulation loop (B_small = b, B_big = k·b), next to the exact value.
+passes it costs (steps × k) next to what every other split of the same B would cost, and the noise
+scale the two-batch estimator reads from that very accumulation loop (B_small = b, B_big = k·b),
+next to the exact value.
 
 `explore_batch` is the plain compute function tests call; a change looks the sweep up and runs one
 vectorised two-batch estimate (cached), then moves the artists of a figure built once.
@@ -55,6 +56,8 @@ def explore_batch(
     i = sweep["batch_sizes"].index(big)
     excess = positive_float("sweep['target_excess']", sweep["target_excess"])
     steps = sweep["steps"][i]
+    # every split of this B the sliders offer: the same steps and samples, different passes
+    splits = sorted({m for m in SIZES if big % m == 0 and big // m in SIZES} | {b})
     return {
         "micro_batch_size": b,
         "accumulation_steps": k,
@@ -62,6 +65,8 @@ def explore_batch(
         "steps": steps,
         "samples": sweep["samples"][i],
         "passes": steps * k,  # forward-backward passes, one after another on one device
+        "split_sizes": splits,
+        "split_passes": [steps * big / m for m in splits],
         "measured_b_simple": _estimate(problem, excess, b, k) if k > 1 else None,
         "estimate_samples": max(16, SAMPLES_PER_ESTIMATE // big) * big if k > 1 else 0,
         "exact_b_simple": problem.b_simple(excess),
