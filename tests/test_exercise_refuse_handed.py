@@ -3,12 +3,18 @@ function passed to `call_within` or `measure_peak`, or the answer itself a `func
 it (a partial runs no Python frame, so the nearest caller is the checker)."""
 
 import functools
+import sys
+import threading
+import time
+import types
 
+import pytest
 import torch
 
 import accumlab as al
 from accumlab.device import measure_peak
-from accumlab.exercises._limit import call_within
+from accumlab.exercises._calls import Refuse
+from accumlab.exercises._limit import AnswerTimeout, call_within
 from accumlab.exercises.lesson07 import fsdp_bytes_expected
 
 REFUSED = "asks you to write it yourself"
@@ -68,3 +74,83 @@ def test_accumulation_noise_run_by_call_within_is_refused():
         return meter.b_simple
 
     _check_refused("13.2", answer, "AccumulationNoise")
+
+
+# a copy of a refused function made before any check runs, as an earlier notebook cell would: a
+# new function object holding the original code, which no guard on accumlab's bindings reaches
+_NOISE_SCALE_COPY = types.FunctionType(
+    al.scale.noise_scale.__code__, al.scale.noise_scale.__globals__, "mine"
+)
+
+
+def test_a_copy_handed_to_call_within_is_refused():
+    def answer(grads):
+        return call_within(30, _NOISE_SCALE_COPY, grads)["b_simple"]
+
+    _check_refused("13.1", answer, "al.scale.noise_scale")
+
+
+def test_a_copy_run_in_a_thread_is_refused():
+    def answer(grads):
+        out = []
+
+        def work():
+            try:
+                out.append(_NOISE_SCALE_COPY(grads)["b_simple"])
+            except Exception:  # the refusal swallowed: the check still refuses at its end
+                out.append(1.0)
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        worker.join()
+        return out[0]
+
+    _check_refused("13.1", answer, "al.scale.noise_scale")
+
+
+def test_a_copy_run_with_the_profile_function_switched_off_is_refused():
+    def answer(grads):
+        sys.setprofile(None)
+        return _NOISE_SCALE_COPY(grads)["b_simple"]
+
+    result = al.check("13.1", answer)
+    assert not result.ok and "sys.setprofile" in result.message, result.message
+
+
+def test_accumlab_still_runs_a_refused_helper_itself():
+    grads = torch.randn(16, 4, generator=torch.Generator().manual_seed(0)) + 1.0
+    with Refuse("al.scale.noise._moments"):
+        inside = al.scale.noise_scale(grads)
+    assert inside == al.scale.noise_scale(grads)
+
+
+def _marker():
+    return None
+
+
+def test_the_profile_function_before_is_called_and_handed_back():
+    seen = []
+
+    def earlier(frame, event, arg):
+        if event == "call":
+            seen.append(frame.f_code.co_name)
+
+    sys.setprofile(earlier)
+    try:
+        with Refuse("al.scale.noise_scale"):
+            _marker()
+        assert sys.getprofile() is earlier
+    finally:
+        sys.setprofile(None)
+    assert "_marker" in seen
+
+
+def test_the_watch_ends_when_the_block_raises_or_times_out():
+    def raises():
+        raise ValueError("the answer's own error")
+
+    for block, error in ((raises, ValueError), (lambda: call_within(0.2, time.sleep, 5), None)):
+        with pytest.raises(error or AnswerTimeout):
+            with Refuse("al.scale.noise_scale"):
+                block()
+        assert sys.getprofile() is None and threading.getprofile() is None

@@ -17,11 +17,12 @@ import functools
 import importlib
 import inspect
 import itertools
+import os
 import sys
 import types
-from types import CodeType
 
 from ._answers import Hint
+from ._code_guard import CodeWatch, code_key  # noqa: F401 (code_key: 07.4 and 10.3 use it)
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -88,11 +89,12 @@ def _resolve(name: str):
 
 def _holds(value, ids: set, depth: int = 0) -> bool:
     """Whether `value` is one of the objects in `ids`, or carries one: a partial's function or
-    arguments, a bound method's function or instance class, the items of an argument tuple."""
+    arguments, a bound method's function or instance class, the items of an argument tuple; a
+    function whose code object is in `ids`."""
     if depth > 3:
         return False
-    if id(value) in ids:
-        return True
+    if id(value) in ids or isinstance(value, types.FunctionType) and id(value.__code__) in ids:
+        return True  # the object, or a copy of a refused function holding its code
     if isinstance(value, functools.partial):
         inner = [value.func, *value.args, *value.keywords.values()]
     elif isinstance(value, types.MethodType):
@@ -107,14 +109,6 @@ def _holds(value, ids: set, depth: int = 0) -> bool:
         call = inspect.getattr_static(type(value), "__call__", None)
         inner = [getattr(call, "__func__", call)] if call is not None else []
     return any(_holds(v, ids, depth + 1) for v in inner)
-
-
-def code_key(code, nested: bool = False) -> tuple:
-    """What a function computes, without where it was written: bytecode, names and constants,
-    nested code objects (a generator expression's) by their names and constants (their bytecode
-    differs when the source is compiled again elsewhere)."""
-    consts = tuple(code_key(c, True) if isinstance(c, CodeType) else c for c in code.co_consts)
-    return (code.co_names, consts) if nested else (code.co_code, code.co_names, consts)
 
 
 def audit_loops() -> tuple[str, ...]:
@@ -133,6 +127,7 @@ def audit_loops() -> tuple[str, ...]:
     return tuple(names)
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _TRANSPARENT = {"contextlib", "functools"}  # modules whose frames only pass a call on
 _GUARDS = itertools.count()  # a fresh handler name for each function guarded
 
@@ -145,7 +140,9 @@ class Refuse:
     spellings are caught too) and restored afterwards; calls from accumlab's own code pass through.
     A class is refused by its `__init__`. A function is refused at its code object too (its
     `__code__` is swapped for a guard while the block runs), so a name the learner bound before the
-    check (`from accumlab.scale import noise_scale as ns`, a `functools.partial`) is caught as well.
+    check (`from accumlab.scale import noise_scale as ns`, a `functools.partial`) is caught as well,
+    and a copy of its code made before the block or compiled again from its source is caught when
+    it runs (`_code_guard.CodeWatch`, a profile function while the block runs).
     The hint is raised again when the block ends if the answer swallowed it (`except Exception:`)."""
 
     def __init__(self, *names: str):
@@ -155,7 +152,7 @@ class Refuse:
     def _guard(self, name: str, original, *, inner: bool = False):
         @functools.wraps(original)
         def refused(*args, **kwargs):
-            if self._own_call(sys._getframe(1), original):
+            if self._own_call(sys._getframe(1)):
                 return original(*args, **kwargs)
             self.called.append(name)
             raise Hint(self.hint())
@@ -166,11 +163,12 @@ class Refuse:
             refused.__wrapped__ = self._guard(name, original, inner=True)
         return refused
 
-    def _own_call(self, frame, target) -> bool:
+    def _own_call(self, frame, code=None) -> bool:
         """True when accumlab's own code calls the refused object by name. A caller in accumlab
-        that holds the object as a value was handed it by the answer — `call_within(30, fn, …)`,
-        `measure_peak(fn)`, or the checker calling an answer that is `functools.partial(fn)` (a
-        partial runs no Python frame of its own) — and that call is the answer's."""
+        that holds the object as a value (or a function running `code`, the refused code being
+        called) was handed it by the answer — `call_within(30, fn, …)`, `measure_peak(fn)`, or the
+        checker calling an answer that is `functools.partial(fn)` (a partial runs no Python frame
+        of its own) — and that call is the answer's."""
         while frame is not None and frame.f_globals.get("__name__") in _TRANSPARENT:
             frame = frame.f_back  # a decorator's wrapper: the call is its caller's
         caller = frame.f_globals.get("__name__", "") if frame is not None else ""
@@ -178,8 +176,22 @@ class Refuse:
             return False
         if caller == __name__:
             return True  # another Refuse's guard (nested blocks): that guard judged the call
-        held = set(map(id, self._targets))
+        held = {*map(id, self._targets), id(code)}
         return not any(_holds(value, held) for value in frame.f_locals.values())
+
+    def _judge(self, frame, name: str) -> None:
+        """A call of a refused function's code (`CodeWatch`): a copy made before the block, or
+        compiled again from its source, is refused as the function itself would be."""
+        if not self._own_call(frame.f_back, frame.f_code):
+            self.called.append(name)
+            raise Hint(self.hint())
+
+    def _watch(self, name: str, fn) -> None:
+        """Watch for `fn`'s own code (before it is swapped for a guard); a decorator's wrapper is
+        not watched: its code is shared by every function it decorates."""
+        if isinstance(fn, types.FunctionType) and not hasattr(fn, "__wrapped__"):
+            if fn.__code__.co_filename.startswith(_PACKAGE):
+                self._watched.setdefault(fn.__code__, name)
 
     def hint(self) -> str:
         return f"this exercise asks you to write it yourself — your answer called {self.called[0]}"
@@ -189,6 +201,7 @@ class Refuse:
         self._guards: dict = {}  # id(guard) -> (guard, the function it stands for)
         self._codes: list = []  # (function, its own code, the handler's global name)
         self._targets: list = []  # the refused objects and their guards, to spot them as values
+        self._watched: dict = {}  # the refused functions' own code objects -> their names
         for name in self.names:
             target = _resolve(name)
             inner = inspect.unwrap(target) if callable(target) else target
@@ -199,6 +212,7 @@ class Refuse:
                 self._targets.append(inner)
             self._targets.append(target)
             if isinstance(target, type):
+                self._watch(name, target.__dict__.get("__init__"))
                 self._undo.append((target, "__init__", target.__dict__.get("__init__")))
                 type.__setattr__(target, "__init__", self._guard(name, target.__init__))
                 continue
@@ -219,6 +233,8 @@ class Refuse:
                 for attr, value in list(vars(module).items()):
                     if value is target:
                         setattr(module, attr, guard)
+        # last: a failure above leaves no profile function behind (__exit__ does not run)
+        self._code_watch = CodeWatch(self._watched, self._judge).start()
         return self
 
     def _guard_code(self, name: str, target) -> None:
@@ -227,6 +243,7 @@ class Refuse:
         own callers through to a twin holding the original code and refuses any other caller."""
         if not isinstance(target, types.FunctionType):
             return  # a builtin: refused through its module bindings only
+        self._watch(name, target)
         original = target.__code__
         twin = types.FunctionType(
             original, target.__globals__, target.__name__, target.__defaults__, target.__closure__
@@ -235,7 +252,7 @@ class Refuse:
         handler_name = f"__accumlab_refused_{next(_GUARDS)}__"
 
         def handler(args, kwargs):
-            if self._own_call(sys._getframe(2), target):  # 1: the guarded function
+            if self._own_call(sys._getframe(2)):  # 1: the guarded function
                 return twin(*args, **kwargs)
             self.called.append(name)
             raise Hint(self.hint())
@@ -257,6 +274,7 @@ class Refuse:
         self._codes.append((target, original, handler_name))
 
     def __exit__(self, kind, err, tb) -> None:
+        still_on = self._code_watch.stop()  # first, so that nothing below runs watched
         for target, original, handler_name in reversed(self._codes):
             target.__code__ = original
             target.__globals__.pop(handler_name, None)
@@ -273,3 +291,8 @@ class Refuse:
                     setattr(module, attr, self._guards[id(value)][1])
         if self.called and (kind is None or issubclass(kind, Exception)):
             raise Hint(self.hint()) from None
+        if not still_on and kind is None:
+            raise Hint(
+                "your answer switched off sys.setprofile, which al.check uses to see what your "
+                "answer runs"
+            )

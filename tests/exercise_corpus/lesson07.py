@@ -232,3 +232,30 @@ WRONG["07.4"].append(
     ("the checker's reference compiled from its source", _reference_rebuilt_from_its_source())
 )
 HINTS["the checker's reference compiled from its source"] = "write it yourself"
+
+
+_REFERENCE_FROM_SOURCE = _reference_rebuilt_from_its_source()
+
+
+def _wrapped_reference_from_source(shapes, world_size, element_size):
+    """A one-line function of the learner's own around the recompiled reference."""
+    return _REFERENCE_FROM_SOURCE(shapes, world_size, element_size)
+
+
+WRONG["07.4"].append(
+    ("a wrapper around the reference compiled from its source", _wrapped_reference_from_source)
+)
+HINTS["a wrapper around the reference compiled from its source"] = "write it yourself"
+
+_REFERENCE_FROM_CODE = _reference_rebuilt_from_its_code()
+
+
+def _wrapped_reference_from_code(shapes, world_size, element_size):
+    """A one-line function of the learner's own around the reference rebuilt from its code."""
+    return _REFERENCE_FROM_CODE(shapes, world_size, element_size)
+
+
+WRONG["07.4"].append(
+    ("a wrapper around the reference rebuilt from its code", _wrapped_reference_from_code)
+)
+HINTS["a wrapper around the reference rebuilt from its code"] = "write it yourself"

@@ -645,3 +645,46 @@ def _fixed_sizes(model, windows):
 
 WRONG["13.2"].append(("b = 4 and k = 8 typed in, not read from the windows", _fixed_sizes))
 HINTS["b = 4 and k = 8 typed in, not read from the windows"] = "more than 10 %"
+
+
+def _copied_before(fn):
+    """`fn` rebuilt from its code object by a cell that runs before the check: a new function
+    object, so a guard on accumlab's binding of `fn` does not reach it."""
+    import types
+
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
+
+
+def _compiled_from_source(fn):
+    """`fn` compiled again from its source text into a copy of its module's globals."""
+    import inspect
+
+    scope = dict(fn.__globals__)
+    exec(inspect.getsource(fn), scope)
+    return scope[fn.__name__]
+
+
+_NOISE_SCALE_COPY = _copied_before(al.scale.noise_scale)
+_NOISE_SCALE_FROM_SOURCE = _compiled_from_source(al.scale.noise_scale)
+
+
+def _noise_scale_copy(grads):
+    return _NOISE_SCALE_COPY(grads)["b_simple"]
+
+
+def _noise_scale_from_source(grads):
+    return _NOISE_SCALE_FROM_SOURCE(grads)["b_simple"]
+
+
+WRONG["13.1"] += [
+    ("al.scale.noise_scale copied with types.FunctionType before the check", _noise_scale_copy),
+    ("al.scale.noise_scale compiled again from its source", _noise_scale_from_source),
+]
+HINTS.update(
+    {
+        "al.scale.noise_scale copied with types.FunctionType before the check": "al.scale.noise_scale",
+        "al.scale.noise_scale compiled again from its source": "al.scale.noise_scale",
+    }
+)
