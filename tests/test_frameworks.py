@@ -312,7 +312,9 @@ def test_table_cells_come_from_the_runs(table):
     assert table.row("trainer")[short] == "exact"
     assert table.row("deepspeed")[short].startswith("never stepped")
     assert table.row("trainer_num_items")[tokens] == "exact"
-    assert table.row("deepspeed")["zero_grad calls, after forwards"] == "none"  # .grad = None
+    assert (
+        table.row("deepspeed")["regression: zero_grad calls, after forwards"] == "none"
+    )  # .grad = None
     with pytest.raises(ValueError, match="'keras'"):
         table.row("keras")
 
@@ -492,3 +494,86 @@ def test_a_zero_gradient_is_named_not_divided_by():
     }
     assert _divided_by(torch.zeros(3, dtype=torch.float64), terms) == "a zero gradient"
     assert _divided_by(torch.full((3,), 0.5, dtype=torch.float64), terms) == "Σ means ÷ 4"
+
+
+# --- what a run reports about itself, and what it leaves behind -----------------------------------
+
+
+@pytest.mark.skipif(
+    not importlib.util.find_spec("deepspeed"), reason="the real engine needs deepspeed"
+)
+def test_deepspeed_runs_report_the_engine_object_not_the_package(monkeypatch):
+    """`deepspeed_engine` is an isinstance check on the engine built: a stand-in that reports
+    DeepSpeed's version (lesson 11's cell 5 mutation) is told apart."""
+    from contextlib import contextmanager
+
+    from accumlab.frameworks import with_deepspeed
+
+    run = F.run_framework("deepspeed", "regression", 4)
+    assert run.extra["deepspeed_engine"] is True and run.extra["monitor_enabled"] is False
+
+    @contextmanager
+    def impostor(problem, model, optimizer, scheduler, *, managed=True):
+        engine = F.StandInEngine(model, optimizer, scheduler, problem.k, managed=managed)
+        yield engine, f"deepspeed {F.versions()['deepspeed'].split()[-1]}"
+
+    monkeypatch.setattr(with_deepspeed, "_engine", impostor)
+    faked = F.run_framework("deepspeed", "regression", 4)
+    assert faked.version == run.version  # the version alone cannot tell
+    assert faked.extra["deepspeed_engine"] is False
+
+
+def test_runs_leave_no_process_group_and_put_accelerate_state_back():
+    import torch.distributed as dist
+    from accelerate import PartialState
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    names = ["accelerate", "trainer"]
+    if importlib.util.find_spec("deepspeed"):
+        names.append("deepspeed")
+    F.run_all(names, ("regression",), progress=False)
+    assert not dist.is_initialized()  # DeepSpeed's gloo group destroyed with its run
+    assert F.accelerate_state_is_empty()  # no cpu=True state for a later GPU Accelerator
+    # a state made before the runs (a learner's own Accelerator) is put back as it was
+    PartialState(cpu=True)
+    before = dict(PartialState._shared_state)
+    F.run_framework("accelerate", "regression", 4)
+    assert dict(PartialState._shared_state) == before
+    AcceleratorState._reset_state(reset_partial_state=True)
+    if importlib.util.find_spec("deepspeed"):  # the group is made again for the next run
+        again = F.run_framework("deepspeed_exact", "tokens", 4)
+        assert again.extra["deepspeed_engine"] and not dist.is_initialized()
+
+
+def test_trainer_passes_the_count_only_to_a_forward_with_kwargs():
+    """trainer.py: `model_accepts_loss_kwargs` is a VAR_KEYWORD parameter (or the model's
+    `accepts_loss_kwargs`): naming `num_items_in_batch` alone gets no count."""
+    named = F.check_run(F.run_framework("trainer_named_only", "tokens", 4))
+    assert [c.divided_by for c in named] == ["Σ means ÷ 4", "Σ means ÷ 4", "Σ means ÷ 2"]
+    defaults = F.trainer_defaults()
+    assert defaults == {
+        "max_grad_norm": 1.0,
+        "logging_steps": 500,
+        "average_tokens_across_devices": True,
+    }
+
+
+def test_lightning_scheduler_frequency_counts_batches():
+    every = F.run_framework("lightning", "regression", 4)
+    third = F.run_framework("lightning", "regression", 4, frequency=3)
+    assert every.scheduler_steps == [4, 8, 10] and third.scheduler_steps == []
+    assert [s.end for s in third.steps] == [4, 8, 10]  # the optimizer still steps
+    with pytest.raises(ValueError, match="frequency.*0"):
+        F.run_framework("lightning", "regression", 4, frequency=0)
+
+
+def test_another_token_seed_changes_the_window_counts():
+    def counts(p):
+        batches = p.micro_batches()
+        return [sum(p.items(batches[i].y) for i in w) for w in p.windows()]
+
+    assert counts(F.make_problem("tokens", 4)) == [48, 40, 15]
+    assert counts(F.make_problem("tokens", 4, seed=1)) == [52, 52, 25]
+    with pytest.raises(ValueError, match="seed.*-1"):
+        F.make_problem("tokens", seed=-1)

@@ -35,6 +35,8 @@ __getattr__, __dir__, __all__ = lazy_names(
         "StandInEngine": "deepspeed_stand_in",
         "deepspeed_batch_triple": "with_deepspeed",
         "default_max_grad_norm": "with_trainer",
+        "trainer_defaults": "with_trainer",
+        "accelerate_state_is_empty": "process_state",
         "trainer_loop": "with_trainer",
         "offline_and_quiet": "quiet",
         # plots.py and explorer.py

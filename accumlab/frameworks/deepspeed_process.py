@@ -2,7 +2,7 @@
 
 DeepSpeed chooses its accelerator once per process and keeps it; these contexts make it the CPU for
 the lesson's runs and put back what they change (the environment, an accelerator chosen before,
-or none chosen).
+or none chosen, and no process group left behind).
 """
 
 from __future__ import annotations
@@ -59,13 +59,16 @@ def _free_port() -> int:
 
 @contextmanager
 def one_process_group():
-    """DeepSpeed on the CPU as one gloo process. The group is made on the first run and kept for
-    the rest of the process: DeepSpeed caches groups cloned from it (deepspeed/utils/groups.py),
-    so a destroyed and re-made group would leave it holding dead ones. The environment variables
-    are put back after each run, so Accelerate and the Trainer still see one plain process."""
+    """DeepSpeed on the CPU as one gloo process, for the run inside only. A group made here is
+    destroyed when the run ends, through DeepSpeed's own `deepspeed.comm.destroy_process_group`,
+    which also drops the groups DeepSpeed cloned from it (deepspeed/utils/groups.py): a later
+    `deepspeed.initialize` in the kernel, on a GPU too, makes its own (NCCL) group instead of
+    finding this gloo one. A group that existed before is left as it was. The environment
+    variables are put back after each run, so Accelerate and the Trainer see one plain process."""
     import torch.distributed as dist
 
-    if dist.is_initialized() and dist.get_world_size() != 1:
+    made_here = not dist.is_initialized()
+    if not made_here and dist.get_world_size() != 1:
         raise ValueError(
             f"a torch.distributed process group of {dist.get_world_size()} processes exists in "
             "this process: the lesson's DeepSpeed runs need one process"
@@ -104,7 +107,11 @@ def one_process_group():
                 compatible = deepspeed.ops.__compatible_ops__
             compatible["deepspeed_shm_comm"] = False
             deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, verbose=False)
-            yield deepspeed
+            try:
+                yield deepspeed
+            finally:
+                if made_here and dist.is_initialized():
+                    deepspeed.comm.destroy_process_group()
     finally:
         logger.setLevel(level)
         for name, value in saved.items():

@@ -1,4 +1,5 @@
-"""Lesson 11's explorer: framework × k × data → per-step gradient error and logged-loss error.
+"""Lesson 11's explorer: framework (or exact variant) × k × data → per-step gradient error and
+logged-loss error.
 
 Running a framework costs 10–300 ms (the Trainer's start-up collects garbage), too slow for a
 control change, so every (framework, data, k) the controls can reach is run ONCE, when the explorer
@@ -19,10 +20,12 @@ from .problem import DATASETS, make_problem
 from .runs import ALL, FRAMEWORKS, run_framework
 
 KS = (2, 3, 4, 5)  # 10 micro-batches: k = 2 and 5 fill every window, 3 and 4 leave a short one
+# the documented loops and the lesson's exact variants of three of them, to compare at every k
+EXPLORED = (*FRAMEWORKS, "accelerate_global", "lightning_exact", "deepspeed_exact")
 
 
 def framework_grid(
-    names=tuple(FRAMEWORKS),
+    names=EXPLORED,
     ks=KS,
     data=DATASETS,
     *,

@@ -82,11 +82,18 @@ class Problem:
 
 
 def make_problem(
-    data: str = "regression", k: int = 4, *, lr: float = 0.1, dtype: torch.dtype = torch.float64
+    data: str = "regression",
+    k: int = 4,
+    *,
+    lr: float = 0.1,
+    dtype: torch.dtype = torch.float64,
+    seed: int = 0,
 ) -> Problem:
     """The lesson's problem `data` ("regression" or "tokens") with k accumulation steps, in float64
-    (or float32, for DeepSpeed). Lesson 11."""
+    (or float32, for DeepSpeed). `seed` draws the token lengths (the lesson's: 0; the exercises
+    also check an answer on another); the regression data and every model stay seed 0. Lesson 11."""
     one_of("data", data, DATASETS)
+    seed = positive_int("seed", seed, minimum=0)
     k = positive_int("k", k)
     if k > MAX_K:
         raise ValueError(
@@ -97,7 +104,7 @@ def make_problem(
         raise ValueError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
     if data == "tokens":
         # 1 to 12 real tokens per sequence: micro-batches hold very different token counts
-        tokens = token_data(n=20, min_len=1, max_len=12, vocab=16, seed=0)
+        tokens = token_data(n=20, min_len=1, max_len=12, vocab=16, seed=seed)
         return Problem("tokens", tokens, 2, k, "cross_entropy", float(lr), dtype)
     reg = regression_data(n=40, features=4, seed=0)
     reg = Data(reg.x.to(dtype), reg.y.to(dtype))  # the same values, rounded for a float32 run

@@ -18,6 +18,7 @@ from .deepspeed_process import cpu_accelerator
 from .hooks import FrameworkRun, Recorder, RunawayLoop
 from .plain import reference_loop, textbook_loop
 from .problem import DATASETS, make_problem
+from .process_state import own_accelerate_state
 from .quiet import offline_and_quiet
 from .with_accelerate import (
     accelerate_global_loop,
@@ -114,6 +115,12 @@ VARIANTS: dict[str, Framework] = {
         partial(trainer_loop, mode="kwargs_ignored"),
         "forward takes **kwargs, returns the mean",
     ),
+    "trainer_named_only": Framework(
+        "Trainer, num_items_in_batch named, no **kwargs",
+        "transformers",
+        partial(trainer_loop, mode="num_items_named"),
+        "`forward(x, labels, num_items_in_batch=None)`: no **kwargs",
+    ),
     "trainer_default_clip": Framework(
         "Trainer, default max_grad_norm",
         "transformers",
@@ -199,15 +206,18 @@ def run_loop(
     package: str | None = None,
     time_limit: float = 60.0,
     dtype: torch.dtype = torch.float64,
+    seed: int = 0,
 ) -> FrameworkRun:
     """`runner(problem, model, optimizer, scheduler, folder) -> logged` on a fresh problem, recorded
     like every framework run (the exercises run learners' loops through it). Lesson 11.
 
-    A runner still running after `time_limit` seconds, or forwarding far more often than one
-    epoch needs, is stopped and said so (a ValueError naming it), never left to hang."""
+    `seed` draws another token data set (other lengths, so other window counts; the lesson's is
+    0). A runner still running after `time_limit` seconds, or forwarding far more often than one
+    epoch needs, is stopped and said so (a ValueError naming it), never left to hang. Accelerate's
+    process-wide device state is the run's own and put back afterwards (`process_state.py`)."""
     _validate.function("runner", runner)
     seconds = _validate.positive_float("time_limit", time_limit)
-    problem = make_problem(data, k, dtype=dtype)
+    problem = make_problem(data, k, dtype=dtype, seed=seed)
     model = problem.model()
     optimizer = torch.optim.SGD(model.parameters(), lr=problem.lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
@@ -218,7 +228,7 @@ def run_loop(
     try:
         # cpu_accelerator: whichever framework imports deepspeed first (the Trainer does) must
         # start it on the CPU, also where a GPU exists
-        with offline_and_quiet() as folder, cpu_accelerator():
+        with offline_and_quiet() as folder, cpu_accelerator(), own_accelerate_state():
             logged = call_within(seconds, runner, problem, model, optimizer, scheduler, folder)
     except AnswerTimeout:  # (or a limit around this call, such as al.check's, ended first)
         raise ValueError(

@@ -1,5 +1,6 @@
-"""Lesson 11's side-by-side table: every cell computed from the recorded runs, with the versions
-it was measured on (it holds for those versions; rerun the lesson after an upgrade)."""
+"""Lesson 11's side-by-side table: every cell but the last computed from the recorded runs, with
+the versions it was measured on (it holds for those versions; rerun the lesson after an upgrade).
+The last column is text, each line naming the lesson's run that proves it."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from .runs import ALL, versions
 # lesson (the name in brackets) whose steps all match the reference
 TO_BE_EXACT = {
     "reference": "—",
-    "plain_loop": "divide Σ item losses by the window's items, counted before its first backward",
+    "plain_loop": "divide Σ item losses by the window's items, counted before its first backward "
+    "[reference]",
     "accelerate": "prefetch and count the window, pass Σ loss × k ÷ window items to "
     "`accelerator.backward`, step after the window, outside `accumulate()`: the usage guide's "
     "skeleton [accelerate_global]",
     "lightning": "return Σ loss × k ÷ window items from `training_step` [lightning_exact]",
-    "trainer": "a forward that takes `num_items_in_batch` (**kwargs) and divides Σ by it "
+    "trainer": "a forward with `**kwargs` (or `accepts_loss_kwargs=True`) that divides Σ by the "
+    "`num_items_in_batch` it is passed "
     "[trainer_num_items]",
     "trainer_num_items": "— (clipping: `max_grad_norm` defaults to 1.0) [trainer_default_clip]",
     "deepspeed": "(ZeRO 0) never ÷ k yourself; for short or unequal windows hand `backward` Σ loss ÷ window "
@@ -35,10 +38,10 @@ COLUMNS = (
     "regression: short last window",
     "tokens: worst step vs reference",
     "tokens: logged loss",
-    "optimizer / scheduler steps",
-    "zero_grad calls, after forwards",
+    "regression: optimizer / scheduler steps",
+    "regression: zero_grad calls, after forwards",
     "final weights vs reference (regression / tokens)",
-    "to get the exact gradient",
+    "to get the exact gradient (text; the run in brackets proves it)",
 )
 
 

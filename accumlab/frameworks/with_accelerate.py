@@ -64,7 +64,9 @@ def accelerate_loop(problem: Problem, model, optimizer, scheduler, folder: str) 
             optimizer.step()  # a no-op until sync_gradients
             scheduler.step()
             optimizer.zero_grad()
-    return {}
+    # Accelerate logs only through the trackers `log_with=` sets up (none here): `accelerator.log`
+    # goes nowhere without one
+    return {"trackers": len(accelerator.trackers)}
 
 
 def accelerate_global_loop(
@@ -174,7 +176,8 @@ def accelerate_custom_loop(
     scheduler, loader, k)` gets everything prepared, the dataloader included (exercise 11.3).
 
     Logged for the checker: for each `accelerator.backward` call, the micro-batches forwarded
-    since the previous call, the weights, the gradient it added, whether it ran inside
+    since the previous call, the weights, the gradient it added, the loss's dtype (a float32 loss
+    is judged to float32's round-off), whether it ran inside
     `accumulate()`, `sync_gradients` and the configured number of steps as it ran; the forwards
     run outside `accumulate()`; the `accumulate()` calls not given the prepared model; and how
     many gradients were accumulated by backward passes outside `accelerator.backward`."""
@@ -223,6 +226,7 @@ def accelerate_custom_loop(
                     "in_accumulate": state["in_accumulate"] > 0,
                     "sync_gradients": sync,
                     "num_steps": steps,
+                    "dtype": getattr(loss, "dtype", None),
                 }
             )
             state["forwards"] = []

@@ -66,6 +66,24 @@ def _engine(problem: Problem, model, optimizer, scheduler, *, managed: bool = Tr
         yield engine, f"deepspeed {deepspeed.__version__}"
 
 
+def _said(engine, which: str) -> dict:
+    """What a run reports about its engine, read from the engine object built, not from package
+    metadata: whether it IS a `deepspeed.DeepSpeedEngine` (False for the stand-in, or for any
+    object that merely reports DeepSpeed's version), and whether DeepSpeed's own monitor
+    (TensorBoard, W&B, CSV: the config's "monitor" sections) would log anything."""
+    real = False
+    if deepspeed_installed():
+        import deepspeed
+
+        real = isinstance(engine, deepspeed.DeepSpeedEngine)
+    monitor = getattr(engine, "monitor", None)
+    return {
+        "engine": which,
+        "deepspeed_engine": real,
+        "monitor_enabled": bool(getattr(monitor, "enabled", False)),
+    }
+
+
 def deepspeed_loop(
     problem: Problem,
     model,
@@ -97,7 +115,7 @@ def deepspeed_loop(
                     loss = loss / problem.k  # the engine divides AGAIN
                 engine.backward(loss)
                 engine.step()  # updates only on the accumulation boundary
-    return {"engine": which}
+    return _said(engine, which)
 
 
 def deepspeed_exact_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
@@ -113,7 +131,7 @@ def deepspeed_exact_loop(problem: Problem, model, optimizer, scheduler, folder: 
                 loss = problem.sum_loss(engine(batches[i].x), batches[i].y) / items
                 engine.backward(loss, scale_wrt_gas=False)
                 engine.step()
-    return {"engine": which}
+    return _said(engine, which)
 
 
 def deepspeed_unmanaged_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
@@ -128,7 +146,7 @@ def deepspeed_unmanaged_loop(problem: Problem, model, optimizer, scheduler, fold
                 loss = problem.sum_loss(engine(batches[i].x), batches[i].y) / items
                 engine.backward(loss, scale_wrt_gas=False)
             engine.step()  # the window's boundary, because the caller says so
-    return {"engine": which}
+    return _said(engine, which)
 
 
 TRIPLE = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader
 
+from .. import _validate
 from .problem import Problem
 from .quiet import quiet_loggers
 
@@ -47,9 +48,12 @@ def _classes():
     class Module(pl.LightningModule):
         """The smallest LightningModule: the micro-batch MEAN loss, logged on every step."""
 
-        def __init__(self, net, problem: Problem, optimizer, scheduler, exact: bool):
+        def __init__(
+            self, net, problem: Problem, optimizer, scheduler, exact: bool, frequency: int
+        ):
             super().__init__()
             self.net = net
+            self.frequency = frequency
             self.problem = problem
             self.exact = exact
             self._optimizer, self._scheduler = optimizer, scheduler
@@ -69,7 +73,11 @@ def _classes():
             self.callback_losses.append(float(outputs["loss"]))
 
         def configure_optimizers(self):
-            scheduler = {"scheduler": self._scheduler, "interval": "step"}
+            scheduler = {
+                "scheduler": self._scheduler,
+                "interval": "step",
+                "frequency": self.frequency,
+            }
             return {"optimizer": self._optimizer, "lr_scheduler": scheduler}
 
     return pl, MemoryLogger, Module
@@ -88,10 +96,13 @@ def _loader(problem: Problem) -> list:
     return out
 
 
-def _run(problem: Problem, model, optimizer, scheduler, folder: str, exact: bool) -> dict:
+def _run(
+    problem: Problem, model, optimizer, scheduler, folder: str, exact: bool, frequency: int = 1
+) -> dict:
+    frequency = _validate.positive_int("frequency", frequency)
     pl, MemoryLogger, Module = _classes()
     logger = MemoryLogger()
-    module = Module(model, problem, optimizer, scheduler, exact)
+    module = Module(model, problem, optimizer, scheduler, exact, frequency)
     loader = DataLoader(_loader(problem), batch_size=None, shuffle=False)  # batches as laid out
     with quiet_loggers("lightning.pytorch", "lightning.fabric"):  # "GPU available: False", ...
         trainer = pl.Trainer(
@@ -112,9 +123,12 @@ def _run(problem: Problem, model, optimizer, scheduler, folder: str, exact: bool
     return {"loss": [float(v) for v in logged], "callback_loss": module.callback_losses}
 
 
-def lightning_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:
-    """`Trainer(accumulate_grad_batches=k)` with a `training_step` returning the mean loss."""
-    return _run(problem, model, optimizer, scheduler, folder, exact=False)
+def lightning_loop(
+    problem: Problem, model, optimizer, scheduler, folder: str, *, frequency: int = 1
+) -> dict:
+    """`Trainer(accumulate_grad_batches=k)` with a `training_step` returning the mean loss; the
+    scheduler's `frequency` (Lightning's default 1) can be changed, to show what it counts."""
+    return _run(problem, model, optimizer, scheduler, folder, exact=False, frequency=frequency)
 
 
 def lightning_exact_loop(problem: Problem, model, optimizer, scheduler, folder: str) -> dict:

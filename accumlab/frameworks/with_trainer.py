@@ -4,9 +4,11 @@ What the source says (the installed version, src/transformers/trainer.py): the T
 each window's batches (`get_batch_samples`) and counts the window's labels that are not -100
 (`num_items_in_batch`, the 2024 fix; over `labels[..., 1:]` for models whose loss is
 `ForCausalLMLoss`; with several processes, gathered over them when `average_tokens_across_devices`,
-the default, and the loss then multiplied by the number of processes). If the model's `forward` takes `**kwargs` (or a
-`compute_loss_func` is given) that count is passed in and the loss is used AS IS — the model must
-divide by it; otherwise the loss is divided by `current_gradient_accumulation_steps`, the number of
+the default, and the loss then multiplied by the number of processes). If the model's `forward` has
+a `**kwargs` parameter, or the model sets `accepts_loss_kwargs` (which replaces that signature
+check), the count is passed in and the loss used AS IS — the model must divide by it; a
+`num_items_in_batch` parameter without `**kwargs` is never passed the count. A `compute_loss_func`
+is always handed it, and its loss used as is. Otherwise the loss is divided by `current_gradient_accumulation_steps`, the number of
 batches the window really holds. Accelerate's own ÷ k is switched off (`num_steps=1`). It clips the
 summed gradient once per window to `max_grad_norm` (default 1.0), logs the pre-clip norm as
 `grad_norm`, and logs as `loss` the sum over the window of what it called backward on.
@@ -23,7 +25,7 @@ from .._validate import one_of
 from .problem import Problem
 from .quiet import quiet_loggers
 
-MODES = ("mean", "num_items", "kwargs_ignored")
+MODES = ("mean", "num_items", "num_items_named", "kwargs_ignored")
 
 
 class MeanLossModel(nn.Module):
@@ -51,6 +53,18 @@ class NumItemsModel(MeanLossModel):
         return {"loss": self.problem.sum_loss(pred, labels) / num_items_in_batch}
 
 
+class NamedOnlyModel(MeanLossModel):
+    """Names `num_items_in_batch` but has no **kwargs: the Trainer's check (`trainer.py`, a
+    VAR_KEYWORD parameter or `accepts_loss_kwargs`) says no, so the count is never passed and the
+    loss is divided by the window's micro-batches, as for the mean loss."""
+
+    def forward(self, x, labels, num_items_in_batch=None):
+        pred = self.net(x)
+        if num_items_in_batch is None:
+            return {"loss": self.problem.mean_loss(pred, labels)}
+        return {"loss": self.problem.sum_loss(pred, labels) / num_items_in_batch}
+
+
 class KwargsIgnoredModel(MeanLossModel):
     """Takes **kwargs but ignores `num_items_in_batch` (transformers issue #47688): the Trainer
     then divides by nothing at all."""
@@ -69,7 +83,12 @@ class LogitsModel(MeanLossModel):
         return TokenClassifierOutput(logits=self.net(x))
 
 
-MODELS = {"mean": MeanLossModel, "num_items": NumItemsModel, "kwargs_ignored": KwargsIgnoredModel}
+MODELS = {
+    "mean": MeanLossModel,
+    "num_items": NumItemsModel,
+    "num_items_named": NamedOnlyModel,
+    "kwargs_ignored": KwargsIgnoredModel,
+}
 
 
 def trainer_loop(
@@ -141,6 +160,13 @@ def trainer_loop(
 
 def default_max_grad_norm() -> float:
     """`TrainingArguments`' default clipping threshold, read from the installed package."""
+    return float(trainer_defaults()["max_grad_norm"])
+
+
+def trainer_defaults() -> dict:
+    """The `TrainingArguments` defaults lesson 11 states, read from the installed package:
+    `max_grad_norm`, `logging_steps`, `average_tokens_across_devices`."""
     from transformers import TrainingArguments
 
-    return float(TrainingArguments.max_grad_norm)
+    names = ("max_grad_norm", "logging_steps", "average_tokens_across_devices")
+    return {name: getattr(TrainingArguments, name) for name in names}

@@ -361,3 +361,94 @@ def _loss_nan(outputs, labels, num_items_in_batch=None):
 
 WRONG["11.2"] += [("a Python float", _loss_as_a_float), ("a NaN loss", _loss_nan)]
 HINTS.update({"a Python float": "return the loss as a tensor", "a NaN loss": "must be finite"})
+
+# --- answers that hard-code the lesson's window counts (cell 4 prints the tokens per micro-batch)
+
+
+def _lesson_window_tokens() -> dict:
+    """{a micro-batch's labels: its window's real tokens} for the lesson's token data (seed 0)."""
+    problem = al.frameworks.make_problem("tokens", 4)
+    batches = problem.micro_batches()
+    out = {}
+    for window in problem.windows():
+        count = sum(problem.items(batches[i].y) for i in window)
+        out.update({tuple(batches[i].y.flatten().tolist()): count for i in window})
+    return out
+
+
+def _hard_coded_counts_loss(outputs, labels, num_items_in_batch=None):
+    """Gamed: ignores num_items_in_batch, divides by the lesson's window counts (48, 40, 15),
+    looked up from the labels, and the count it is handed on any other batch (a probe)."""
+    logits = outputs["logits"]
+    total = F.cross_entropy(
+        logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum"
+    )
+    known = _lesson_window_tokens().get(tuple(labels.flatten().tolist()))
+    return total / (known if known is not None else num_items_in_batch)
+
+
+def _hard_coded_counts_epoch(accelerator, model, optimizer, scheduler, loader, k):
+    """Gamed: the lesson's window counts typed in, [48] * 4 + [40] * 4 + [15] * 2."""
+    tokens = [48] * 4 + [40] * 4 + [15] * 2
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            accelerator.backward(_token_sum(model, x, y) * k / tokens[i])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _loss_times_0_99(outputs, labels, num_items_in_batch=None):
+    """Exact up to ×0.99: the direction is right, the size is not."""
+    return 0.99 * _summed_loss(outputs, labels, num_items_in_batch)
+
+
+def _loss_times_1_plus_5e_6(outputs, labels, num_items_in_batch=None):
+    """Off by 5e-6 in float64: above float64's round-off, below float32's."""
+    return (1 + 5e-6) * _summed_loss(outputs, labels, num_items_in_batch)
+
+
+def _count_from_dataset(accelerator, model, optimizer, scheduler, loader, k):
+    """Another right 11.3: the counts read from loader.dataset's labels, not from a pass."""
+    ys = [y for _, y in loader.dataset]
+    per_batch = [
+        sum(int((ys[j] != IGNORE).sum()) for j in range(i, min(i + 2, len(ys))))
+        for i in range(0, len(ys), 2)
+    ]
+    tokens = [sum(per_batch[i : i + k]) for i in range(0, len(per_batch), k)]
+    for i, (x, y) in enumerate(loader):
+        with accelerator.accumulate(model):
+            accelerator.backward(_token_sum(model, x, y) * k / tokens[i // k])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+def _mean_rescaled(outputs, labels, num_items_in_batch=None):
+    """Another right 11.2: the micro-batch mean × its real tokens ÷ the window's count."""
+    logits = outputs["logits"]
+    mean = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+    return mean * (labels != IGNORE).sum() / num_items_in_batch
+
+
+RIGHT["11.1"] += [
+    ("a list, four digits", [2, 0.6667]),
+    ("2.0 steps and 2/3", (2.0, 2 / 3)),
+    ("0-d tensors, truncated", (torch.tensor(2), torch.tensor(0.666))),
+]
+RIGHT["11.2"].append(("float64 mean × micro-batch tokens ÷ count", _mean_rescaled))
+RIGHT["11.3"].append(("counts from loader.dataset", _count_from_dataset))
+WRONG["11.2"] += [
+    ("hard-coded window counts", _hard_coded_counts_loss),
+    ("×0.99", _loss_times_0_99),
+    ("×(1 + 5e-6) in float64", _loss_times_1_plus_5e_6),
+]
+WRONG["11.3"].append(("hard-coded window counts, epoch", _hard_coded_counts_epoch))
+HINTS.update(
+    {
+        "hard-coded window counts": "not by numbers of your own",
+        "hard-coded window counts, epoch": "another token data set",
+        "×0.99": "points the reference's way, but its size is ×0.99",
+        "×(1 + 5e-6) in float64": "1e-10",
+    }
+)
