@@ -74,6 +74,9 @@ def test_accumulator_errors_bf16_grows_float32_does_not():
     sweep = al.scale.accumulator_errors([1, 16, 128])
     e = sweep["errors"]
     assert e["bfloat16 .grad"][-1] > 3 * e["bfloat16 .grad"][0]
+    # every k reads a window of one data set: the k = 1 point does not depend on the other ks
+    alone = al.scale.accumulator_errors([1], ["bfloat16 .grad"])["errors"]["bfloat16 .grad"]
+    assert alone[0] == e["bfloat16 .grad"][0]
     assert e["float32 main_grad"][-1] < e["float32 main_grad"][0]
     assert e["bfloat16 .grad"][-1] > 10 * e["float32 main_grad"][-1]
     # k = 1: nothing is added, so every accumulator holds the same bfloat16 backward's result
@@ -642,6 +645,7 @@ def test_explorer_data_and_refusal():
         ((0, 2), "micro_batches.*0"),
         ((4, 9), "stages at most 8"),
         ((4, 2, "x"), "schedule"),
+        ((4, 2, "GPipe", 0), "slow_stage"),
     ]:
         with pytest.raises(ValueError, match=match):
             al.scale.explorer_data(*args)
@@ -659,6 +663,10 @@ def test_explorer_moves_with_its_controls():
     assert ex.data["in_flight"] == 8 and ex.error is None
     ex.controls["micro_batches"].value = 2
     assert ex.data["refused"] and ex.error is None  # shown, not raised
+    ex.controls["schedule"].value = "GPipe"
+    even = ex.data["bubble"]
+    ex.controls["slow_stage"].value = 3.0  # a slower last stage: stage 0 idles more
+    assert ex.data["bubble"] > even and ex.error is None
     assert al.scale.scale_explorer().data["micro_batches"] == 4  # no precision panel: still works
     with pytest.raises(ValueError, match="errors must be the dict.*list"):
         al.scale.scale_explorer([1, 2])
@@ -765,6 +773,50 @@ def test_exercise_12_3_tolerance_separates_16_bit_sums_from_float32(seed):
 def test_master_weights_take_adamws_first_step_from_the_main_gradient():
     mw = al.scale.master_weight_step()
     assert mw["stepped"] and mw["first_step_error"] < 1e-3
+    assert mw["moments_error"] < 1e-6  # exp_avg = (1 − β1)·g, exp_avg_sq = (1 − β2)·g²
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bf16_grad_grows_with_k_as_a_trend_not_at_every_step(seed):
+    b = al.scale.accumulator_errors([2**i for i in range(9)], ["bfloat16 .grad"], seed=seed)
+    b = b["errors"]["bfloat16 .grad"]
+    assert sum(b[-3:]) > 3 * sum(b[:3])  # lesson 12's trend: mean of the last three > 3 × first
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fused_float32_wgrad_removes_the_weight_gradients_bf16_rounding(seed):
+    e = al.scale.fused_wgrad_errors(seed=seed)["errors"]
+    fused, unfused = e["float32-output wgrad into float32"], e["bfloat16 wgrad, then float32 add"]
+    assert fused < 1e-6 and unfused > 100 * fused
+
+
+def _grouped(flush, bf16_loss=False):
+    """A 12.3 answer adding .grad into float32 every `flush` backwards; its loss in bfloat16 if
+    `bf16_loss`."""
+
+    def answer(model, micro_batches):
+        k = len(micro_batches)
+        buf = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in model.named_parameters()}
+        for i, mb in enumerate(micro_batches):
+            pred = model(mb.x.to(torch.bfloat16))
+            y = mb.y.to(torch.bfloat16) if bf16_loss else mb.y.float()
+            loss = torch.nn.functional.mse_loss(pred if bf16_loss else pred.float(), y) / k
+            loss.backward()
+            if (i + 1) % flush == 0:
+                for n, p in model.named_parameters():
+                    buf[n].add_(p.grad)
+                    p.grad = None
+        return buf
+
+    return answer
+
+
+def test_exercise_12_3_blames_the_loss_only_for_a_bfloat16_loss():
+    two = al.check("12.3", _grouped(2))
+    assert not two.ok and "several backwards" in two.message and "loss" not in two.message
+    loss = al.check("12.3", _grouped(1, bf16_loss=True))
+    assert not loss.ok and "loss was computed in bfloat16" in loss.message
+    assert al.check("12.3", _grouped(1)).ok
 
 
 @pytest.mark.parametrize("seed", [0, 1])

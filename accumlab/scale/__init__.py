@@ -15,6 +15,8 @@ __getattr__, __dir__, __all__ = lazy_names(
         "available_accumulators": "accumulator",
         "grad_dtype_supported": "accumulator",
         "step_with_grad_dtype": "accumulator",
+        # fused_wgrad.py: the weight gradient's own rounding, and the fused kernel that skips it
+        "fused_wgrad_errors": "fused_wgrad",
         # master_weights.py: what the update needs besides the main gradient
         "master_weight_step": "master_weights",
         "update_rounding": "master_weights",

@@ -36,13 +36,14 @@ MAX_K = 4096
 
 
 def grad_dtype_supported() -> bool:
-    """True when this torch has `Tensor.grad_dtype` (present in torch 2.13). Without it, setting
-    the attribute on a parameter would silently do nothing, so the accumulator is refused."""
+    """True when the installed torch has `Tensor.grad_dtype`. Without it, setting the attribute on
+    a parameter would silently do nothing, so the accumulator is refused."""
     return hasattr(torch.Tensor, "grad_dtype")
 
 
 def available_accumulators() -> tuple[str, ...]:
-    """The accumulators this torch can run (all of ACCUMULATORS on torch 2.13)."""
+    """The accumulators the installed torch can run (all of ACCUMULATORS where it has
+    `Tensor.grad_dtype`)."""
     return tuple(a for a in ACCUMULATORS if a != "float32 grad_dtype" or grad_dtype_supported())
 
 
@@ -198,12 +199,14 @@ def accumulator_errors(
         one_of(f"accumulators[{i}]", a, ACCUMULATORS)
     micro_batch_size = positive_int("micro_batch_size", micro_batch_size)
     _validate.fits_in_memory(
-        f"max(ks) × micro_batch_size = {max(ks)} × {micro_batch_size} samples",
-        max(ks) * micro_batch_size * (positive_int("features", features) + 1) * 8,
+        f"MAX_K × micro_batch_size = {MAX_K} × {micro_batch_size} samples",
+        MAX_K * micro_batch_size * (positive_int("features", features) + 1) * 8,
     )
     # round the weights to bfloat16 once: every accumulator and the reference see the same point
     base = mlp(features, hidden, depth=1, seed=seed).to(torch.bfloat16).double()
-    data = regression_data(n=max(ks) * micro_batch_size, features=features, seed=seed)
+    # one data set of MAX_K micro-batches, drawn whatever ks is: each k reads its first k
+    # micro-batches, so a point does not change when other ks are added to the sweep
+    data = regression_data(n=MAX_K * micro_batch_size, features=features, seed=seed)
     errors: dict[str, list[float]] = {a: [] for a in accumulators}
     memory: dict[str, dict] = {}
     for k in ks:

@@ -6,19 +6,24 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from .._validate import one_of, positive_int
-from ..explorer import Explorer, explorer_example, int_slider
+from .._validate import one_of, positive_float, positive_int
+from ..explorer import Explorer, explorer_example, int_slider, selection_slider
 from .schedule import SCHEDULES, bubble_fraction, in_flight, replay, schedule_order
 
 MAX_STAGES = 8
 MAX_MICRO_BATCHES = 64  # S = 8 needs m = 64 for a bubble under 10 % (lesson 12, section 2)
+SLOW_STAGE = (1.0, 1.5, 2.0, 3.0, 4.0)  # the last stage's pass times, in units of the others'
 
 
-def explorer_data(micro_batches: int = 4, stages: int = 2, schedule: str = "GPipe") -> dict:
-    """One pipeline step of `micro_batches` micro-batches through `stages` stages. Lesson 12."""
+def explorer_data(
+    micro_batches: int = 4, stages: int = 2, schedule: str = "GPipe", slow_stage: float = 1.0
+) -> dict:
+    """One pipeline step of `micro_batches` micro-batches through `stages` stages, the last stage's
+    forward and backward `slow_stage` times as long as the others' (t_F = 1, t_B = 2). Lesson 12."""
     m = positive_int("micro_batches", micro_batches)
     s = positive_int("stages", stages)
     one_of("schedule", schedule, SCHEDULES)
+    slow = positive_float("slow_stage", slow_stage)
     if m > MAX_MICRO_BATCHES or s > MAX_STAGES:
         raise ValueError(
             f"micro_batches must be at most {MAX_MICRO_BATCHES} and stages at most {MAX_STAGES}, "
@@ -28,6 +33,7 @@ def explorer_data(micro_batches: int = 4, stages: int = 2, schedule: str = "GPip
         "schedule": schedule,
         "stages": s,
         "micro_batches": m,
+        "slow_stage": slow,
         "formula": bubble_fraction(s, m),
         "formula_curve": [bubble_fraction(s, j) for j in range(1, MAX_MICRO_BATCHES + 1)],
         "refused": None,
@@ -41,7 +47,12 @@ def explorer_data(micro_batches: int = 4, stages: int = 2, schedule: str = "GPip
     except ValueError:
         out["refused"] = f"torch's Schedule1F1B refuses m = {m} < S = {s}"
         return out
-    rep = replay(orders)
+    # only the last stage is slower: with S = 1 it is the only stage, and nothing waits on it
+    rep = replay(
+        orders,
+        t_forward=[1.0] * (s - 1) + [slow],
+        t_backward=[2.0] * (s - 1) + [2.0 * slow],
+    )
     out.update(
         spans=rep["spans"],
         makespan=rep["makespan"],
@@ -74,6 +85,7 @@ def scale_explorer(errors: dict | None = None) -> Explorer:
         "micro_batches": int_slider("micro-batches per step m", 4, 1, MAX_MICRO_BATCHES),
         "stages": int_slider("pipeline stages S", 2, 1, MAX_STAGES),
         "schedule": W.Dropdown(options=list(SCHEDULES), value="GPipe", description="schedule"),
+        "slow_stage": selection_slider("last stage's pass time ×", SLOW_STAGE, 1.0),
     }
 
     def plot(data: dict):

@@ -51,8 +51,9 @@ def master_weight_step(*, micro_batches: int = 8, seed: int = 0) -> dict:
     bfloat16 route: bfloat16 parameters, `MainGrad` (float32), float32 master weights whose `.grad`
     is the main gradient, AdamW on the masters, then the masters copied (rounded) into the bfloat16
     parameters. float32 route: float32 parameters, `.grad`, AdamW. Returns
-    {"bytes": {route: {part: bytes per parameter}}, "stepped": bool, "parameters": count}; stepped
-    is True when the masters moved and every bfloat16 parameter is its master rounded to bfloat16.
+    {"bytes": {route: {part: bytes per parameter}}, "stepped": bool, "first_step_error",
+    "moments_error", "parameters": count}; stepped is True when the masters moved and every
+    bfloat16 parameter is its master rounded to bfloat16.
     """
     from ..data import regression_data
     from ..models import mlp
@@ -78,6 +79,7 @@ def master_weight_step(*, micro_batches: int = 8, seed: int = 0) -> dict:
             p.copy_(masters[name])  # the forward's copy, rounded to bfloat16
     moved = any(not torch.equal(m.detach(), start[name]) for name, m in masters.items())
     first_step_error = _first_step_error(adam, masters, start, main.buffers)
+    moments_error = _moments_error(adam, masters, main.buffers)
     rounded = all(
         torch.equal(p.detach(), masters[name].detach().to(torch.bfloat16))
         for name, p in bf16.named_parameters()
@@ -103,6 +105,7 @@ def master_weight_step(*, micro_batches: int = 8, seed: int = 0) -> dict:
         },
         "stepped": moved and rounded,
         "first_step_error": first_step_error,
+        "moments_error": moments_error,
         "parameters": n,
     }
 
@@ -119,6 +122,21 @@ def _first_step_error(adam, masters: dict, start: dict, grads: dict) -> float:
         expected = -lr * (g / (g.abs() + eps) + wd * theta)
         moved = m.detach().double() - theta
         worst = max(worst, float((moved - expected).abs().max()) / lr)
+    return worst
+
+
+def _moments_error(adam, masters: dict, grads: dict) -> float:
+    """How far AdamW's moments after its first step are from the main gradient g's: exp_avg =
+    (1 − β1)·g and exp_avg_sq = (1 − β2)·g², relative to the largest entry of each. The sign-only
+    step above cannot see a gradient of the wrong size; the moments hold its size (about 1e-7 from
+    float32 rounding; 15 for a gradient 4 times too large, whose square is 16 times too large)."""
+    beta1, beta2 = adam.param_groups[0]["betas"]
+    worst = 0.0
+    for name, m in masters.items():
+        g, state = grads[name].double(), adam.state[m]
+        for key, expected in (("exp_avg", (1 - beta1) * g), ("exp_avg_sq", (1 - beta2) * g * g)):
+            scale = float(expected.abs().max()) or 1.0
+            worst = max(worst, float((state[key].double() - expected).abs().max()) / scale)
     return worst
 
 

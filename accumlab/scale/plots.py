@@ -266,18 +266,22 @@ def update_scale_explorer(fig: Figure, data: dict) -> None:
     timeline.set_yticks(range(s), [f"stage {i}" for i in range(s)])
     a["message"].set_text(data["refused"] or "")
     timeline.set_title(
-        f"{data['schedule']}, S = {s}, m = {m}: "
+        f"{data['schedule']}, S = {s}, m = {m}"
+        + (f", last stage ×{data['slow_stage']:g}" if data["slow_stage"] != 1 else "")
+        + ": "
         + (
             "refused"
             if data["refused"]
-            else f"bubble {data['bubble']:.0%}, ≤ {data['in_flight']} micro-batch"
+            else ("stage 0's " if data["slow_stage"] != 1 else "")
+            + f"bubble {data['bubble']:.0%}, ≤ {data['in_flight']} micro-batch"
             + ("'s" if data["in_flight"] == 1 else "es'")
             + " activations held"
         ),
         fontsize=9,
     )
     a["formula"].set_ydata(data["formula_curve"])
-    a["point"].set_data([m], [data["formula"]])
+    # the replayed bubble: on the formula's curve for equal stages, above it for a slower one
+    a["point"].set_data([m], [data["bubble"] if data["bubble"] is not None else data["formula"]])
     a["point"].set_visible(not data["refused"])  # no step ran: no point on the curve
     a["curve"].set_title(f"S = {s} stages", fontsize=9)
     if "marker" in a:

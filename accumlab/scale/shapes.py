@@ -32,6 +32,7 @@ EXPLORER = {
     "schedule": str,
     "stages": int,
     "micro_batches": int,
+    "slow_stage": float,
     "formula": float,
     "formula_curve": nonempty([float]),
     "refused": (str, type(None)),
