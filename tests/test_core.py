@@ -175,6 +175,9 @@ def test_backward_frees_every_saved_byte_and_keeps_the_nodes():
     steps = [alive for _, alive in out["during_backward"]]
     assert out["during_backward"][0] == ["DivBackward0", out["after_forward"]]
     assert sorted(set(steps), reverse=True) == [576, 512, 0] and steps == sorted(steps)[::-1]
+    # the tanh output, saved by the last AddmmBackward0 and by TanhBackward0, outlives the first
+    # holder to run: still alive as TanhBackward0 starts
+    assert [alive for node, alive in out["during_backward"] if node == "TanhBackward0"] == [512]
     # a graph nothing refers to is freed without any backward
     assert out["before_drop"] == out["after_forward"] and out["after_drop"] == 0
 

@@ -96,12 +96,34 @@ def _head_grads(w0: float, xs: tuple) -> tuple[float, float]:
     return tuple(float(torch.autograd.grad(loss, w, retain_graph=True)[0]) for loss in losses)
 
 
+def _accumulated(w: torch.Tensor, w0: float, xs: tuple, first: float, second: float) -> None:
+    """Raise the hint unless w.grad ends as first's gradient plus second's: each pass added its
+    own (checked before), so a w.grad holding less was reset, zeroed or rewritten in between."""
+    if w.grad is None:
+        return  # "return w.grad itself" says it
+    total, got = first + second, float(w.grad)
+    if abs(got - total) <= TOLERANCE_01_2 * abs(total):
+        return
+    alone = [
+        n
+        for n, g in (("second", second), ("first", first))
+        if abs(got - g) <= TOLERANCE_01_2 * abs(g)
+    ]
+    held = f"only {alone[0]}'s gradient" if alone else f"{got:.6g}"
+    raise Hint(
+        f"at w = {w0}, x = {list(xs)} w.grad holds {held} after both passes, not first's plus "
+        f"second's ({total:.6g}): AccumulateGrad adds each pass into w.grad, and that sum is "
+        "what the exercise returns, so leave w.grad alone between and after the passes"
+    )
+
+
 @exercise("01.2", 2, "Two losses that share a trunk")
 def _two_losses(answer):
     # answer(w, x) must build h = (w * x).exp() ONCE, call backward on first = h.sum() and on
-    # second = (h ** 2).sum() (two passes, one per loss) and return w.grad. Observed on each
-    # case: the passes that wrote w.grad, what each added, and whether both walked the trunk's
-    # own nodes (one trunk walked twice, which needs retain_graph on the first call).
+    # second = (h ** 2).sum() (two passes, one per loss, in either order) and return w.grad.
+    # Observed on each case: the passes that wrote w.grad, what each added, whether both walked
+    # the trunk's own nodes (one trunk walked twice, which needs retain_graph on the earlier
+    # call; on both is allowed), and that w.grad ends as the sum of the two gradients.
     if not callable(answer):
         return f"answer with a function two_losses(w, x) that returns w.grad, got {type(answer).__name__}"
     for w0, xs in CASES_01_2:
@@ -135,8 +157,9 @@ def _two_losses(answer):
                 f"first's gradient is {first:.6g} and second's {second:.6g}: each pass should walk "
                 "one of the two losses, as built from this call's w and x"
             )
+        _accumulated(w, w0, xs, first, second)
         if not isinstance(returned, torch.Tensor):
-            raise Hint("return w.grad (a tensor) after the second backward")
+            raise Hint("return w.grad (a tensor) after both backward calls")
         if w.grad is None or not torch.equal(returned.detach(), w.grad):
             raise Hint("return w.grad itself, not another tensor")
     return None

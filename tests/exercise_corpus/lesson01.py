@@ -33,7 +33,7 @@ def _both_retained(w, x):
     return w.grad
 
 
-def _second_first(w, x):  # the other order: the first call made is the one that retains
+def _second_first(w, x):  # the other order (the prompt leaves it open): the earlier call retains
     h = torch.exp(x * w)
     first, second = h.sum(), h.pow(2).sum()
     second.backward(retain_graph=True)
@@ -256,7 +256,38 @@ def _weighted_passes(w, x):  # the right total, from passes weighted 2 and 0
     return w.grad
 
 
+# answers that run both passes right but do not let them accumulate into w.grad
+def _grad_reset_between(w, x):
+    h = (w * x).exp()
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    w.grad = None  # first's gradient dropped: w.grad ends as second's alone
+    second.backward()
+    return w.grad
+
+
+def _grad_zeroed_between(w, x):
+    h = (w * x).exp()
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    w.grad.zero_()
+    second.backward()
+    return w.grad
+
+
+def _grad_halved_after(w, x):  # the mean of the two passes, not their sum
+    h = (w * x).exp()
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    second.backward()
+    w.grad.div_(2)
+    return w.grad
+
+
 WRONG["01.2"] += [
+    ("w.grad set to None between the passes", _grad_reset_between),
+    ("w.grad zeroed between the passes", _grad_zeroed_between),
+    ("w.grad halved after both passes", _grad_halved_after),
     ("a zero second pass, second's gradient added by hand", _doubled_after_a_zero_pass),
     ("the product shared, each loss with its own exp", _two_losses_sharing_only_the_product),
     ("passes weighted 2 and 0, halved by hand", _weighted_passes),
@@ -275,5 +306,8 @@ HINTS = {
     "the x of one example instead of the x passed in": "x = [0.5, -1.0, 2.0]",
     "one backward from both losses at once": "1 backward pass wrote",
     "the product shared, each loss with its own exp": "shared only part of the trunk",
+    "w.grad set to None between the passes": "only second's gradient",
+    "w.grad zeroed between the passes": "AccumulateGrad adds",
+    "w.grad halved after both passes": "AccumulateGrad adds",
     "none of them": "2 tensors with a .grad after c.backward() are missing",
 }
