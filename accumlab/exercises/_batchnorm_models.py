@@ -1,4 +1,5 @@
-"""Exercise 04.3's model: every kind of BatchNorm layer a freeze must find, with dropout, and
+"""Exercise 04.3's model: every kind of BatchNorm layer a freeze must find, with dropout, an
+InstanceNorm that tracks running statistics (a norm layer that must stay in training mode), and
 running statistics, scales and shifts that are not the initial ones."""
 
 from __future__ import annotations
@@ -7,18 +8,23 @@ import torch
 from torch import nn
 
 BATCHNORM = nn.modules.batchnorm._BatchNorm  # BatchNorm1d/2d/3d, SyncBatchNorm, LazyBatchNorm*
+# normalises each sample on its own (exact under accumulation) but, tracking running statistics,
+# computes something else in eval mode: a freeze that switches every norm layer changes it
+INSTANCE = nn.InstanceNorm1d
 
 
 class _MixedNorms(nn.Module):
     """04.3's model: every BatchNorm kind a freeze must find — BatchNorm1d, BatchNorm2d (over a
     2 × 2 × 2 view of the features) and SyncBatchNorm (plain BatchNorm without a process group) —
-    with dropout after the first and the last."""
+    with dropout after the first and the last, and an InstanceNorm1d with running statistics (over
+    a 2 × 4 view) that must keep its training mode."""
 
     def __init__(self, dropout: float | None):
         super().__init__()
         drop = (lambda: nn.Dropout(dropout)) if dropout else nn.Identity
         self.inner = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Tanh(), drop())
         self.image = nn.BatchNorm2d(2)
+        self.instance = INSTANCE(2, track_running_stats=True)
         self.outer = nn.Sequential(
             nn.Linear(8, 8), nn.SyncBatchNorm(8), nn.Tanh(), drop(), nn.Linear(8, 3)
         )
@@ -26,6 +32,7 @@ class _MixedNorms(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.inner(x)
         h = self.image(h.reshape(len(h), 2, 2, 2)).reshape(len(h), 8)
+        h = self.instance(h.reshape(len(h), 2, 4)).reshape(len(h), 8)
         return self.outer(h)
 
 
@@ -44,4 +51,7 @@ def model_with_statistics(dropout: float | None) -> nn.Module:
             bn.running_var.copy_(0.5 + torch.rand(shape, generator=g, dtype=torch.float64))
             bn.weight.copy_(0.5 + torch.rand(shape, generator=g, dtype=torch.float64))
             bn.bias.copy_(torch.randn(shape, generator=g, dtype=torch.float64))
+        # running statistics far from each sample's own: eval mode visibly differs
+        model.instance.running_mean.copy_(torch.tensor([1.5, -1.0], dtype=torch.float64))
+        model.instance.running_var.copy_(torch.tensor([3.0, 0.4], dtype=torch.float64))
     return model

@@ -18,6 +18,7 @@ from torch import nn
 from . import exercise
 from ._answers import Hint, compare, integer, number
 from ._batchnorm_models import BATCHNORM as _BATCHNORM
+from ._batchnorm_models import INSTANCE as _INSTANCE
 from ._batchnorm_models import model_with_statistics as _model_with_statistics
 from ._ghost_judge import GHOST_CASES, GHOST_TOLERANCE, ghost_reference, wrong_ghost
 from ._observe import Modules, Refuse
@@ -94,6 +95,8 @@ def full_batch_momentum(answer):
             "a full-batch 0.05); here the micro-batch momentum is given",
             m / 4: "the full batch makes fewer updates, so it needs a LARGER momentum, not a "
             "smaller one",
+            # 0.18549 rounded twice (0.1855, then 0.186): the method is right
+            0.186: "right method, rounded twice: round 1 − 0.95^4 once, to 3 significant digits",
         },
         otherwise="one full-batch update keeps 1 − m; four micro-batch updates keep (1 − 0.05)^4: "
         "make them equal",
@@ -217,9 +220,26 @@ def freeze(answer):
     changed = [f"{n}: p {p} → {now[n].p}" for n, p in rates.items() if now[n].p != p]
     if changed:
         return f"your answer changed dropout's rate ({', '.join(changed)}); dropout should keep regularising as before"
+    switched = [
+        f"{n} ({type(m).__name__})"
+        for n, m in frozen.named_modules()
+        if isinstance(m, _INSTANCE) and not m.training
+    ]
+    if switched:
+        return (
+            f"your answer also switched {', '.join(switched)} to eval mode: it normalises each "
+            "sample on its own, so accumulation was already exact there, and in eval mode it "
+            "would use its running statistics instead. Switch only the BatchNorm layers"
+        )
     dropouts = {n: m for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
     seen = _dropped(frozen, dropouts)
-    if any(not torch.equal(before[n], b) for n, b in frozen.named_buffers()):
+    # InstanceNorm in training mode updates its own running statistics: only BatchNorm's count
+    kept = {n for n, m in frozen.named_modules() if isinstance(m, _BATCHNORM)}
+    if any(
+        not torch.equal(before[n], b)
+        for n, b in frozen.named_buffers()
+        if n.rsplit(".", 1)[0] in kept
+    ):
         return "the running statistics changed during a forward: the layer is not frozen"
     for name, (fraction, scaled) in seen.items():
         if not DROPPED[0] <= fraction <= DROPPED[1] or not scaled:

@@ -286,7 +286,6 @@ RIGHT = {
         ("model.apply with train(False)", freeze_by_apply),
         ("the BatchNorm classes named one by one", freeze_by_kinds),
         ("'BatchNorm' in the class name", freeze_by_class_name),
-        ("eval() everything, dropout back to train()", freeze_all_then_dropout_back),
         ("training flag set to False", freeze_by_flag),
         ("eval mode and scale and shift fixed too", freeze_with_requires_grad_off),
     ],
@@ -629,3 +628,28 @@ HINTS.update(
         "GhostBatchNorm1d's forward compiled again, its __init__ skipped": "GhostBatchNorm1d.forward",
     }
 )
+
+
+def freeze_every_norm_layer(model):
+    """Every norm layer with running statistics switched: InstanceNorm1d too."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._NormBase):
+            m.eval()
+    return model
+
+
+WRONG["04.3"] += [
+    (
+        "eval() everything, dropout back to train(): InstanceNorm switched too",
+        freeze_all_then_dropout_back,
+    ),
+    ("every _NormBase switched: InstanceNorm too", freeze_every_norm_layer),
+]
+HINTS.update(
+    {
+        "eval() everything, dropout back to train(): InstanceNorm switched too": "also switched instance",
+        "every _NormBase switched: InstanceNorm too": "also switched instance",
+    }
+)
+WRONG["04.2"].append(("rounded twice: 0.18549 → 0.1855 → 0.186", 0.186))
+HINTS["rounded twice: 0.18549 → 0.1855 → 0.186"] = "rounded twice"
