@@ -749,3 +749,55 @@ def test_exercise_10_2_tells_the_step_counting_mistakes_apart():
     assert not ceil.ok and not extra.ok and ceil.message != extra.message
     assert "⌊250 / 8⌋" in ceil.message and "not an extra one" in extra.message
     assert al.check("10.2", (32, 63)).ok
+
+
+def test_exercise_10_2_counts_from_0_get_no_hint_that_hands_over_the_answer():
+    # (31, 62) is the schedule's 0-based output: a hint naming the off-by-one would hand over
+    # (32, 63); it gets the hint any other miscount gets. The steps form a set: any order passes
+    zero_based, other = al.check("10.2", (31, 62)), al.check("10.2", (30, 61))
+    assert not zero_based.ok and zero_based.message == other.message
+    assert "from 1" not in zero_based.message
+    assert al.check("10.2", (63, 32)).ok
+
+
+def test_exercise_10_1_refuses_one_more_step_per_epoch_when_k_divides_it():
+    # ⌊250 / 8⌋ + 1 = ⌈250 / 8⌉, so only the second case (k = 8 divides 240) tells them apart
+    assert al.check("10.1", (96, 90)).ok
+    wrong = al.check("10.1", (96, 93))
+    assert not wrong.ok and "when k divides the epoch" in wrong.message
+
+
+def test_exercise_10_3_draws_unseen_cases_on_every_check():
+    import random
+
+    from accumlab.exercises import lesson10
+
+    one, two = (lesson10._drawn_cases(random.Random(seed)) for seed in (1, 2))
+    assert one != two
+    for cases in (one, two):
+        pairs = {(b, k) for _, b, k in cases}
+        assert len(pairs) == lesson10._DRAWN and any(b > 1000 for b, _ in pairs)
+        for step, b, k in cases:  # every drawn step exists in a run of at most _MAX_EPOCHS
+            assert 0 <= step <= (b // k) * lesson10._MAX_EPOCHS
+    # the checker's truth for the drawn cases agrees with the whole schedule where one is cheap
+    for b, k in [(103, 4), (100, 4), (7, 2), (3, 5), (9, 1)]:
+        s = bk.step_schedule(b, k, 4, "per_epoch")
+        assert [lesson10._true_position(i, b, k) for i in range(s.steps + 1)] == [
+            s.position_after(i) for i in range(s.steps + 1)
+        ]
+
+
+def test_skipped_fp16_steps_leave_the_step_count_ahead_of_the_schedule():
+    counts = bk.skipped_step_counts(windows=6, k=2, overflow_in=(1,))
+    assert counts["skipped"] == 1 and counts["global_step"] == 6
+    assert counts["optimizer_steps"] == counts["scheduler_steps"] == 5
+    assert abs(counts["last_lr_factor"] - 1 / 6) < 1e-12
+    none = bk.skipped_step_counts(windows=6, k=2, overflow_in=())
+    assert none["skipped"] == 0 and none["scheduler_steps"] == 6 and none["last_lr_factor"] == 0
+    for kwargs, name in (
+        ({"windows": 0}, "windows"),
+        ({"k": 0}, "k"),
+        ({"overflow_in": (6,)}, "overflow_in"),
+    ):
+        with pytest.raises(ValueError, match=name):
+            bk.skipped_step_counts(**{"windows": 6, **kwargs})

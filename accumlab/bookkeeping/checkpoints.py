@@ -129,6 +129,10 @@ def resume(
                 p.grad = checkpoint["grads"][name].clone()
         loop.window = dict(checkpoint["window"])
     if omit != "dropout RNG":
+        # the CPU generator's state only: this loop runs on the CPU. A CUDA run's dropout draws
+        # from the device's generators, which a checkpoint must save too
+        # (torch.cuda.get_rng_state_all(); the Transformers Trainer's rng_state.pth holds the CUDA
+        # state too)
         loop.torch_rng = checkpoint["torch_rng"].clone()
     epoch = loop.micro_step // setup.batches_per_epoch
     if omit != "sampler RNG":  # without it the epoch's order is drawn from the seed again

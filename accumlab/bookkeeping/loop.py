@@ -231,7 +231,8 @@ class Loop:
             "micro_step": self.micro_step,  # data position, in micro-batches of this setup
             "step": self.step,
             **state,
-            # RNG states come from get_state() (new tensors) and are never changed in place
+            # RNG states come from get_state() (new tensors) and are never changed in place; the
+            # CPU generator's only (this loop runs on the CPU; see resume for a CUDA run)
             "torch_rng": self.torch_rng,
             # the state this epoch's order is drawn from: already drawn mid-epoch, about to be at
             # an epoch's start; a resumed run draws the same order again and skips what was read

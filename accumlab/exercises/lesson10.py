@@ -11,11 +11,29 @@ from . import exercise
 from ._answers import Hint, integer, integers
 from ._calls import Refuse, code_key
 
-# 10.1 and 10.2 use other numbers than the lesson's 103 micro-batches, k = 4
+# 10.1 and 10.2 use other numbers than the lesson's 103 micro-batches, k = 4; 10.1's second case
+# has k dividing the epoch, where a rule that adds one step per epoch (⌊b / k⌋ + 1) goes wrong
 BATCHES, K, EPOCHS = 250, 8, 3
+EVEN_BATCHES = 240
 # (batches_per_epoch, k) cases a resume-position function must get right: the first epoch, later
 # epochs, every epoch end, k dividing the epoch, k larger than the epoch (the loop never steps), k = 1
 _CASES = [(b, k) for b in (103, 100, 7, 3, 1) for k in (1, 2, 4, 5, 8)]
+# and cases drawn at check time, from a seed that differs on every call: a table of answers made
+# before the check (with accumlab, which the check refuses while the answer runs) cannot hold them
+_DRAWN, _MAX_B, _MAX_K, _MAX_EPOCHS, _STEPS_EACH = 6, 10_000, 64, 6, 8
+
+
+def _drawn_cases(rng) -> list[tuple[int, int, int]]:
+    """(step, b, k) triples: random b, k and epochs; per triple step 0, the run's last step, the
+    steps around every epoch end and a few at random."""
+    out = []
+    for _ in range(_DRAWN):
+        b, k, epochs = rng.randint(1, _MAX_B), rng.randint(1, _MAX_K), rng.randint(1, _MAX_EPOCHS)
+        last = (b // k) * epochs
+        steps = {0, last} | {e * (b // k) + d for e in range(1, epochs) for d in (0, 1)}
+        steps |= {rng.randint(0, last) for _ in range(_STEPS_EACH)}
+        out += [(step, b, k) for step in sorted(s for s in steps if 0 <= s <= last)]
+    return out
 
 
 class _OwnCode:
@@ -112,19 +130,23 @@ def _codes(value) -> list:
 def total_steps(answer):
     from ..bookkeeping.counters import step_schedule
 
-    value = integer(answer)
-    right = step_schedule(BATCHES, K, EPOCHS, "sync_at_epoch_end").steps
-    if value == 78:
-        return (
-            f"78 is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K}"
-        )
-    if value == BATCHES * EPOCHS:
+    got = integers(answer, 2)  # (250 micro-batches per epoch, 240), k = 8, 3 epochs
+    cases = (BATCHES, EVEN_BATCHES)
+    right = tuple(step_schedule(b, K, EPOCHS, "sync_at_epoch_end").steps for b in cases)
+    if got == right:
+        return None
+    if 78 in got:
+        return f"78 is the lesson's run (103 micro-batches, k = 4); these have k = {K}"
+    if got == tuple(b * EPOCHS for b in cases):
         return "that counts micro-batches; the scheduler steps once per optimizer step"
-    if value in (BATCHES * EPOCHS // K, BATCHES // K * EPOCHS):
+    if got == tuple((b // K + 1) * EPOCHS for b in cases):
+        return (
+            "a short window ends an epoch only when k leaves micro-batches over: when k divides "
+            "the epoch, its last full window already ends it"
+        )
+    if got[0] in (BATCHES * EPOCHS // K, BATCHES // K * EPOCHS):
         return "the loop also steps on the short window that ends every epoch: round up per epoch"
-    if value != right:
-        return "count the windows of one epoch (the last one may be short), then the epochs"
-    return None
+    return "count the windows of one epoch (the last one may be short), then the epochs"
 
 
 @exercise("10.2", 2, "which steps of the per-epoch counter span two epochs")
@@ -133,7 +155,8 @@ def carried_over(answer):
 
     from ..bookkeeping.counters import step_schedule
 
-    got = tuple(integers(answer, EPOCHS - 1))  # the steps (from 1) whose window spans two epochs
+    # the steps (from 1) whose window spans two epochs: a set of steps, so in any order
+    got = tuple(sorted(integers(answer, EPOCHS - 1)))
     s = step_schedule(BATCHES, K, EPOCHS, "per_epoch")
     right = tuple(i + 1 for i in s.straddling())
     if got == right:
@@ -141,8 +164,6 @@ def carried_over(answer):
     lesson = tuple(i + 1 for i in step_schedule(103, 4, EPOCHS, "per_epoch").straddling())
     if got == lesson:
         return f"{got} is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K}"
-    if got == tuple(s.straddling()):
-        return "count the optimizer steps from 1: the first step is step 1"
     per_epoch = BATCHES // K  # steps in every epoch: the carried window is one of the next epoch's
     if got == tuple(e * math.ceil(BATCHES / K) + 1 for e in range(1, EPOCHS)):
         return (
@@ -160,16 +181,36 @@ def carried_over(answer):
     )
 
 
+def _true_position(step: int, b: int, k: int) -> int:
+    """The per-epoch counter's position after `step` steps: whole epochs, then the schedule of one
+    (a schedule of every epoch, built micro-step by micro-step, is slow at 10⁴ micro-batches)."""
+    from ..bookkeeping.counters import step_schedule
+
+    per_epoch = b // k
+    if step == 0:
+        return 0
+    epochs, in_epoch = divmod(step, per_epoch)
+    if in_epoch == 0:  # the epoch's last step: its window ends k × per_epoch into that epoch
+        epochs, in_epoch = epochs - 1, per_epoch
+    # within its epoch, from the schedule of one epoch: every epoch's steps end at the same
+    # micro-batches of that epoch (leftovers carry over into the next window, not its ends)
+    return epochs * b + step_schedule(b, k, 1, "per_epoch").position_after(in_epoch)
+
+
 @exercise("10.3", 3, "where a resumed run must start reading data")
 def resume_position(answer):
     from ..bookkeeping.counters import position_from_step, step_schedule
 
     if not callable(answer):
         return "answer with a function resume_position(step, batches_per_epoch, k) -> int"
+    import random
+
     cases = []
     for b, k in _CASES:
         s = step_schedule(b, k, 4, "per_epoch")
         cases += [(step, b, k, s.position_after(step)) for step in range(s.steps + 1)]
+    drawn = _drawn_cases(random.Random(int.from_bytes(os.urandom(8), "little")))
+    cases += [(step, b, k, _true_position(step, b, k)) for step, b, k in drawn]
     refused = Refuse(
         "al.bookkeeping.position_from_step",
         "al.bookkeeping.step_schedule",

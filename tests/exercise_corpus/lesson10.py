@@ -138,29 +138,60 @@ def _position_in_a_thread(step, b, k):
     return out[0]
 
 
+def _position_epochs_first(step, batches_per_epoch, k):
+    # another form: every whole epoch read, then k per step into the epoch in progress
+    per_epoch = batches_per_epoch // k
+    whole = max(step - 1, 0) // per_epoch if per_epoch else 0
+    return whole * batches_per_epoch + (step - whole * per_epoch) * k
+
+
+# made with accumlab before the check, as a learner's earlier cell would: every (b, k) the
+# lesson's cases use and many more (b ≤ 120, k ≤ 8, 4 epochs); the check's own code never runs
+# accumlab then, so only cases it draws at check time can tell this table from arithmetic
+_TABLE: dict = {}
+
+
+def _fill_table():
+    for b in range(1, 121):
+        for k in range(1, 9):
+            s = counters.step_schedule(b, k, 4, "per_epoch")
+            _TABLE[(b, k)] = [s.position_after(i) for i in range(s.steps + 1)]
+
+
+_fill_table()
+
+
+def _position_from_table(step, batches_per_epoch, k):
+    return _TABLE[(batches_per_epoch, k)][step]
+
+
 RIGHT = {
     "10.1": [
-        ("a numpy integer", np.int64(96)),
-        ("a 0-d tensor", torch.tensor(96)),
-        ("a float", 96.0),
+        ("numpy integers", (np.int64(96), np.int64(90))),
+        ("a list of 0-d tensors", [torch.tensor(96), torch.tensor(90)]),
+        ("floats", (96.0, 90.0)),
     ],
     "10.2": [
         ("numpy and int", (np.int64(32), 63)),
         ("a list", [32, 63]),
         ("a 1-d tensor", torch.tensor([32, 63])),
         ("floats", (32.0, 63.0)),
+        ("in the other order: a set of steps", (63, 32)),
     ],
     "10.3": [
         ("walking the windows", _position_by_walking),
         ("returning numpy integers", _position_numpy),
+        ("counting whole epochs first", _position_epochs_first),
     ],
 }
 
 WRONG = {
     "10.1": [
-        ("micro-batches, not steps", 750),
-        ("the lesson's run", 78),
-        ("rounded up once for the whole run", 94),
+        ("micro-batches, not steps", (750, 720)),
+        ("the lesson's run", (78, 78)),
+        ("rounded up once for the whole run", (94, 90)),
+        ("one step more than batches // k per epoch", (96, 93)),
+        ("only the first case", 96),
     ],
     "10.2": [
         ("the lesson's run", (26, 51)),
@@ -184,6 +215,7 @@ WRONG = {
             _position_trainer_rule,
         ),
         ("forgetting the × k", _position_without_k),
+        ("a table made with accumlab before the check", _position_from_table),
     ],
 }
 
@@ -195,4 +227,10 @@ STUBS = {
     "10.1": [("the cell as handed out", None)],
     "10.2": [("the cell as handed out", None)],
     "10.3": [("an empty body", _resume_position_stub)],
+}
+
+# words the hint of a listed wrong answer must contain
+HINTS = {
+    "one step more than batches // k per epoch": "when k divides the epoch",
+    "a table made with accumlab before the check": "KeyError",
 }

@@ -148,6 +148,8 @@ CASES = [
     bad("bookkeeping.stock_loader_resume", "restore 'all'", lambda: B.stock_loader_resume("all"), "restore", "'all'"),
     bad("bookkeeping.stock_loader_resume", "stop_at past the run", lambda: B.stock_loader_resume("none", stop_at=99), "stop_at", "99"),
     bad("bookkeeping.stock_loader_resume", "batches_per_epoch=0", lambda: B.stock_loader_resume("none", batches_per_epoch=0), "batches_per_epoch", "0"),
+    bad("bookkeeping.skipped_step_counts", "windows=0", lambda: B.skipped_step_counts(windows=0), "windows", "0"),
+    bad("bookkeeping.skipped_step_counts", "an overflow past the run", lambda: B.skipped_step_counts(windows=4, overflow_in=(4,)), "overflow_in", "4"),
     bad("bookkeeping.dropout_masks_split_alike", "parts=3 for 4 rows", lambda: B.dropout_masks_split_alike(4, 3), "parts", "3"),
     bad("bookkeeping.dropout_masks_split_alike", "p=1.0", lambda: B.dropout_masks_split_alike(p=1.0), "p", "1.0"),
     bad("bookkeeping.dropout_masks_split_alike", "rows=10**9", lambda: B.dropout_masks_split_alike(10**9, 2), "rows"),
