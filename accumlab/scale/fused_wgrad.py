@@ -36,8 +36,10 @@ def fused_wgrad_errors(
     size = positive_int("micro_batch_size", micro_batch_size, maximum=4096)
     features = positive_int("features", features, maximum=1024)
     seed = positive_int("seed", seed, minimum=0)
-    torch.manual_seed(seed)
-    layer = torch.nn.Linear(features, 1, bias=False).to(torch.bfloat16)
+    from ..models import seeded
+
+    with seeded(seed):  # the learner's own generator state is left as it was
+        layer = torch.nn.Linear(features, 1, bias=False).to(torch.bfloat16)
     data = regression_data(n=k * size, features=features, seed=seed)
     shape = layer.weight.shape
     unfused = torch.zeros(shape, dtype=torch.float32)

@@ -36,6 +36,11 @@ CASES = [
     bad("scale.accumulator_errors", "accumulators 'bfloat16 .grad'", lambda: S.accumulator_errors([2], "bfloat16 .grad"), "accumulators", "str"),
     bad("scale.accumulator_errors", "micro_batch_size=10**9", lambda: S.accumulator_errors([2], micro_batch_size=10**9), "micro_batch_size"),
     bad("scale.accumulator_errors", "seed=-1", lambda: S.accumulator_errors([2], seed=-1), "seed", "-1"),
+    # fused_wgrad.py
+    bad("scale.fused_wgrad_errors", "k=0", lambda: S.fused_wgrad_errors(k=0), "k", "0"),
+    bad("scale.fused_wgrad_errors", "micro_batch_size=10**9", lambda: S.fused_wgrad_errors(micro_batch_size=10**9), "micro_batch_size"),
+    bad("scale.fused_wgrad_errors", "features 'x'", lambda: S.fused_wgrad_errors(features="x"), "features", "'x'"),
+    bad("scale.fused_wgrad_errors", "seed=-1", lambda: S.fused_wgrad_errors(seed=-1), "seed", "-1"),
     # master_weights.py
     bad("scale.master_weight_step", "micro_batches=0", lambda: S.master_weight_step(micro_batches=0), "micro_batches", "0"),
     bad("scale.master_weight_step", "seed=-1", lambda: S.master_weight_step(seed=-1), "seed", "-1"),
