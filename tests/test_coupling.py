@@ -36,6 +36,28 @@ def test_per_sample_loss_accumulates_exactly_and_coupled_loss_does_not(pairs):
     assert C.accumulation_gap(C.encoder(), pairs, 8, C.contrastive_loss).max_rel > 0.05
 
 
+def test_a_sum_reduced_loss_is_exact_when_tested_as_a_sum():
+    data = al.regression_data(32, 4, seed=0)
+    model = al.mlp(4, 8, 1, seed=0)
+
+    def sse(net, batch):  # a sum of per-sample terms: every weight 1, whatever the split
+        return C.mse_loss(net, batch) * len(batch)
+
+    assert C.accumulation_gap(model, data, 8, sse, reduction="sum").max_rel <= 1e-12
+    # tested as a mean, the loop weights each micro-batch's sum by 8/32: a gap of 3/4
+    assert abs(C.accumulation_gap(model, data, 8, sse).rel_l2 - 0.75) <= 1e-12
+    # and the sum reduction leaves a coupled loss coupled
+    pairs = C.pair_data(32)
+
+    def summed_info_nce(net, batch):
+        return C.contrastive_loss(net, batch) * len(batch)
+
+    gap = C.accumulation_gap(C.encoder(), pairs, 8, summed_info_nce, reduction="sum")
+    assert gap.max_rel > 0.05
+    with pytest.raises(ValueError, match="reduction must be one of .*got 'none'"):
+        C.accumulation_gap(model, data, 8, sse, reduction="none")
+
+
 def test_principle_functions_leave_the_model_alone(pairs):
     model = C.encoder()
     C.accumulation_gap(model, pairs, 8, C.contrastive_loss)
@@ -226,6 +248,21 @@ def test_contrastive_sweep_logged_loss_falls_with_the_micro_batch(pairs):
     assert sweep["loss"][1] < sweep["loss"][0]
     with pytest.raises(ValueError, match=r"sizes\[1\] must be at least 2"):
         C.contrastive_sweep(model, pairs, [8, 1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gradcache_replays_the_cuda_generator_of_cuda_inputs():
+    """Dropout on a GPU draws from the GPU's generator: pass 2 must replay it too."""
+    pairs = C.pair_data(32).to("cuda")
+    noisy = C.encoder(dropout=0.2, seed=0).to("cuda")
+    replayed = C.gradcache_grads(noisy, pairs, 8, seed=7)
+    fresh = C.gradcache_grads(noisy, pairs, 8, seed=7, replay_rng=False)
+    for a, b in zip(replayed["first"], replayed["second"], strict=True):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-12)  # kernels may differ, masks may not
+    assert not any(
+        torch.allclose(a, b, rtol=1e-3, atol=1e-3)
+        for a, b in zip(fresh["first"], fresh["second"], strict=True)
+    )
 
 
 def test_gradcache_leaves_the_callers_generator_alone(pairs):
@@ -647,6 +684,49 @@ def test_clipped_grads_run_a_micro_batch_loop_and_add_noise_once(reg):
     assert 0.5 < float(noise.std()) / clip < 1.5  # std = noise_multiplier × C
     with pytest.raises(ValueError, match="noise_multiplier must be a finite number >= 0"):
         C.clipped_grads(model, reg, 2, clip, "per_sample", noise_multiplier=-1.0)
+
+
+def test_each_clipped_sample_gradient_is_within_c_and_the_rest_unchanged(reg):
+    """Against a loop written out: one autograd.grad per sample, its norm over every parameter."""
+    data, model = reg
+    data = data[:16]
+    clip = C.median_grad_norm(model, data)
+    params = list(model.parameters())
+    names = [n for n, _ in model.named_parameters()]
+    clipped = 0
+    for i in range(len(data)):
+        loss = torch.nn.functional.mse_loss(
+            model(data.x[i : i + 1]), data.y[i : i + 1], reduction="sum"
+        )
+        hand = torch.autograd.grad(loss, params)
+        norm = float(torch.cat([g.reshape(-1) for g in hand]).norm())
+        alone = C.clipped_grads(model, data[i : i + 1], 1, clip, "per_sample")
+        mine = [alone[n] for n in names]
+        assert float(torch.cat([g.reshape(-1) for g in mine]).norm()) <= clip * (1 + 1e-12)
+        scale = min(1.0, clip / norm)
+        clipped += scale < 1
+        for a, b in zip(mine, hand, strict=True):
+            assert torch.allclose(a, scale * b, rtol=1e-10, atol=0)
+    assert 0 < clipped < len(data)  # both kinds of sample were checked
+
+
+def test_clipping_and_aggregation_fixes_are_judged_by_written_out_references():
+    from accumlab.coupling import gaps
+
+    clip, reference = gaps._clipped_reference(32)
+    data, model = gaps._setup("clipping")
+    assert abs(clip - C.median_grad_norm(model, data[:32])) <= 1e-15
+    assert _rel(reference, C.clipped_grads(model, data[:32], 32, clip, "per_sample")) <= 1e-12
+    (completions, advantages), policy = gaps._setup("aggregation")
+    token_mean = gaps._token_mean_reference(32)
+    whole = C.aggregated_grads(
+        policy,
+        completions[:32],
+        advantages[:32],
+        aggregation="token_mean_global",
+        micro_batch_size=32,
+    )
+    assert _rel(token_mean, whole) <= 1e-12
 
 
 def test_dpsgd_bad_input(reg):

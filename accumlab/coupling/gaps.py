@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from functools import cache
 
+import torch
+
 from .._threads import one_thread
 from .._validate import one_of, positive_int
 from ..compare import grad_diff
@@ -68,6 +70,44 @@ def _rel(a, b) -> float:
 
 
 @cache
+def _clipped_reference(window: int) -> tuple[float, dict]:
+    """(C, DP-SGD's clipped gradient) over the first `window` samples, written out sample by
+    sample: one autograd.grad each, its norm over all parameters, scaled by min(1, C / norm),
+    summed, ÷ N. Shares no code with `dpsgd.clipped_grads`, whose fix it judges; C is the
+    median of these norms (torch's lower median, as `dpsgd.median_grad_norm`)."""
+    data, model = _setup("clipping")
+    data, params = data[:window], list(model.parameters())
+    rows = []
+    for x, y in zip(data.x, data.y, strict=True):
+        loss = torch.nn.functional.mse_loss(model(x[None]), y[None], reduction="sum")
+        rows.append(torch.autograd.grad(loss, params))
+    norms = torch.stack([torch.cat([g.reshape(-1) for g in row]).norm() for row in rows])
+    clip = float(norms.median())
+    total = [
+        sum(min(1.0, clip / float(n)) * row[i] for row, n in zip(rows, norms))
+        for i in range(len(params))
+    ]
+    names = [n for n, _ in model.named_parameters()]
+    return clip, {n: t / window for n, t in zip(names, total, strict=True)}
+
+
+@cache
+def _token_mean_reference(window: int) -> dict:
+    """The step's token mean over the first `window` completions as one loss and one backward:
+    every token's loss summed ÷ the step's token count, without `aggregated_grads`."""
+    from .principle import batch_loss_grads
+
+    (completions, advantages), model = _setup("aggregation")
+    completions, advantages = completions[:window], advantages[:window]
+    tokens = completions.lengths().sum()
+
+    def loss(net, batch):
+        return aggregation.token_losses(net, batch, advantages).sum() / tokens
+
+    return batch_loss_grads(model, completions, loss)
+
+
+@cache
 def _big_ema(window: int):
     """The big batch's EMA after EMA_STEPS steps of `window` samples (the same for every k)."""
     data, model = _setup("ema")
@@ -87,7 +127,8 @@ def coupling_gaps(
     coupling: str, micro_batch_size: int, accumulation_steps: int, tokens: str = TOKENS[0]
 ) -> dict:
     """Relative L2 gap to the big batch (micro_batch_size × k samples in one piece) of naive
-    accumulation and of the fix, for one coupling of COUPLINGS: gradients of one step, or for
+    accumulation and of the fix (clipping and aggregation: to a reference written out without
+    the function the fix runs), for one coupling of COUPLINGS: gradients of one step, or for
     "ema" the EMA weights after EMA_STEPS steps. For "aux_loss" also running counts' gap
     ("running"; None for the others), on tokens in the order `tokens` (TOKENS). What each
     window holds: DATA. Drives lesson 09's explorer."""
@@ -116,8 +157,7 @@ def coupling_gaps(
         fix = _rel(router.aux_loss_grads(model, window, mb, "global_counts")["grads"], big)
     elif coupling == "clipping":
         window = data[: mb * k]
-        clip = dpsgd.median_grad_norm(model, window)
-        big = dpsgd.clipped_grads(model, window, mb * k, clip, "per_sample")
+        clip, big = _clipped_reference(mb * k)  # written out sample by sample
         naive = _rel(dpsgd.clipped_grads(model, window, mb, clip, "micro_batch"), big)
         fix = _rel(dpsgd.clipped_grads(model, window, mb, clip, "per_sample"), big)
     else:
@@ -129,7 +169,7 @@ def coupling_gaps(
                 model, completions, advantages, aggregation=aggregation_name, micro_batch_size=size
             )
 
-        big = grads("token_mean_global", mb * k)
+        big = _token_mean_reference(mb * k)  # one loss over the whole step, one backward
         naive = _rel(grads("token_mean_local", mb), big)
         fix = _rel(grads("token_mean_global", mb), big)
     naive_label, fix_label = COUPLINGS[coupling]

@@ -5,9 +5,10 @@ Follows luyug/GradCache's `GradCache.cache_step`: (1) embed every micro-batch wi
 recording the RNG state before each; (2) compute the full-batch loss on the detached embeddings and
 backpropagate it to them — the cached gradients; (3) for each micro-batch, forward again with a
 graph (replaying its RNG state) and backpropagate the cached gradient through it (the gradient
-of the dot product of the embeddings with their cached gradient). This implementation saves and replays the CPU generator only (where this
-lesson's dropout draws); GradCache's `RandContext` also saves the CUDA generator of every device
-its inputs are on.
+of the dot product of the embeddings with their cached gradient). The RNG state saved and
+replayed is the CPU generator's and, as GradCache's `RandContext` does (torch.utils.checkpoint's
+`get_device_states` / `set_device_states`), the generator of every accelerator the micro-batch's
+inputs are on: dropout on a GPU draws from the GPU's generator.
 
 A loss-function parameter (open_clip's learnable `logit_scale`, see `encoder`) gets its gradient in
 step (2), once, as in the big batch. open_clip's loop evaluates the whole loss k times and gives it
@@ -17,9 +18,11 @@ k times that (`cached_negatives_grads`).
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import get_device_states, set_device_states
 
 from .. import _validate
 from .._threads import one_thread
@@ -37,6 +40,25 @@ def _split(reps: list[torch.Tensor], chunks: list[Data]):
     q = torch.cat([z[: len(c)] for z, c in zip(reps, chunks, strict=True)])
     k = torch.cat([z[len(c) :] for z, c in zip(reps, chunks, strict=True)])
     return q, k
+
+
+def _rng_state(inputs: torch.Tensor) -> tuple:
+    """What a forward of `inputs` may draw from: the CPU generator, and the generator of the
+    accelerator `inputs` live on (none for CPU inputs)."""
+    devices, states = get_device_states(inputs)
+    device_type = inputs.device.type if devices else "cuda"  # no device: the type is unused
+    return torch.get_rng_state(), devices, states, device_type
+
+
+@contextmanager
+def _replayed(saved: tuple):
+    """Run the block from the RNG states `_rng_state` saved, then put every generator back: the
+    same dropout masks as the forward that followed the save."""
+    cpu, devices, states, device_type = saved
+    with torch.random.fork_rng(devices=devices, device_type=device_type):
+        torch.set_rng_state(cpu)
+        set_device_states(devices, states, device_type=device_type)
+        yield
 
 
 def _start(model: nn.Module, data: Data, micro_batch_size: int, temperature, seed):
@@ -61,7 +83,8 @@ def gradcache_grads(
     seed: int = 0,
 ) -> dict:
     """One GradCache step on a copy of `model`; the CPU generator starts from `seed` and the
-    caller's generator is left as it was.
+    caller's CPU generator is left as it was (an accelerator's advances by pass 1's draws, as in
+    GradCache).
 
     Returns {"grads", "loss", "buffers", "first", "second", "same_embeddings",
     "peak_saved_bytes", "saved_bytes"}: the accumulated gradient, the full-batch loss, the model's
@@ -79,8 +102,9 @@ def gradcache_grads(
         states, first = [], []
         with torch.no_grad():  # pass 1: embeddings only, no graph kept
             for c in chunks:
-                states.append(torch.get_rng_state())  # what dropout will draw from
-                first.append(model(pair_inputs(c)))
+                inputs = pair_inputs(c)
+                states.append(_rng_state(inputs))  # what dropout will draw from
+                first.append(model(inputs))
         q, k = (t.detach().requires_grad_() for t in _split(first, chunks))
         # the big batch's loss: every negative is present; a learnable temperature gets its
         # whole gradient here, once
@@ -93,8 +117,7 @@ def gradcache_grads(
         second = []
         for c, state, (gq, gk) in zip(chunks, states, cached, strict=True):
             if replay_rng:
-                with torch.random.fork_rng(devices=[]):
-                    torch.set_rng_state(state)  # the same dropout masks as in pass 1
+                with _replayed(state):  # the same dropout masks as in pass 1
                     z = model(pair_inputs(c))
             else:
                 z = model(pair_inputs(c))  # fresh masks: not the embeddings the cache belongs to
@@ -174,12 +197,12 @@ def cached_negatives_grads(
         states, cache = [], []
         with torch.no_grad():
             for c in chunks:
-                states.append(torch.get_rng_state())
-                cache.append(model(pair_inputs(c)))
+                inputs = pair_inputs(c)
+                states.append(_rng_state(inputs))
+                cache.append(model(inputs))
         for j, c in enumerate(chunks):
             if replay_rng:
-                with torch.random.fork_rng(devices=[]):
-                    torch.set_rng_state(states[j])
+                with _replayed(states[j]):
                     z = model(pair_inputs(c))
             else:
                 z = model(pair_inputs(c))

@@ -1,5 +1,9 @@
 """The principle of lesson 09, as a test any batch loss can take: accumulating micro-batches gives
-the big batch's gradient exactly iff the loss is a (fixed-weight) sum of per-sample terms."""
+the big batch's gradient exactly iff the loss is a (fixed-weight) sum of per-sample terms.
+
+A plain loop weights each micro-batch's loss by what the reduction makes of it: len(mb) / N for a
+mean (each sample's weight 1/N, whatever micro-batch holds it), 1 for a sum. The test takes the
+reduction as an argument, so that a sum-reduced loss is not mistaken for a coupled one."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import torch
 from torch import nn
 
 from .._threads import one_thread
+from .._validate import one_of
 from ..compare import GradDiff, grad_diff
 from ..data import Data
 from ..engine import grads_of
@@ -17,10 +22,12 @@ from ..losses import get_loss
 from ..run_inputs import forward
 from ._checks import describe, require_data, require_model
 
-BatchLoss = Callable[[nn.Module, Data], torch.Tensor]  # (model, batch) -> mean loss over the batch
+BatchLoss = Callable[[nn.Module, Data], torch.Tensor]  # (model, batch) -> the batch's loss
+REDUCTIONS = ("mean", "sum")  # how batch_loss reduces its per-sample terms
 
 
-def _check(model, data, batch_loss) -> None:
+def _check(model, data, batch_loss, reduction: str = "mean") -> None:
+    one_of("reduction", reduction, REDUCTIONS)
     require_model(model)
     require_data(data)
     if not callable(batch_loss):
@@ -52,28 +59,41 @@ def batch_loss_grads(model: nn.Module, data: Data, batch_loss: BatchLoss) -> dic
 
 @one_thread()
 def naive_accumulated_grads(
-    model: nn.Module, data: Data, micro_batch_size: int, batch_loss: BatchLoss
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    batch_loss: BatchLoss,
+    *,
+    reduction: str = "mean",
 ) -> dict:
     """What a plain accumulation loop produces: each micro-batch's loss, weighted by its share of the
-    samples (len(mb) / N, the exact weight for a mean of per-sample terms), backpropagated and
-    summed in .grad. Lesson 09."""
-    _check(model, data, batch_loss)
+    samples (len(mb) / N, the exact weight when `batch_loss` is a mean of per-sample terms) or by 1
+    (`reduction="sum"`, a sum of them), backpropagated and summed in .grad. Lesson 09."""
+    _check(model, data, batch_loss, reduction)
     micro = data.micro_batches(micro_batch_size)  # validates micro_batch_size
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
     for mb in micro:
-        (_loss(batch_loss(model, mb)) * (len(mb) / len(data))).backward()
+        weight = len(mb) / len(data) if reduction == "mean" else 1.0
+        (_loss(batch_loss(model, mb)) * weight).backward()
     return grads_of(model)
 
 
 @one_thread()
 def accumulation_gap(
-    model: nn.Module, data: Data, micro_batch_size: int, batch_loss: BatchLoss
+    model: nn.Module,
+    data: Data,
+    micro_batch_size: int,
+    batch_loss: BatchLoss,
+    *,
+    reduction: str = "mean",
 ) -> GradDiff:
     """How far naive accumulation lands from the big batch for this loss: 0 up to rounding when
-    the loss is a mean of per-sample terms, a real gap when samples are coupled. Lesson 09."""
+    `batch_loss` is a mean of per-sample terms (or, with `reduction="sum"`, a sum of them), a
+    real gap when samples are coupled. A sum-reduced loss tested as a mean reads as a gap: the
+    loop would weight it by len(mb) / N. Lesson 09."""
     return grad_diff(
-        naive_accumulated_grads(model, data, micro_batch_size, batch_loss),
+        naive_accumulated_grads(model, data, micro_batch_size, batch_loss, reduction=reduction),
         batch_loss_grads(model, data, batch_loss),
     )
 

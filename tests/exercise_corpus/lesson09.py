@@ -1,9 +1,14 @@
 """Lesson 09: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
+import math
+
 import numpy as np
 import torch
 
 import accumlab as al
+
+# bound at import, before any check runs: a name the checker cannot patch
+from accumlab.coupling.contrastive import info_nce as _info_nce_bound_early
 
 # --- 09.3: an EMA updated once per optimizer step -------------------------------------------------
 
@@ -215,6 +220,39 @@ def _gradcache_all_graphs_alive(model, data, micro_batch_size):
     al.coupling.info_nce(q, k).backward()
 
 
+def _gradcache_open_clip_loop_bound_early(model, data, micro_batch_size):
+    # open_clip's loop through a name bound when this module was imported
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        cache = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    for j, c in enumerate(chunks):
+        reps = [*cache[:j], model(al.coupling.pair_inputs(c)), *cache[j + 1 :]]
+        q = torch.cat([z[: len(b)] for z, b in zip(reps, chunks)])
+        k = torch.cat([z[len(b) :] for z, b in zip(reps, chunks)])
+        _info_nce_bound_early(q, k).backward()
+
+
+def _gradcache_grads_copied(model, data, micro_batch_size):
+    # al.coupling.gradcache_grads' body, pasted, on the model itself
+    from accumlab.coupling.gradcache import _replayed, _rng_state, _split
+
+    chunks = data.micro_batches(micro_batch_size)
+    states, first = [], []
+    with torch.no_grad():
+        for c in chunks:
+            inputs = al.coupling.pair_inputs(c)
+            states.append(_rng_state(inputs))
+            first.append(model(inputs))
+    q, k = (t.detach().requires_grad_() for t in _split(first, chunks))
+    al.coupling.info_nce(q, k).backward()
+    sizes = [len(c) for c in chunks]
+    cached = list(zip(q.grad.split(sizes), k.grad.split(sizes), strict=True))
+    for c, state, (gq, gk) in zip(chunks, states, cached, strict=True):
+        with _replayed(state):
+            z = model(al.coupling.pair_inputs(c))
+        z.backward(torch.cat([gq, gk]))
+
+
 def _gradcache_library(model, data, micro_batch_size):
     grads = al.coupling.gradcache_grads(model, data, micro_batch_size)["grads"]
     for name, p in model.named_parameters():
@@ -230,8 +268,11 @@ def _gradcache_stub(model, data, micro_batch_size):
 RIGHT = {
     "09.1": [
         ("a numpy float", np.float64(0.9 ** (1 / 16))),
+        ("a numpy float32", np.float32(0.9) ** np.float32(1 / 16)),
         ("a float32 0-d tensor", torch.tensor(0.9) ** (1 / 16)),
-        ("rounded to 4 digits", 0.9934),
+        ("rounded to 5 digits", 0.99344),
+        ("truncated to 5 digits", 0.99343),
+        ("through exp and log", math.exp(math.log(0.9) / 16)),
     ],
     "09.2": [
         ("a list", ["token_mean_global", "constant"]),
@@ -256,6 +297,8 @@ WRONG = {
         ("β itself: no change", 0.9),
         ("0.9 ** 16: the share with β = 0.9", 0.9**16),
         ("too few digits", 0.993),
+        ("4 digits: too few", 0.9934),
+        ("the first-order approximation 1 + ln(0.9)/16", 1 + math.log(0.9) / 16),
         ("§3's β = 0.99, unchanged", 0.99),
     ],
     "09.2": [
@@ -282,6 +325,11 @@ WRONG = {
         ("open_clip's loop, a hand-written InfoNCE", _gradcache_open_clip_loop_own_loss),
         ("every pass-2 graph alive, one backward", _gradcache_pass_2_graphs_kept),
         ("accumlab's own GradCache", _gradcache_library),
+        (
+            "open_clip's loop, info_nce bound before the check",
+            _gradcache_open_clip_loop_bound_early,
+        ),
+        ("a copy of gradcache_grads' body", _gradcache_grads_copied),
     ],
 }
 
@@ -293,7 +341,11 @@ STUBS = {
 # the words each of these wrong answers' hint must contain (tests/test_exercises.py)
 HINTS = {
     "zeroed at the start: gradients left in .grad": "still hold a gradient in .grad",
-    "open_clip's loop, info_nce imported": "bytes for backward at once",
+    "open_clip's loop, info_nce imported": "open_clip's loop",
+    "open_clip's loop, info_nce bound before the check": "open_clip's loop",
+    "a copy of gradcache_grads' body": "write it yourself",
+    "the first-order approximation 1 + ln(0.9)/16": "first-order approximation",
+    "4 digits: too few": "more digits",
     "open_clip's loop, a hand-written InfoNCE": "bytes for backward at once",
     "every pass-2 graph alive, one backward": "bytes for backward at once",
     "open_clip's loop: the whole loss once per micro-batch": "open_clip's loop",
