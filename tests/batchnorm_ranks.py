@@ -14,6 +14,7 @@ across processes (two gloo ranks on the CPU, launched by al.dist.launch):
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import torch
 import torch.distributed as dist
@@ -176,13 +177,23 @@ def sync_batchnorm(ctx, *, per_rank: int = PER_RANK, steps: int = MICRO_STEPS, e
     }
 
 
-def ddp_buffers(ctx, *, k: int = 2, windows: int = 2, micro: int = 4) -> dict:
+def ddp_buffers(
+    ctx, *, k: int = 2, windows: int = 2, micro: int = 4, sync_buffers: bool = True
+) -> dict:
     """Plain BatchNorm under DDP (gloo, CPU), each rank its own data, `windows` optimizer windows of
     `k` micro-steps with no_sync on all but the last (no optimizer: the weights stay, so only the
     buffers move). Records the first BatchNorm's running mean as each forward reaches it (after
-    DDP's buffer broadcast) and at the end."""
+    DDP's buffer broadcast) and at the end. sync_buffers=False switches the forward broadcast off
+    (`forward_sync_buffers`, called `broadcast_buffers` where torch has no such argument)."""
     model = al.batchnorm.norm_model("batch")
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    ddp_class = torch.nn.parallel.DistributedDataParallel
+    options = {}
+    if not sync_buffers:  # the default stays untouched: that is what the lesson describes
+        names = inspect.signature(ddp_class).parameters
+        options[
+            "forward_sync_buffers" if "forward_sync_buffers" in names else "broadcast_buffers"
+        ] = False
+    ddp = ddp_class(model, **options)
     bn = al.batchnorm.batchnorm_layers(ddp.module)[0]
     entering = []
     bn.register_forward_pre_hook(lambda m, args: entering.append(m.running_mean.clone()))

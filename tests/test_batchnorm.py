@@ -418,7 +418,7 @@ def test_dropout_with_the_same_masks_is_exact(data):
 
 
 def _dropout_gap_over_noise(seed: int, monkeypatch=None, bias: float = 0.0) -> float:
-    """Lesson 04's dropout test (512 samples, micro-batches of 64, 64 draws) on one seed; `bias`
+    """Lesson 04's dropout test (512 samples, micro-batches of 64, 512 draws) on one seed; `bias`
     scales every accumulated gradient by 1 + bias, a systematic difference the test must catch."""
     import accumlab.batchnorm.training as training
 
@@ -431,10 +431,10 @@ def _dropout_gap_over_noise(seed: int, monkeypatch=None, bias: float = 0.0) -> f
         monkeypatch.setattr(training, "accumulated_grads", biased)
     model = al.batchnorm.norm_model("none", dropout=0.2, seed=seed)
     out = al.batchnorm.dropout_expectation(
-        model, al.batchnorm.batchnorm_data(512, seed=seed), 64, draws=64, seed=seed
+        model, al.batchnorm.batchnorm_data(512, seed=seed), 64, draws=512, seed=seed
     )
     assert (
-        len(out["noise_gap"]) == 64
+        len(out["noise_gap"]) == 512
         and out["noise_ratio"] == out["rel_gap"][-1] / out["noise_gap"][-1]
     )
     return out["noise_ratio"]
@@ -442,14 +442,15 @@ def _dropout_gap_over_noise(seed: int, monkeypatch=None, bias: float = 0.0) -> f
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_dropout_gap_is_within_its_noise_level(seed):
-    """Equal in expectation: after 64 draws the gap is what independent noise leaves (ratio ≈ 1)."""
+    """Equal in expectation: after 512 draws the gap is what independent noise leaves (ratio ≈ 1)."""
     assert _dropout_gap_over_noise(seed) <= 1.5
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_dropout_noise_bound_catches_a_five_percent_bias(seed, monkeypatch):
-    """The lesson's bound fails when the accumulated gradient is 5 % too large."""
-    assert _dropout_gap_over_noise(seed, monkeypatch, bias=0.05) > 1.5
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dropout_noise_bound_catches_a_one_percent_bias(seed, monkeypatch):
+    """The lesson's bound fails when the accumulated gradient is 1 % too large: the resolution the
+    lesson states for its 512 draws (64 draws resolved only about 2 %)."""
+    assert _dropout_gap_over_noise(seed, monkeypatch, bias=0.01) > 1.5
 
 
 def test_dropout_expectation_needs_two_draws_and_a_dropout_that_drops(data):
@@ -614,9 +615,10 @@ def test_sync_batchnorm_stand_in_kernels_are_batchnorm():
 
 @pytest.mark.slow
 def test_ddp_keeps_rank_zeros_running_statistics(monkeypatch):
-    """Lesson 04, 5.4: plain BatchNorm under DDP normalises with each rank's micro-batch; DDP copies
-    rank 0's buffers to the others at the start of a forward, and under no_sync only at each
-    window's first micro-step; rank 0's running statistics come from rank 0's data alone."""
+    """Lesson 04, 5.4: plain BatchNorm under DDP normalises with each rank's micro-batch; by
+    default DDP copies rank 0's buffers to the others at the start of a forward, and under no_sync
+    only at each window's first micro-step; rank 0's running statistics come from rank 0's data
+    alone."""
     _ranks_import_the_tests(monkeypatch)
     k, windows, micro = 2, 2, 4
     r0, r1 = al.dist.launch(
@@ -628,14 +630,37 @@ def test_ddp_keeps_rank_zeros_running_statistics(monkeypatch):
     for t in range(k * windows):
         same = torch.equal(r0["entering"][t], r1["entering"][t])
         assert same == (t % k == 0), f"forward {t}: buffers equal on both ranks = {same}"
-    # rank 0 alone: its own micro-batches through the first Linear, into BatchNorm's running mean
+    running = _running_mean_of(r0["x"], micro)
+    assert torch.allclose(r0["final"], running, atol=1e-12), "rank 0's data alone"
+    assert not torch.allclose(r1["final"], running, atol=1e-6), "rank 1's own last window"
+
+
+def _running_mean_of(x: torch.Tensor, micro: int) -> torch.Tensor:
+    """The first BatchNorm's running mean after one rank's own micro-batches of `x`, alone: each
+    through the first Linear, into the momentum-0.1 update."""
     model = al.batchnorm.norm_model("batch")
     running = torch.zeros(16, dtype=torch.float64)
     with torch.no_grad():
-        for x in r0["x"].split(micro):
-            running = 0.9 * running + 0.1 * model[0](x).mean(0)
-    assert torch.allclose(r0["final"], running, atol=1e-12), "rank 0's data alone"
-    assert not torch.allclose(r1["final"], running, atol=1e-6), "rank 1's own last window"
+        for chunk in x.split(micro):
+            running = 0.9 * running + 0.1 * model[0](chunk).mean(0)
+    return running
+
+
+@pytest.mark.slow
+def test_ddp_without_forward_buffer_sync_keeps_each_ranks_statistics(monkeypatch):
+    """Lesson 04, 5.4: with DDP's forward buffer sync switched off, each rank's running statistics
+    come from its own micro-batches alone."""
+    _ranks_import_the_tests(monkeypatch)
+    micro = 4
+    ranks = al.dist.launch(
+        "batchnorm_ranks:ddp_buffers",
+        2,
+        kwargs={"k": 2, "windows": 2, "micro": micro, "sync_buffers": False},
+        timeout=180,
+    )
+    for rank, out in enumerate(ranks):
+        assert torch.allclose(out["final"], _running_mean_of(out["x"], micro), atol=1e-12), rank
+    assert not torch.equal(ranks[0]["entering"][1], ranks[1]["entering"][1]), "no copy from rank 0"
 
 
 # --- over data draws: what lesson 04's section 4 states holds on draws it does not show ----------

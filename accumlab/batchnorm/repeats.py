@@ -25,9 +25,9 @@ def accuracy_over_draws(
 
     Returns what `accuracy_over_seeds` returns, with one entry per draw ("draws" and "seeds" both
     list the draws), and "gap_recovered": for each BatchNorm setup other than the first, the share
-    of its test-accuracy gap to the first setup that recalibrating both closed,
-    (recalibrated − plain) / (first − plain); negative where recalibration made it worse, None
-    where there was no gap. Lesson 04."""
+    of its test-accuracy gap to the first setup (as trained, not recalibrated) that recalibrating
+    this setup closed, (recalibrated − plain) / (first − plain); negative where recalibration made
+    it worse, None where there was no gap. Lesson 04."""
     draws = [
         _validate.seed(f"draws[{i}]", s) for i, s in enumerate(_validate.sequence("draws", draws))
     ]
@@ -63,8 +63,8 @@ def accuracy_over_draws(
 
 
 def _gap_recovered(out: dict) -> dict:
-    """{BatchNorm label: [share of its gap to the first BatchNorm setup closed by recalibrating
-    both, one per draw]}."""
+    """{BatchNorm label: [share of its gap to the first BatchNorm setup, as trained, closed by
+    recalibrating this one, one per draw]}."""
     labels = list(out["recalibrated"])
     if not labels:
         return {}

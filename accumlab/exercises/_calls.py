@@ -176,7 +176,9 @@ class Refuse:
             return False
         if caller == __name__:
             return True  # another Refuse's guard (nested blocks): that guard judged the call
-        held = {*map(id, self._targets), id(code)}
+        held = set(map(id, self._targets))
+        if code is not None:  # id(None) would match every local that is None
+            held.add(id(code))
         return not any(_holds(value, held) for value in frame.f_locals.values())
 
     def _judge(self, frame, name: str) -> None:
