@@ -62,7 +62,8 @@ def b_simple(answer) -> str | None:
     for grads in _noise_points():
         expected = _moment_estimates(grads)
         with Refuse("al.scale.noise_scale", "al.scale.estimator_bias", "al.scale.noise._moments",
-                    "al.scale.measure_b_simple", *PRIVATE_13_1):  # fmt: skip
+                    "al.scale.measure_b_simple", "al.scale.two_batch_estimate",
+                    "al.scale.NoiseScaleEMA", *PRIVATE_13_1):  # fmt: skip
             got = number(answer(grads.clone()))
         if any(abs(got / e - 1) <= TOLERANCE_13_1 for e in expected):
             continue

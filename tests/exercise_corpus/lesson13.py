@@ -688,3 +688,16 @@ HINTS.update(
         "al.scale.noise_scale compiled again from its source": "al.scale.noise_scale",
     }
 )
+
+
+def _b_simple_by_two_batch(grads):
+    """The two-batch estimator at sizes 1 and n: accumlab computes B_simple."""
+    n = len(grads)
+    small = float((grads**2).sum(1).mean())
+    big = float((grads.mean(0) ** 2).sum())
+    est = al.scale.two_batch_estimate(small, big, 1, n)
+    return est["trace_sigma"] / est["g_squared"]
+
+
+WRONG["13.1"].append(("accumlab's two-batch estimate at sizes 1 and n", _b_simple_by_two_batch))
+HINTS["accumlab's two-batch estimate at sizes 1 and n"] = "al.scale.two_batch_estimate"
