@@ -125,7 +125,9 @@ def _options(options: dict) -> str:
 
 @exercise("08.2", 2, "Micro-batches of unequal size: every sample weighs the same")
 def _sample_loop(answer):
-    return _observed(answer, "uneven")
+    # then micro-batches of 7 (windows of 28 and 12 samples): a loop that divides by the first
+    # setup's counts typed in is not dividing by its window's samples
+    return _observed(answer, "uneven") or _observed(answer, "uneven", micro_batch_size=7)
 
 
 CAPSTONE = {"max_norm": 0.5, "scheduler": True, "scaler": True}
@@ -133,4 +135,8 @@ CAPSTONE = {"max_norm": 0.5, "scheduler": True, "scaler": True}
 
 @exercise("08.3", 3, "Capstone: accumulation + GradScaler + clipping + scheduler")
 def _full_loop(answer):
-    return _observed(answer, "regression", **CAPSTONE)
+    # then micro-batches of 5 with k = 3 (windows of 3, 3 and 2, every micro-batch equal): a loop
+    # with the first setup's window sizes typed in does not divide by its own window's
+    return _observed(answer, "regression", **CAPSTONE) or _observed(
+        answer, "regression", micro_batch_size=5, accumulation_steps=3, **CAPSTONE
+    )

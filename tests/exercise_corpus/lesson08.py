@@ -568,3 +568,48 @@ def _drops_last_row(model, optimizer, batches, k):
 
 RIGHT["08.2"].append(("each micro-batch in two forwards", _halves))
 WRONG["08.2"].append(("each micro-batch's last row left out", _drops_last_row))
+
+
+def _reversed_window(model, optimizer, batches, k):
+    """Each window's micro-batches run last to first: the same sum in .grad."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        n = sum(len(y) for _, y in window)
+        for x, y in reversed(window):
+            (F.mse_loss(model(x), y, reduction="sum") / n).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _counts_typed_in(model, optimizer, batches, k):
+    """The uneven setup's window counts typed in (12 samples, 3 + 1 in the last window)."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        n = 4 if len(window) < k else 3 * k
+        for x, y in window:
+            (F.mse_loss(model(x), y, reduction="sum") / n).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+RIGHT["08.2"].append(("each window's micro-batches in reverse order", _reversed_window))
+WRONG["08.2"].append(("the first setup's window counts typed in", _counts_typed_in))
+HINTS["the first setup's window counts typed in"] = "micro_batch_size=7"
+
+
+def _capstone_sizes_typed_in(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
+    """The capstone with the first setup's window sizes typed in (4, 4 and 2)."""
+    for i, (x, y) in enumerate(batches):
+        loss = F.mse_loss(model(x), y) / (2 if i >= 8 else 4)
+        scaler.scale(loss).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+WRONG["08.3"].append(("the first setup's window sizes typed in", _capstone_sizes_typed_in))
+HINTS["the first setup's window sizes typed in"] = "accumulation_steps=3"
