@@ -179,7 +179,9 @@ class Refuse:
         held = set(map(id, self._targets))
         if code is not None:  # id(None) would match every local that is None
             held.add(id(code))
-        return not any(_holds(value, held) for value in frame.f_locals.values())
+        # a local named as the function it holds is the caller's own import of it, not an answer
+        own = frame.f_locals.items()
+        return not any(_holds(v, held) for n, v in own if n != getattr(v, "__name__", None))
 
     def _judge(self, frame, name: str) -> None:
         """A call of a refused function's code (`CodeWatch`): a copy made before the block, or

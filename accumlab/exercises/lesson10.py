@@ -231,17 +231,20 @@ def resume_position(answer):
                     f"resume_position({step}, {b}, {k}) returned {got!r:.40}: {hint}"
                 ) from None
             if value != right:
-                if value == step * k:
-                    hint = "step × k is right only while no epoch has leftover micro-batches"
-                elif value == position_from_step(step, b, k, "trainer"):
-                    hint = (
-                        "that is the Trainer's rule, for a loop that also steps at every epoch's "
-                        "end; this loop takes ⌊batches / k⌋ steps per epoch"
-                    )
-                else:
-                    hint = (
-                        "a step ends a window of k inside its epoch; the epoch's leftover "
-                        "micro-batches come after that epoch's last step"
-                    )
-                raise Hint(f"resume_position({step}, {b}, {k}) returned {got!r:.40}; {hint}")
-    return None
+                break
+        else:
+            return None
+    # named outside the block: a refused function the checker holds would read as handed to it
+    if value == step * k:
+        hint = "step × k is right only while no epoch has leftover micro-batches"
+    elif value == position_from_step(step, b, k, "trainer"):
+        hint = (
+            "that is the Trainer's rule, for a loop that also steps at every epoch's "
+            "end; this loop takes ⌊batches / k⌋ steps per epoch"
+        )
+    else:
+        hint = (
+            "a step ends a window of k inside its epoch; the epoch's leftover "
+            "micro-batches come after that epoch's last step"
+        )
+    return f"resume_position({step}, {b}, {k}) returned {got!r:.40}; {hint}"
