@@ -17,9 +17,9 @@ def judge_structure(seen, grads, scale, batches, k, overflow):
     rows = len(batches[0][0])
     if seen.backwards == 0 and seen.grad_only:
         raise Hint(
-            f"your loop took its gradients with torch.autograd.grad ({seen.grad_only} calls), "
-            "which returns them without adding into .grad: this exercise asks for backward() on "
-            "each scaled micro-batch loss"
+            f"your loop took its gradients with torch.autograd.grad ({seen.grad_only} calls): "
+            "this exercise asks for scaler.scale(loss).backward() on each micro-batch, so that "
+            "backward adds each micro-batch's gradient into .grad"
         )
     if seen.backwards == 0:
         raise Hint(

@@ -295,7 +295,10 @@ def ghost(answer):
                 short = f"the last chunk of {rows} rows in chunks of {size} has {rows % size}"
                 raise Hint(f"{short}: x does not reshape into equal chunks ({err})") from err
         if isinstance(got, np.ndarray) and got.dtype.kind == "f":
-            got = torch.from_numpy(got)  # a numpy computation's result, read as a tensor
+            # a numpy computation's result, read as a tensor; a float type torch lacks
+            # (longdouble) is read in float64, which holds every digit the check needs
+            wide = got.dtype not in (np.float16, np.float32, np.float64)
+            got = torch.from_numpy(got.astype(np.float64) if wide else got)
         if not isinstance(got, torch.Tensor) or got.shape != x.shape:
             shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
             return f"return a tensor (or numpy array) shaped like x {tuple(x.shape)}, got {shape}"

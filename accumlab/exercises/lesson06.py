@@ -258,6 +258,8 @@ def full_loop(answer) -> str | None:
             raise Hint(
                 f"with max_norm={max_norm} the parameters differ from a correct loop's by "
                 f"{gap:.2g}; allowed: {0.05 * moved:.2g} (5 % of the {moved:.2g} the correct "
-                "loop moved them): check loss / k"
+                "loop moved them): check the optimizer (plain SGD at lr, nothing else set) and "
+                # a clip that bites caps the norm either way: / k shows only where it does not
+                f"the loss{' and its / k' if max_norm == 100.0 else ''}"
             )
     return None

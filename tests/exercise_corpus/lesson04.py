@@ -653,3 +653,18 @@ HINTS.update(
 )
 WRONG["04.2"].append(("rounded twice: 0.18549 → 0.1855 → 0.186", 0.186))
 HINTS["rounded twice: 0.18549 → 0.1855 → 0.186"] = "rounded twice"
+
+
+def ghost_in_longdouble(x, size):
+    """numpy in longdouble, a float type torch has no tensor for."""
+    rows = np.asarray(x, dtype=np.longdouble)
+    out = np.empty_like(rows)
+    for start in range(0, len(rows), size):
+        chunk = rows[start : start + size]
+        mean = chunk.mean(0)
+        var = ((chunk - mean) ** 2).mean(0)
+        out[start : start + size] = (chunk - mean) / np.sqrt(var + 1e-5)
+    return out
+
+
+RIGHT["04.4"].append(("numpy in longdouble", ghost_in_longdouble))
