@@ -192,7 +192,9 @@ def main_grad(answer) -> str | None:
         weight_grads[0] += 1
 
     def seen_forward(module, args, output):
-        if module is first and args:  # a copy of the layer (deepcopy keeps hooks) is not counted
+        # a copy of the layer (deepcopy keeps hooks) is not counted, nor a forward that backward
+        # runs again (activation checkpointing recomputes it inside the backward pass)
+        if module is first and args and torch._C._current_graph_task_id() == -1:
             forwards.append((len(args[0]), args[0].dtype, module.weight.dtype))
             if isinstance(output, torch.Tensor) and output.requires_grad:
                 output.register_hook(count_backward)  # any backward through it, however started

@@ -154,8 +154,8 @@ def _one_problem(answer, seed: int, noise: float, b: int, k: int) -> tuple[float
     if seen.grad_only:
         raise Hint(
             f"your answer called torch.autograd.grad {seen.grad_only} times besides its backward "
-            "passes (per-sample gradients?): the loop reads |G_small|² and |G_big|² from .grad "
-            "alone — each micro-batch's change of .grad, and .grad at the window's end"
+            "passes: the loop reads |G_small|² and |G_big|² from .grad alone — each "
+            "micro-batch's change of .grad, and .grad at the window's end, with no extra pass"
         )
     fed = seen.fed([x for window in plain for x, _ in window])
     if fed:
