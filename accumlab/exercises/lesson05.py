@@ -192,7 +192,8 @@ def accumulate_lean(answer):
     if seen.peak_graphs > 1:
         raise Hint(
             f"the gradient may be right, but {seen.graphs_phrase()}: one micro-batch's graph "
-            "at a time is the point (is something holding a loss with its graph?)"
+            "at a time is the point (is something holding a graph: a loss, an output, a grad_fn, "
+            "or a .grad built with create_graph=True?)"
         )
     # one micro-batch's forward saves `one` bytes; 1.5x leaves room for another loss formula
     if seen.peak_saved_bytes > 1.5 * one:
@@ -204,8 +205,9 @@ def accumulate_lean(answer):
     if referenced.peak > 2:
         raise Hint(
             f"up to {referenced.peak} micro-batches' graphs were referenced at once: backward freed "
-            "their saved tensors, but a loss kept in a list or added to a running total keeps every "
-            "autograd node behind it alive until the loop ends (keep numbers: loss.item())"
+            "their saved tensors, but a tensor kept with its graph (a loss or an output in a list "
+            "or a running total, a grad_fn) keeps every autograd node behind it alive until the "
+            "loop ends (keep numbers: loss.item(), or tensors .detach()ed)"
         )
     with torch.no_grad():
         full_loss = float(torch.nn.functional.mse_loss(model(data.x), data.y))

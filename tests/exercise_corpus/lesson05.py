@@ -307,7 +307,7 @@ WRONG = {
 HINTS = {
     "throwaway no_grad forwards, one full-batch graph": "without recording a graph",
     "throwaway forwards, one full-batch graph": "micro-batches' worth",
-    "the losses kept in a list": "a loss kept in a list",
+    "the losses kept in a list": "a loss or an output in a list",
     "loss added to a total after backward": "graphs were referenced",
     "a micro-batch unpacked as x, y": "micro_batches is a list of al.Data",
     "a hidden full-batch graph under save_on_cpu": "did not receive the mean loss's gradient",
