@@ -46,6 +46,10 @@ class CheckResult:
     def _repr_markdown_(self) -> str:
         return str(self)
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        # IPython's plain-text display (a console, a text-only front end): the same line
+        printer.text(str(self))
+
 
 def exercise(id: str, stars: int, title: str):
     """Decorator registering `checker(answer) -> None | hint` as exercise `id` ("NN.m")."""
