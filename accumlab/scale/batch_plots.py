@@ -1,7 +1,7 @@
 """Lesson 13's explorer figure: steps and samples to the target against B = b·k, with the current
 setting and the two-batch noise scale marked, and, at that B, the passes every split b × k costs.
 Pure: data in, Figure out; `update_batch_explorer` moves the artists `plot_batch_explorer` made (no
-new axes, no re-layout)."""
+new axes, no re-layout); `batch_explorer_caption` is the line of text shown above the figure."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def plot_batch_explorer(sweep: dict, data: dict) -> Figure:
     result("sweep", sweep, SWEEP, "what al.scale.batch_size_sweep(...) returns")
     _data(data)
     fig = Figure(figsize=(12, 3.5))
-    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.16, top=0.78, wspace=0.3)
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.16, top=0.84, wspace=0.3)
     bs = sweep["batch_sizes"]
     ticks = [b for b in bs if b & (b - 1) == 0][::2]
     for ax, key, label, corner in (
@@ -49,8 +49,9 @@ def plot_batch_explorer(sweep: dict, data: dict) -> Figure:
         ax.plot(bs, sweep[key], "o-", color="grey", markersize=4, label="sweep")
         ax.plot([], [], "o", color="tab:red", markersize=10, gid=f"{key}_point", label="B = b·k")
         ax.axvline(data["exact_b_simple"], color="black", linestyle=":", label="exact B_simple")
-        # unlabelled: hidden at k = 1, so the title, not the legend, names it
-        ax.axvline(1, color="tab:red", linestyle="--", gid=f"{key}_measured")
+        # hidden at k = 1 (one batch size: no two-batch estimate), which the caption says
+        ax.axvline(1, color="tab:red", linestyle="--", gid=f"{key}_measured",
+                   label="measured B_simple (b, k·b)")  # fmt: skip
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         # fixed plain ticks: a log locator's mathtext labels are re-laid out on every draw
@@ -65,7 +66,7 @@ def plot_batch_explorer(sweep: dict, data: dict) -> Figure:
         ax.set_ylabel(label, fontsize=9)
         ax.legend(fontsize=7, loc=corner)  # the corner the curve leaves empty
     _splits_panel(fig.add_subplot(1, 3, 3), sweep)
-    fig.suptitle("", fontsize=9, y=0.97, gid="title")
+    fig.suptitle("", fontsize=9, y=0.96, gid="title")
     update_batch_explorer(fig, data)
     return fig
 
@@ -122,16 +123,24 @@ def update_batch_explorer(fig: Figure, data: dict) -> None:
         line.set_visible(measured is not None)
         if measured is not None:
             line.set_xdata([measured, measured])
-    noise = (
-        f"red dashed: B_simple estimated from b = {data['micro_batch_size']} and k·b = "
-        f"{data['batch']} ({data['estimate_samples']:,} samples): {measured:.0f}; exact {data['exact_b_simple']:.0f}"
-        if measured is not None
-        else "k = 1: one batch size only, no two-batch estimate"
-        if data["accumulation_steps"] == 1
-        else "two-batch estimate not resolved: |G|² averaged ≤ 0 (too noisy at this b, k)"
-    )
     a["title"].set_text(
         f"b = {data['micro_batch_size']}, k = {data['accumulation_steps']} → B = {data['batch']}: "
         f"{data['steps']:.1f} steps, {data['samples']:.0f} samples, run as "
-        f"{data['passes']:.0f} forward-backward passes of {data['micro_batch_size']} rows\n{noise}"
+        f"{data['passes']:.0f} forward-backward passes of {data['micro_batch_size']} rows"
     )
+
+
+def batch_explorer_caption(data: dict) -> str:
+    """The noise scale this b and k measure, as HTML above the figure (text there costs no
+    figure layout): the red dashed line's value, or why there is none."""
+    _data(data)
+    measured, b, big = data["measured_b_simple"], data["micro_batch_size"], data["batch"]
+    if measured is not None:
+        return (
+            f"Red dashed: B_simple measured from b = {b} and k·b = {big} "
+            f"({data['estimate_samples']:,} samples): <b>{measured:.0f}</b>; exact (dotted) "
+            f"{data['exact_b_simple']:.0f}"
+        )
+    if data["accumulation_steps"] == 1:
+        return "k = 1: one batch size only, no two-batch estimate (no red dashed line)"
+    return "two-batch estimate not resolved: |G|² averaged ≤ 0 (too noisy at this b, k)"

@@ -82,8 +82,9 @@ def _example() -> dict:
 @explorer_example(_example)
 def batch_explorer(sweep: dict, *, problem: Problem | None = None) -> Explorer:
     """Lesson 13: sliders for the micro-batch size b and the accumulation steps k over a
-    `batch_size_sweep(...)` result; the figure marks B = b·k and the measured noise scale."""
-    from .batch_plots import plot_batch_explorer, update_batch_explorer
+    `batch_size_sweep(...)` result; the figure marks B = b·k and the measured noise scale, the
+    caption above it gives that scale's value."""
+    from .batch_plots import batch_explorer_caption, plot_batch_explorer, update_batch_explorer
 
     explore_batch(sweep, 8, 4, problem=problem)  # checks sweep and problem before any widget
     controls = {
@@ -97,4 +98,4 @@ def batch_explorer(sweep: dict, *, problem: Problem | None = None) -> Explorer:
     def plot(data: dict):
         return plot_batch_explorer(sweep, data)
 
-    return Explorer(controls, compute, plot, update_batch_explorer)
+    return Explorer(controls, compute, plot, update_batch_explorer, caption=batch_explorer_caption)
