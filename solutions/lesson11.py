@@ -19,20 +19,29 @@ def token_mean_loss(outputs, labels, num_items_in_batch=None):
 
 
 def exact_epoch(accelerator, model, optimizer, scheduler, loader, k):
-    # a first pass reads only the labels: every window's real tokens, before its first backward
-    counts = [int((y != al.IGNORE_INDEX).sum()) for _, y in loader]
-    tokens = [sum(counts[i : i + k]) for i in range(0, len(counts), k)]
-    # the second pass runs to the loader's end, where accumulate() syncs the short window
-    for i, (x, y) in enumerate(loader):
-        with accelerator.accumulate(model):
-            logits = model(x)
-            loss = F.cross_entropy(
-                logits.flatten(0, 1), y.flatten(), ignore_index=al.IGNORE_INDEX, reduction="sum"
-            )
-            accelerator.backward(loss * k / tokens[i // k])  # × k undoes backward's own ÷ k
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
+    # the epoch's real tokens, from a pass over the labels only: a total, the same in any order
+    total = sum(int((y != al.IGNORE_INDEX).sum()) for _, y in loader)
+    batches, left, counted = iter(loader), len(loader), 0
+    while left:
+        size = min(k, left)
+        left -= size
+        if left:  # a window's batches taken first, counted from the very batches it trains on
+            window = [next(batches) for _ in range(size)]
+            tokens = sum(int((y != al.IGNORE_INDEX).sum()) for _, y in window)
+        else:  # the last window, fetched as it trains: taken first, the loader would report its
+            # end before the window's first backward, and accumulate() would sync each (3.1)
+            window, tokens = batches, total - counted
+        counted += tokens
+        for x, y in window:
+            with accelerator.accumulate(model):
+                logits = model(x)
+                loss = F.cross_entropy(
+                    logits.flatten(0, 1), y.flatten(), ignore_index=al.IGNORE_INDEX, reduction="sum"
+                )
+                accelerator.backward(loss * k / tokens)  # × k undoes backward's own ÷ k
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
 
 
 def docs_epoch(accelerator, model, optimizer, scheduler, loader, k):

@@ -577,3 +577,69 @@ def test_another_token_seed_changes_the_window_counts():
     assert counts(F.make_problem("tokens", 4, seed=1)) == [52, 52, 25]
     with pytest.raises(ValueError, match="seed.*-1"):
         F.make_problem("tokens", seed=-1)
+
+
+def test_backward_saw_names_one_rule_where_equal_micro_batches_make_two_coincide(runs):
+    # measure.saw_label: on equal micro-batches a step can be both exact and a Σ means ÷ D
+    grid = F.framework_grid(("reference", "plain_loop", "trainer"), (3, 4), progress=False)
+    saw = {key: F.explore_frameworks(grid, *key)["divided_by"] for key in grid}
+    # the textbook loop divides by k in every window: its rule, not the reference's, for all four
+    assert saw[("plain_loop", "regression", 3)] == "Σ means ÷ 3"
+    # exact at every step: the reference's rule, with what it equals here
+    assert saw[("reference", "regression", 4)] == (
+        "Σ item losses ÷ window items (equal here: Σ means ÷ 4, 2)"
+    )
+    assert saw[("trainer", "regression", 3)].startswith("Σ item losses ÷ window items (equal here")
+    assert saw[("trainer", "tokens", 4)] == "Σ means ÷ 4, 2"  # unequal: nothing coincides
+    assert saw[("reference", "tokens", 3)] == "Σ item losses ÷ window items"
+    table = F.framework_table(runs)
+    assert table.row("plain_loop")["tokens: backward saw"] == "Σ means ÷ 4"
+
+
+def test_the_never_stepped_note_sits_above_the_plot(runs):
+    checks = F.check_run(runs["regression"]["deepspeed"])  # 2 of 3 windows stepped
+    data = F.explore_frameworks(
+        {("deepspeed", "regression", 4): checks}, "deepspeed", "regression", 4
+    )
+    fig = F.plot_step_explorer(data)
+    note = next(t for t in fig.axes[0].texts if t.get_gid() == "missing")
+    assert note.get_text() == "1 window(s) never stepped"
+    assert note.get_position()[1] >= 1  # axes coordinates: outside the area the line is drawn in
+
+
+def test_a_reshuffled_loader_gives_another_order_each_pass_and_refuses_two_pass_counts():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from accumlab.frameworks.hooks import micro_batch_index
+    from accumlab.frameworks.with_accelerate import ReshuffledMicroBatches
+
+    problem = F.make_problem("tokens", 4)
+    data = problem.data
+    loader = DataLoader(
+        TensorDataset(data.x, data.y), batch_sampler=ReshuffledMicroBatches(problem, 0)
+    )
+    index = micro_batch_index(problem.micro_batches())
+    first, second = ([index(x) for x, _ in loader] for _ in range(2))
+    assert sorted(first) == sorted(second) == list(range(10))  # the problem's own micro-batches
+    assert first != second  # reshuffled on every pass
+    with pytest.raises(ValueError, match="seed"):
+        ReshuffledMicroBatches(problem, -1)
+
+    def two_passes(accelerator, model, optimizer, scheduler, loader, k):
+        counts = [int((y != al.IGNORE_INDEX).sum()) for _, y in loader]
+        tokens = [sum(counts[i : i + k]) for i in range(0, len(counts), k)]
+        for i, (x, y) in enumerate(loader):
+            with accelerator.accumulate(model):
+                loss = torch.nn.functional.cross_entropy(
+                    model(x).flatten(0, 1),
+                    y.flatten(),
+                    ignore_index=al.IGNORE_INDEX,
+                    reduction="sum",
+                )
+                accelerator.backward(loss * k / tokens[i // k])
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+
+    result = al.check("11.3", two_passes)
+    assert not result.ok and "another order" in str(result)

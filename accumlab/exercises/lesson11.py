@@ -4,35 +4,19 @@ step is compared with the reference, and 11.3 also checks what each `accelerator
 added. The runs are float64: a step counts as exact below a relative 1e-10 — or 1e-5 where the
 learner's loss is float32 (its round-off, ~1e-7; the mistakes these exercises are about are 1e-2
 or more). Neither answer may hard-code the lesson's window counts: 11.2's loss is also called with
-twice the count the Trainer hands it, and 11.3's epoch also runs on another token data set."""
+twice the count the Trainer hands it, and 11.3's epoch also runs on another token data set and on
+a loader that reshuffles its micro-batches on every pass."""
 
 from __future__ import annotations
 
 import math
 
 from . import exercise
+from ._accelerate_epoch import judge_epoch, tolerance, tolerance_words, worst_step
 from ._answers import compare, integer, numbers
 
-EXACT = 1e-10  # float64 round-off on these problems is ~1e-16 (measure.EXACT)
-EXACT_FLOAT32 = 1e-5  # where the learner's loss is float32 (measure.EXACT_FLOAT32)
 OTHER_SEED = 1  # another token data set: windows of 52, 52 and 25 real tokens (seed 0: 48, 40, 15)
-
-
-def _tolerance(dtypes) -> float:
-    import torch
-
-    return EXACT_FLOAT32 if torch.float32 in set(dtypes) else EXACT
-
-
-def _tolerance_words(tol: float) -> str:
-    return f"a relative {tol:.0e}" + (" (your loss is float32)" if tol == EXACT_FLOAT32 else "")
-
-
-def _worst(run) -> tuple[float, list]:
-    from ..frameworks.measure import check_run
-
-    checks = check_run(run)
-    return max((c.grad_error for c in checks), default=math.inf), checks
+SHUFFLE_SEED = 0  # the shuffled loader's: its passes give other orders, so other windows
 
 
 def _observed_loss(answer, seen: dict):
@@ -137,8 +121,8 @@ def _trainer_loss(answer):
         return said
     seen = {"dtypes": [], "ratios": []}
     run = run_framework("trainer", "tokens", 4, compute_loss_func=_observed_loss(answer, seen))
-    tol = _tolerance(seen["dtypes"])
-    worst, checks = _worst(run)
+    tol = tolerance(seen["dtypes"])
+    worst, checks = worst_step(run)
     ratios = [r for r in seen["ratios"] if math.isfinite(r)]
     if worst <= tol and ratios and all(abs(r - 0.5) <= 1e-6 for r in ratios):
         return None
@@ -166,7 +150,7 @@ def _trainer_loss(answer):
     if aligned:
         return (
             f"every step points the reference's way, but its size is {size} (exact: within "
-            f"{_tolerance_words(tol)}): divide the window's summed token losses by exactly "
+            f"{tolerance_words(tol)}): divide the window's summed token losses by exactly "
             "num_items_in_batch"
         )
     if min(scales) > 1.5:
@@ -182,20 +166,6 @@ def _trainer_loss(answer):
     )
 
 
-def _share_hint(n: int, share: dict, k: int) -> str:
-    if share["micro_batch"] is None:
-        return (
-            f"accelerator.backward call {n} came before any forward: each call carries the loss "
-            "of one micro-batch"
-        )
-    return (
-        f"accelerator.backward call {n} added ×{share['scale']:.3g} of micro-batch "
-        f"{share['micro_batch']}'s share of its window's gradient (Σ its token losses ÷ the "
-        f"window's real tokens); remember that accelerator.backward divides what it is given by "
-        f"k = {k}"
-    )
-
-
 @exercise(
     "11.3", 3, "an Accelerate epoch with accumulate(), exact on tokens, short window included"
 )
@@ -207,12 +177,12 @@ def _accelerate_epoch(answer):
 
     if not callable(answer):
         return "give a function epoch(accelerator, model, optimizer, scheduler, loader, k)"
-    said = _judge_epoch(run_loop(partial(accelerate_custom_loop, epoch_fn=answer), "tokens", 4))
+    said = judge_epoch(run_loop(partial(accelerate_custom_loop, epoch_fn=answer), "tokens", 4))
     if said is not None:
         return said
     # the same answer on another token data set: counts taken from the lesson's printout fail here
     other = run_loop(partial(accelerate_custom_loop, epoch_fn=answer), "tokens", 4, seed=OTHER_SEED)
-    if _judge_epoch(other) is not None:
+    if judge_epoch(other) is not None:
         batches = other.problem.micro_batches()
         counts = [
             sum(other.problem.items(batches[i].y) for i in w) for w in other.problem.windows()
@@ -222,88 +192,14 @@ def _accelerate_epoch(answer):
             f"windows of {counts} real tokens): count each window's tokens from the loader, not "
             "from the lesson's printout"
         )
+    # and on a loader that reshuffles on every pass: counts from one pass fit no later pass
+    epoch = partial(accelerate_custom_loop, epoch_fn=answer, shuffle_seed=SHUFFLE_SEED)
+    if judge_epoch(run_loop(epoch, "tokens", 4)) is not None:
+        return (
+            f"exact on the lesson's loader, but not on a shuffled one (a sampler that reshuffles "
+            f"on every pass, seed {SHUFFLE_SEED}): each pass over it gives another order, none of "
+            "them loader.dataset's — count each window's items from the "
+            "batches you train on, e.g. by taking the window's k batches first (3.1 says what "
+            "that does to the last window)"
+        )
     return None
-
-
-def _judge_epoch(run) -> str | None:
-    """11.3's checks of one run of the learner's epoch: None when every step is exact."""
-    from ..frameworks.measure import backward_shares
-
-    problem = run.problem
-    micro_batches = len(problem.micro_batches())
-    calls = run.extra.get("backward_calls", [])
-    if run.extra.get("outside_backward"):
-        return (
-            "gradients were accumulated by a backward pass outside accelerator.backward (a "
-            "loss.backward()?): the exercise is about Accelerate's backward, and its ÷ k"
-        )
-    if len(calls) != micro_batches:
-        return (
-            f"accelerator.backward ran {len(calls)} times for {micro_batches} micro-batches: "
-            "once per micro-batch, each carrying that micro-batch's loss"
-        )
-    outside = sum(not c["in_accumulate"] for c in calls)
-    if outside:
-        return (
-            f"{outside} of the {len(calls)} accelerator.backward calls ran outside `with "
-            "accelerator.accumulate(model):` — this exercise keeps accumulate(), which with "
-            "several processes is what skips the all-reduce of a window's other micro-batches"
-        )
-    if run.extra.get("forwards_outside_accumulate"):
-        return (
-            f"{run.extra['forwards_outside_accumulate']} forward passes ran outside `with "
-            "accelerator.accumulate(model):` — on several processes DDP skips the all-reduce only "
-            "when the forward runs inside it too"
-        )
-    if run.extra.get("accumulate_without_model"):
-        return (
-            "accelerator.accumulate() was not given the prepared model: without it no "
-            "model.no_sync() is entered, and every micro-batch would be all-reduced"
-        )
-    if any(c["num_steps"] != problem.k for c in calls):
-        return (
-            f"the Accelerator's number of accumulation steps was changed from k = {problem.k}: "
-            "keep the configured k and let accumulate() count the window"
-        )
-    tol = _tolerance(c["dtype"] for c in calls)
-    shares = backward_shares(problem, calls)
-    for n, share in enumerate(shares, start=1):
-        if share["error"] > tol:
-            return _share_hint(n, share, problem.k)
-    last = {w[-1] for w in problem.windows()}
-    synced = [
-        n
-        for n, (call, share) in enumerate(zip(calls, shares), start=1)
-        if call["sync_gradients"] and share["micro_batch"] not in last
-    ]
-    if synced:
-        return (
-            f"accelerator.sync_gradients was True during accelerator.backward call {synced[0]}, "
-            "which is not the last micro-batch of its window: on several processes it would be "
-            "all-reduced — only a window's last micro-batch syncs"
-        )
-    windows = problem.windows()
-    if [s.window for s in run.steps] != windows:
-        return (
-            f"the optimizer stepped after micro-batches {[s.end for s in run.steps]}; one big "
-            f"batch per window steps after {[w[-1] + 1 for w in windows]} — when does "
-            "accumulate() sync? (the lesson's prefetch cell in section 3.1 measures it)"
-        )
-    worst, checks = _worst(run)
-    wrong_lr = [c for c in checks if not math.isclose(c.lr, c.expected_lr, rel_tol=1e-9)]
-    if wrong_lr or len(run.scheduler_steps) != len(run.steps):
-        c = wrong_lr[0] if wrong_lr else checks[-1]
-        return (
-            f"the scheduler stepped {len(run.scheduler_steps)} times for {len(run.steps)} "
-            f"optimizer steps (step {c.step + 1} ran at lr {c.lr:.3g}, the schedule's is "
-            f"{c.expected_lr:.3g}): once per optimizer step"
-        )
-    if worst <= tol:
-        return None
-    zero = [c.step + 1 for c in checks if c.grad_norm == 0.0]
-    if zero:
-        return (
-            f"optimizer step {zero[0]} used a zero gradient: were the gradients cleared between "
-            "the window's last backward and optimizer.step()?"
-        )
-    return f"off by up to {worst:.1e} of the reference gradient (exact: {_tolerance_words(tol)})"

@@ -53,6 +53,9 @@ class StepCheck:
     reference_norm: float  # ‖reference gradient‖
     logged_grad_norm: float | None
     tolerance: float = EXACT  # below this relative error the step counts as exact (float32: 1e-5)
+    # D with used = g_means / D (None: not a multiple of g_means). On equal micro-batches a step
+    # can match both g_ref and g_means / D: `saw_label` then names the rule the run keeps
+    means_divisor: float | None = None
 
     @property
     def loss_error(self) -> float:
@@ -131,6 +134,24 @@ def _divided_by(used: torch.Tensor, terms: dict, exact: float = EXACT) -> str:
     return "neither a multiple of Σ means nor of the reference"
 
 
+def _means_divisor(used: torch.Tensor, terms: dict, exact: float = EXACT) -> float | None:
+    c = _multiple(used, terms["g_means"], exact) if float(used.norm()) else None
+    return None if c is None else 1 / c
+
+
+def saw_label(checks: list[StepCheck]) -> str:
+    """What backward saw over a whole run, in one label. Where equal micro-batches make a step
+    both exact and a Σ means ÷ D (the two coincide), the run's own rule is named: the reference
+    when every step is exact ("equal here" lists the D), else Σ means ÷ D when every step is one."""
+    divisors = [c.means_divisor for c in checks]
+    if not checks or None in divisors:  # some step is not a Σ means ÷ D: name each step's
+        return ", ".join(dict.fromkeys(c.divided_by for c in checks))
+    each = ", ".join(dict.fromkeys(f"{d:.4g}" for d in divisors))
+    if all(c.grad_error <= c.tolerance for c in checks):
+        return f"Σ item losses ÷ window items (equal here: Σ means ÷ {each})"
+    return f"Σ means ÷ {each}"
+
+
 def _logged_as(value: float | None, terms: dict) -> str:
     if value is None:
         return ""
@@ -184,6 +205,7 @@ def _check_step(problem: Problem, run: FrameworkRun, i: int, step: StepSeen, exp
         reference_norm=float(terms["g_ref"].norm()),
         logged_grad_norm=norms[i] if norms and i < len(norms) else None,
         tolerance=tolerance(problem),
+        means_divisor=_means_divisor(used, terms, tolerance(problem)),
     )
 
 
@@ -201,11 +223,11 @@ def final_weight_error(run: FrameworkRun, reference: FrameworkRun) -> float:
     return _rel(flatten(run.final_params).double(), flatten(reference.final_params).double())
 
 
-def _share(problem: Problem, params: dict, index: int) -> torch.Tensor:
+def _share(problem: Problem, params: dict, index: int, windows: list[tuple]) -> torch.Tensor:
     """Micro-batch `index`'s share of its window's reference gradient at `params`: the gradient
-    of Σ its item losses ÷ the items in its window, in float64."""
+    of Σ its item losses ÷ the items in its window (one of `windows`), in float64."""
     problem = _in_float64(problem)
-    window = next(w for w in problem.windows() if index in w)
+    window = next(w for w in windows if index in w)
     batches = problem.micro_batches()
     items = sum(problem.items(batches[i].y) for i in window)
     model = problem.model()
@@ -215,11 +237,16 @@ def _share(problem: Problem, params: dict, index: int) -> torch.Tensor:
 
 
 @one_thread()
-def backward_shares(problem: Problem, calls: list[dict]) -> list[dict]:
+def backward_shares(
+    problem: Problem, calls: list[dict], windows: list[tuple] | None = None
+) -> list[dict]:
     """Each logged backward call of an exercise run (with_accelerate.accelerate_custom_loop) against
     the micro-batches forwarded so far: the one whose share of its window's reference gradient it
     added ({"micro_batch": i, "scale": 1.0, "error": ~0}), or, when none matches, the oldest one not
-    yet matched with the factor the call added of its share (None when there is none)."""
+    yet matched with the factor the call added of its share (None when there is none).
+    `windows`: the micro-batches of each window, in the order trained (default: the problem's;
+    a shuffled loader trains others)."""
+    windows = problem.windows() if windows is None else windows
     out, forwarded, matched = [], [], set()
     for call in calls:
         forwarded += [i for i in call["forwards"] if i is not None]
@@ -227,7 +254,7 @@ def backward_shares(problem: Problem, calls: list[dict]) -> list[dict]:
         candidates = [i for i in forwarded if i not in matched]  # the oldest first
         best = None
         for i in dict.fromkeys(candidates):
-            share = _share(problem, call["params"], i)
+            share = _share(problem, call["params"], i, windows)
             row = {
                 "micro_batch": i,
                 "scale": float(added @ share / (share @ share)),

@@ -102,7 +102,8 @@ def plot_step_explorer(data: dict, *, max_steps: int | None = None) -> Figure:
     ax_grad.axhline(EXACT, color="grey", linestyle="--", linewidth=1, gid="exact_line")
     ax_grad.plot([], [], "o-", color="C3", gid="grad")
     ax_loss.plot([], [], "s-", color="C0", gid="loss")
-    ax_grad.text(0.02, 0.94, "", transform=ax_grad.transAxes, fontsize=8, va="top", gid="missing")
+    # above the axes, not inside them: a line can pass anywhere in the plotting area
+    ax_grad.text(0.0, 1.02, "", transform=ax_grad.transAxes, fontsize=8, va="bottom", gid="missing")
     ax_loss.text(0.5, 0.5, "", transform=ax_loss.transAxes, ha="center", fontsize=10, gid="no_log")
     fig.suptitle("", fontsize=9, gid="title")
     update_step_explorer(fig, data)

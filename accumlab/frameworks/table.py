@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from .._validate import result
 from .hooks import FrameworkRun
-from .measure import StepCheck, check_run, final_weight_error, tolerance
+from .measure import StepCheck, check_run, final_weight_error, saw_label, tolerance
 from .runs import ALL, versions
 
 # what each framework asks of you for the exact big-batch gradient; every line is a run of the
@@ -133,7 +133,7 @@ def framework_table(runs: dict[str, dict[str, FrameworkRun]]) -> FrameworkTable:
                 "framework": ALL[name].label
                 + (" — STAND-IN" if reg.version.startswith("STAND-IN") else ""),
                 "version": reg.version,
-                COLUMNS[2]: ", ".join(dict.fromkeys(c.divided_by for c in c_tok)),
+                COLUMNS[2]: saw_label(c_tok),
                 COLUMNS[3]: _short_window(c_reg, reg),
                 COLUMNS[4]: _tokens(c_tok),
                 COLUMNS[5]: _logged(c_tok),

@@ -15,7 +15,7 @@ import math
 from contextlib import contextmanager, nullcontext
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from .. import _validate
 from ..compare import flatten
@@ -24,11 +24,31 @@ from .hooks import micro_batch_index
 from .problem import Problem
 
 
-def _loader(problem: Problem) -> DataLoader:
+class ReshuffledMicroBatches(Sampler):
+    """A batch sampler over the problem's micro-batches (the same samples in each) in an order
+    drawn anew on every pass, from `seed`: a shuffled loader, whose second pass differs from its
+    first. Shuffling micro-batches, not samples, keeps every batch one the hooks know."""
+
+    def __init__(self, problem: Problem, seed: int):
+        self.batches, self.size = len(problem.micro_batches()), problem.micro_batch_size
+        self.generator = torch.Generator().manual_seed(
+            _validate.positive_int("seed", seed, minimum=0)
+        )
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __iter__(self):
+        for b in torch.randperm(self.batches, generator=self.generator).tolist():
+            yield list(range(b * self.size, (b + 1) * self.size))
+
+
+def _loader(problem: Problem, shuffle_seed: int | None = None) -> DataLoader:
     data = problem.data
-    return DataLoader(
-        TensorDataset(data.x, data.y), batch_size=problem.micro_batch_size, shuffle=False
-    )
+    dataset = TensorDataset(data.x, data.y)
+    if shuffle_seed is not None:
+        return DataLoader(dataset, batch_sampler=ReshuffledMicroBatches(problem, shuffle_seed))
+    return DataLoader(dataset, batch_size=problem.micro_batch_size, shuffle=False)
 
 
 def fresh_accelerator(k: int, *, reset_sync: bool = True):
@@ -170,10 +190,11 @@ def accelerate_handset_loop(problem: Problem, model, optimizer, scheduler, folde
 
 
 def accelerate_custom_loop(
-    problem: Problem, model, optimizer, scheduler, folder: str, *, epoch_fn
+    problem: Problem, model, optimizer, scheduler, folder: str, *, epoch_fn, shuffle_seed=None
 ) -> dict:
     """Your own epoch under a real Accelerator(k): `epoch_fn(accelerator, model, optimizer,
-    scheduler, loader, k)` gets everything prepared, the dataloader included (exercise 11.3).
+    scheduler, loader, k)` gets everything prepared, the dataloader included (exercise 11.3);
+    with `shuffle_seed`, one that reshuffles its micro-batches on every pass.
 
     Logged for the checker: for each `accelerator.backward` call, the micro-batches forwarded
     since the previous call, the weights, the gradient it added, the loss's dtype (a float32 loss
@@ -184,7 +205,7 @@ def accelerate_custom_loop(
     accelerator = fresh_accelerator(problem.k)
     net = model
     model, optimizer, loader, scheduler = accelerator.prepare(
-        model, optimizer, _loader(problem), scheduler
+        model, optimizer, _loader(problem, shuffle_seed), scheduler
     )
     calls: list[dict] = []
     state = {

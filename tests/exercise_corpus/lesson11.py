@@ -71,7 +71,7 @@ def _window_tokens(loader, k, as_tensor=False):
 
 
 def _exact_with_tensor_count(accelerator, model, optimizer, scheduler, loader, k):
-    """Another right 11.3: 0-d tensor counts, k read from the Accelerator, the dataset's labels."""
+    """Counted in a first pass, trained in a second: exact unless the passes' orders differ."""
     steps = accelerator.gradient_accumulation_steps
     tokens = _window_tokens(loader, steps, as_tensor=True)
     for i, (x, y) in enumerate(loader):
@@ -188,7 +188,7 @@ def _scheduler_never_stepped(accelerator, model, optimizer, scheduler, loader, k
 
 
 def _exact_with_numpy_counts(accelerator, model, optimizer, scheduler, loader, k):
-    """Another right 11.3: np.int64 window counts, the loss in float32, forward inside."""
+    """Two passes again: np.int64 window counts, the loss in float32, forward inside."""
     counts = np.array([int((y != IGNORE).sum()) for _, y in loader])
     tokens = np.add.reduceat(counts, np.arange(0, len(counts), k))
     for i, (x, y) in enumerate(loader):
@@ -262,6 +262,44 @@ def _zero_grad_before_step(accelerator, model, optimizer, scheduler, loader, k):
             scheduler.step()
 
 
+def _one_pass_tensor_counts(accelerator, model, optimizer, scheduler, loader, k):
+    """Right: each window's batches taken first and counted as 0-d tensors, k read from the
+    Accelerator; the last window's count is the epoch's total (a first pass over the labels:
+    the same in any order) minus the others', its batches fetched as it trains."""
+    steps = accelerator.gradient_accumulation_steps
+    total = sum((y != IGNORE).sum() for _, y in loader)
+    batches, starts = iter(loader), range(0, len(loader), steps)
+    for start in starts:
+        if start != starts[-1]:
+            window = [next(batches) for _ in range(steps)]
+            tokens = sum((y != IGNORE).sum() for _, y in window)
+            total = total - tokens
+        else:
+            window, tokens = batches, total
+        for x, y in window:
+            with accelerator.accumulate(model):
+                accelerator.backward(_token_sum(model, x, y) * steps / tokens)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+
+
+def _one_pass_dataset_total(accelerator, model, optimizer, scheduler, loader, k):
+    """Right: as above, the total read from loader.dataset's labels, the loss in float32."""
+    left = sum(int((y != IGNORE).sum()) for _, y in loader.dataset)
+    batches, windows = iter(loader), -(-len(loader) // k)
+    for w in range(windows):
+        window = [next(batches) for _ in range(k)] if w < windows - 1 else batches
+        tokens = sum(int((y != IGNORE).sum()) for _, y in window) if w < windows - 1 else left
+        left -= tokens
+        for x, y in window:
+            with accelerator.accumulate(model):
+                accelerator.backward(_token_sum(model, x, y).float() * k / tokens)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+
+
 def _stub_loss(outputs, labels, num_items_in_batch=None):
     # the usual mean loss, to change
     ...
@@ -282,8 +320,8 @@ RIGHT = {
         ("float32, outputs.logits", _float32_attribute_access),
     ],
     "11.3": [
-        ("tensor counts, k from the Accelerator", _exact_with_tensor_count),
-        ("np.int64 counts, float32 loss", _exact_with_numpy_counts),
+        ("one pass, tensor counts, k from the Accelerator", _one_pass_tensor_counts),
+        ("one pass, float32 loss, total from loader.dataset", _one_pass_dataset_total),
     ],
 }
 WRONG = {
@@ -409,7 +447,7 @@ def _loss_times_1_plus_5e_6(outputs, labels, num_items_in_batch=None):
 
 
 def _count_from_dataset(accelerator, model, optimizer, scheduler, loader, k):
-    """Another right 11.3: the counts read from loader.dataset's labels, not from a pass."""
+    """The counts read in loader.dataset's order: the loader's only while it does not shuffle."""
     ys = [y for _, y in loader.dataset]
     per_batch = [
         sum(int((ys[j] != IGNORE).sum()) for j in range(i, min(i + 2, len(ys))))
@@ -437,7 +475,13 @@ RIGHT["11.1"] += [
     ("0-d tensors, truncated", (torch.tensor(2), torch.tensor(0.666))),
 ]
 RIGHT["11.2"].append(("float64 mean × micro-batch tokens ÷ count", _mean_rescaled))
-RIGHT["11.3"].append(("counts from loader.dataset", _count_from_dataset))
+# counted in one pass (or in dataset order), trained in another: on a shuffled loader the windows
+# of the pass that trains are not the ones counted
+WRONG["11.3"] += [
+    ("two passes, tensor counts", _exact_with_tensor_count),
+    ("two passes, np.int64 counts, float32 loss", _exact_with_numpy_counts),
+    ("counts from loader.dataset", _count_from_dataset),
+]
 WRONG["11.2"] += [
     ("hard-coded window counts", _hard_coded_counts_loss),
     ("×0.99", _loss_times_0_99),
@@ -450,5 +494,8 @@ HINTS.update(
         "hard-coded window counts, epoch": "another token data set",
         "×0.99": "points the reference's way, but its size is ×0.99",
         "×(1 + 5e-6) in float64": "1e-10",
+        "two passes, tensor counts": "each pass over it gives another order",
+        "two passes, np.int64 counts, float32 loss": "each pass over it gives another order",
+        "counts from loader.dataset": "none of them loader.dataset's",
     }
 )
