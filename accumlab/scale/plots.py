@@ -15,23 +15,37 @@ from . import shapes
 STAGE_COLORS = {"F": "tab:blue", "B": "tab:orange"}
 
 
+def _coinciding(errors: dict) -> list[list[str]]:
+    """Accumulator names grouped by identical error curves, in order: one line is drawn per group,
+    since curves that coincide exactly would hide each other."""
+    groups: list[list[str]] = []
+    for name, values in errors.items():
+        same = [g for g in groups if errors[g[0]] == values]
+        if same:
+            same[0].append(name)
+        else:
+            groups.append([name])
+    return groups
+
+
 def plot_accumulators(sweep: dict, *, title: str = "") -> Figure:
     """Relative error against float64 of the accumulated gradient, per accumulator, vs k.
-    Lines that coincide are drawn with different dashes and markers so both stay visible."""
+    Accumulators whose errors are identical share one line and one legend entry."""
     shapes.accumulators("sweep", sweep)
     fig = Figure(figsize=(7, 3.6), layout="constrained")
     ax = fig.add_subplot()
     n = sweep["parameters"]
     styles = [("-", "o", 7), ("--", "s", 7), ("-.", "D", 5), (":", "^", 4)]
-    for (name, errors), (dash, marker, size) in zip(sweep["errors"].items(), styles * 2):
-        held = sum(sweep["bytes"][name].values())
+    for names, (dash, marker, size) in zip(_coinciding(sweep["errors"]), styles * 2):
+        held = [sum(sweep["bytes"][name].values()) / n for name in names]
+        label = "\n= ".join(f"{name} ({b:.0f} bytes/parameter)" for name, b in zip(names, held))
         ax.plot(
             sweep["ks"],
-            errors,
+            sweep["errors"][names[0]],
             linestyle=dash,
             marker=marker,
             markersize=size,
-            label=f"{name} ({held / n:.0f} bytes/parameter)",
+            label=label + (": one line" if len(names) > 1 else ""),
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -225,8 +239,10 @@ def plot_scale_explorer(data: dict, *, errors: dict | None = None) -> Figure:
     curve.set_ylabel("bubble (idle share)")
     curve.legend(fontsize=7, loc="upper right")
     if errors:
-        for name, values in errors["errors"].items():
-            precision.plot(errors["ks"], values, marker=".", label=name)
+        for names in _coinciding(errors["errors"]):  # identical curves: one line
+            precision.plot(
+                errors["ks"], errors["errors"][names[0]], marker=".", label="\n= ".join(names)
+            )
         precision.axvline(1, color="tab:red", linestyle="--", gid="marker")
         _fixed_log2_ticks(precision, errors["ks"])
         precision.set_yscale("log")
