@@ -66,9 +66,10 @@ def bookkeeping_data(
 
     Returns {"setup", "schedule", "logs" (uninterrupted run; empty when the run never steps),
     "stop_at", "stop_step" (optimizer steps done at the interruption), "in_window" (micro-batches
-    of the window in progress, their gradient in .grad, at the interruption), "omission", "bit_exact", "rel_error" (final weights),
-    "error_steps"/"errors" (relative distance from the uninterrupted weights after each step of
-    the resumed run), "steps" (of the resumed run), "extra_reads", "missed_reads"}.
+    of the window in progress, their gradient in .grad, at the interruption), "omission",
+    "bit_exact", "rel_error" (final weights), "error_steps"/"errors" (relative distance from the
+    uninterrupted weights after each step of the resumed run), "steps" (of the resumed run),
+    "extra_reads", "missed_reads"}.
     """
     setup = explorer_setup(k, epochs, counter, batches_per_epoch)
     one_of("omission", omission, OMISSIONS)
@@ -106,8 +107,9 @@ def bookkeeping_data(
 def bookkeeping_explorer() -> Explorer:
     """Build the lesson 10 explorer. The interruption slider's range follows the epochs and
     batches sliders, so every reachable setting is valid (one that never reaches an optimizer
-    step, k above the micro-batches the counter ever sees, is drawn and said as such). Its numbers are a line of text above
-    the figure (`explorer_summary`): text in HTML costs nothing to redraw."""
+    step, k above the micro-batches the counter ever sees, is drawn and said as such); a shorter run
+    clamps the interruption and a longer one restores the learner's choice. Its numbers are a line
+    of text above the figure (`explorer_summary`): text in HTML costs nothing to redraw."""
     from .plots import explorer_summary, plot_bookkeeping_explorer, update_bookkeeping_explorer
 
     k = int_slider("accumulation steps k", 4, 1, MAX_K)
@@ -117,10 +119,25 @@ def bookkeeping_explorer() -> Explorer:
     counter = W.Dropdown(options=list(COUNTERS), value="sync_at_epoch_end", description="counter")
     omission = W.Dropdown(options=list(OMISSIONS), value="none", description="resume")
 
-    def clamp_stop(_change):
-        stop.max = batches.value * epochs.value - 1  # ipywidgets clamps the value too
+    # the interruption the learner chose: a shorter run clamps the slider, and a longer one gives
+    # that choice back instead of leaving the clamped value
+    chosen, clamping = {"stop": stop.value}, {"now": False}
 
-    # registered before the Explorer's own observers: the range is right when it recomputes
+    def remember(change):
+        if not clamping["now"]:
+            chosen["stop"] = change["new"]
+
+    def clamp_stop(_change):
+        clamping["now"] = True
+        try:
+            stop.max = batches.value * epochs.value - 1  # ipywidgets clamps the value too
+            stop.value = min(chosen["stop"], stop.max)
+        finally:
+            clamping["now"] = False
+
+    # registered before the Explorer's own observers: the range is right when it recomputes (and
+    # the Explorer skips the second call for values it already shows: one computation per move)
+    stop.observe(remember, names="value")
     epochs.observe(clamp_stop, names="value")
     batches.observe(clamp_stop, names="value")
 

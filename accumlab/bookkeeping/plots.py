@@ -142,7 +142,11 @@ def plot_tokens_per_step(budget) -> Figure:
     return fig
 
 
-_ERROR_TICKS = [1e-16, 1e-8, 1.0]
+# the explorer's error axis: round-off sits near 1e-16; an exact 0 is drawn lower, on a row of
+# its own (EXACT) whose tick says 0 and whose line says bit-exact, so it cannot pass for round-off
+EXACT = 1e-21
+_ERROR_TICKS = [EXACT, 1e-16, 1e-8, 1.0]
+_ERROR_LABELS = ["0", "1e-16", "1e-08", "1e+00"]
 
 
 def plot_bookkeeping_explorer(data: dict) -> Figure:
@@ -170,17 +174,30 @@ def plot_bookkeeping_explorer(data: dict) -> Figure:
     ax_l.plot([], [], color="tab:green", linewidth=3, gid="log_window")
     ax_l.plot([], [], color="tab:orange", linewidth=1, gid="log_scaled")
     ax_l.vlines([], 0, 1, colors="black", linestyles="dotted", linewidth=1, gid="epochs_l")
+    # a fixed corner: "best" would search the data for room on every redraw
+    ax_l.legend(["true window mean", "Σ loss / k"], loc="upper right", fontsize=7, handlelength=1.2)
     ax_l.set_xlabel("optimizer step")
     ax_l.set_ylabel("logged loss")
     ax_e.plot([], [], color="tab:red", marker=".", gid="errors")
-    # a step where the resumed weights equal the uninterrupted ones exactly: green, at the floor
+    # a step where the resumed weights equal the uninterrupted ones exactly: green, on the 0 row
     ax_e.plot([], [], "o", color="tab:green", markersize=3, gid="exact")
+    ax_e.axhline(EXACT, color="tab:green", linewidth=0.6, linestyle=":")
+    ax_e.text(
+        0.98,
+        3 * EXACT,
+        "0 (bit-exact)",
+        transform=ax_e.get_yaxis_transform(),
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        color="tab:green",
+    )
     ax_e.axvline(0, color="tab:purple", linewidth=1.5, gid="stop_e")
     ax_e.set_yscale("log")
-    ax_e.set_ylim(FLOOR / 10, 10)
+    ax_e.set_ylim(EXACT / 10, 10)
     # fixed ticks and labels: no tick search or mathtext layout on a slider move
     ax_e.yaxis.set_major_locator(FixedLocator(_ERROR_TICKS))
-    ax_e.yaxis.set_major_formatter(FixedFormatter([f"{t:.0e}" for t in _ERROR_TICKS]))
+    ax_e.yaxis.set_major_formatter(FixedFormatter(_ERROR_LABELS))
     ax_e.yaxis.set_minor_locator(NullLocator())
     ax_e.set_xlabel("optimizer step")
     ax_e.set_ylabel("resumed error")  # short: a long label runs into the middle panel
@@ -217,12 +234,13 @@ def update_bookkeeping_explorer(fig: Figure, d: dict) -> None:
     a["log_scaled"].set_data(steps, logs["sum_of_scaled"])
     values = logs["window"] + logs["sum_of_scaled"]
     lo, hi = min(values, default=0.0), max(values, default=1.0)
-    a["epochs_l"].set_segments([[(x, lo), (x, hi * 1.05)] for x in boundaries])
+    roof = hi + 0.45 * (hi - lo) if hi > lo else hi * 1.05  # room above the data: the legend
+    a["epochs_l"].set_segments([[(x, lo), (x, roof)] for x in boundaries])
     a["ax_l"].set_xlim(0, s.steps + 1)
-    a["ax_l"].set_ylim(lo * 0.95 if lo > 0 else lo, hi * 1.05)
+    a["ax_l"].set_ylim(lo * 0.95 if lo > 0 else lo, roof)
     pairs = list(zip(d["error_steps"], d["errors"], strict=True))
     a["errors"].set_data([t for t, e in pairs if e > 0], [e for t, e in pairs if e > 0])
-    a["exact"].set_data([t for t, e in pairs if e == 0], [FLOOR for t, e in pairs if e == 0])
+    a["exact"].set_data([t for t, e in pairs if e == 0], [EXACT for t, e in pairs if e == 0])
     a["stop_e"].set_xdata([d["stop_step"] + 0.5] * 2)
     a["ax_e"].set_xlim(0, max(s.steps, d["steps"]) + 1)
 
@@ -233,6 +251,15 @@ def explorer_summary(d: dict) -> str:
     s = d["schedule"]
     left = f", {len(s.leftover)} micro-batch(es) never stepped" if s.leftover else ""
     verdict = "bit for bit" if d["bit_exact"] else f"final weights off by {d['rel_error']:.2e}"
+    if d["bit_exact"] and s.steps == 0 and (d["extra_reads"] or d["missed_reads"]):
+        # the reads differ, yet no step ever uses them: say why the weights still agree
+        verdict = "the weights still equal bit for bit: no optimizer step uses those reads"
+    k, per_epoch = s.accumulation_steps, s.batches_per_epoch
+    capped = ""
+    if s.counter == "sync_at_epoch_end" and k > per_epoch:
+        capped = (
+            f" <b>k is capped at the epoch's {per_epoch} micro-batches</b>: one window per epoch."
+        )
     if s.steps == 0:  # k above what the counter ever accumulates: nothing to log or compare
         run = (
             f"<b>0 optimizer steps: the loop never steps</b> (its counter never reaches "
@@ -241,7 +268,7 @@ def explorer_summary(d: dict) -> str:
     else:
         run = (
             f"{s.steps} optimizer steps, window sizes {s.histogram()}, "
-            f"{len(s.straddling())} spanning two epochs{left}."
+            f"{len(s.straddling())} spanning two epochs{left}.{capped}"
         )
     held = d["in_window"]
     lost = " (lost)" if held and d["omission"] == "partial window's .grad" else ""
@@ -253,7 +280,6 @@ def explorer_summary(d: dict) -> str:
         f"<b>{d['omission']}</b> → resumed run: {d['steps']} steps, "
         f"{d['extra_reads']} extra / {d['missed_reads']} missed sample reads, <b>{verdict}</b>."
         "<br>Left: red dots, windows spanning two epochs; dotted, epoch ends; purple, the "
-        "interruption. Middle: green, the true window mean; orange, Σ loss / k. Right: the resumed "
-        "run's distance from the uninterrupted one after each step (red; green at "
-        f"{FLOOR:g}: equal bit for bit)."
+        "interruption. Right: the resumed run's distance from the uninterrupted one after each "
+        "step (red; green on the 0 row: equal bit for bit)."
     )
