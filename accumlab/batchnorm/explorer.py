@@ -75,6 +75,10 @@ def batchnorm_explorer(data=None) -> Explorer:
 
     def clamp_k(change):
         k.max = max(1, n // change["new"])  # keeps micro_batch_size × k ≤ n
+        # the cap named on the slider: a k past it stays at the cap, and the learner sees why
+        k.description = f"accumulation steps k (≤ {k.max}: micro-batch × k ≤ {n})"
+
+    clamp_k({"new": mb.value})
 
     # the full-batch line moves 1 − (1 − m)^steps of the way to the data's mean: at m = 0.1 that
     # is 34 % after 4 steps, 96 % after 30
