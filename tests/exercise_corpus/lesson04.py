@@ -556,26 +556,8 @@ HINTS["one-pass variance in float32"] = "loses digits"
 HINTS["factors added: 4 · 0.05"] = "if you rounded, give more digits"
 
 
-def _copied_before(fn):
-    """`fn` rebuilt from its code object by a cell that runs before the check: a new function
-    object, so a guard on accumlab's binding of `fn` does not reach it."""
-    import types
-
-    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__)
-    copy.__kwdefaults__ = fn.__kwdefaults__
-    return copy
-
-
-def _compiled_from_source(obj):
-    """A function or class compiled again from its source text into a copy of its module's
-    globals: new code objects, which a guard on accumlab's own never reaches."""
-    import inspect
-    import sys
-
-    scope = dict(vars(sys.modules[obj.__module__]))
-    exec(inspect.getsource(obj), scope)
-    return scope[obj.__name__]
-
+from exercise_corpus._copies import compiled_from_source as _compiled_from_source  # noqa: E402
+from exercise_corpus._copies import copied_before as _copied_before  # noqa: E402
 
 _FREEZE_COPY = _copied_before(al.batchnorm.freeze_batchnorm)
 _FREEZE_FROM_SOURCE = _compiled_from_source(al.batchnorm.freeze_batchnorm)

@@ -647,24 +647,8 @@ WRONG["13.2"].append(("b = 4 and k = 8 typed in, not read from the windows", _fi
 HINTS["b = 4 and k = 8 typed in, not read from the windows"] = "more than 10 %"
 
 
-def _copied_before(fn):
-    """`fn` rebuilt from its code object by a cell that runs before the check: a new function
-    object, so a guard on accumlab's binding of `fn` does not reach it."""
-    import types
-
-    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__)
-    copy.__kwdefaults__ = fn.__kwdefaults__
-    return copy
-
-
-def _compiled_from_source(fn):
-    """`fn` compiled again from its source text into a copy of its module's globals."""
-    import inspect
-
-    scope = dict(fn.__globals__)
-    exec(inspect.getsource(fn), scope)
-    return scope[fn.__name__]
-
+from exercise_corpus._copies import compiled_from_source as _compiled_from_source  # noqa: E402
+from exercise_corpus._copies import copied_before as _copied_before  # noqa: E402
 
 _NOISE_SCALE_COPY = _copied_before(al.scale.noise_scale)
 _NOISE_SCALE_FROM_SOURCE = _compiled_from_source(al.scale.noise_scale)
