@@ -18,12 +18,12 @@ def resume_position_step_times_k(step, batches_per_epoch, k):
 
 SOLUTIONS = {
     "10.1": (96, 90),  # ⌈250 / 8⌉ × 3 and 240 / 8 × 3: k = 8 divides 240, no short window
-    "10.2": (32, 63),  # ⌊250 / 8⌋ = 31 steps per epoch: the next epoch's first step carries 2
+    "10.2": (16, 31, 46),  # ⌊250 / 16⌋ = 15 steps per epoch: each next epoch's first carries 10
     "10.3": resume_position,
 }
 
 WRONG = {
     "10.1": (93, 90),  # ⌊250 / 8⌋ × 3: the short window that ends every epoch forgotten
-    "10.2": (33, 65),  # ⌈250 / 8⌉ = 32 steps per epoch: the count of a loop that steps at the end
+    "10.2": (16, 32, 47),  # a counter over the whole run (`global`): every window holds k
     "10.3": resume_position_step_times_k,
 }

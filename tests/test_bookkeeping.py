@@ -744,20 +744,23 @@ def test_counts_accept_numpy_integers_and_0d_tensors():
 
 
 def test_exercise_10_2_tells_the_step_counting_mistakes_apart():
-    # (33, 65): ⌈250 / 8⌉ steps per epoch; (32, 64): the carried window counted as an extra step
-    ceil, extra = al.check("10.2", (33, 65)), al.check("10.2", (32, 64))
-    assert not ceil.ok and not extra.ok and ceil.message != extra.message
-    assert "⌊250 / 8⌋" in ceil.message and "not an extra one" in extra.message
-    assert al.check("10.2", (32, 63)).ok
+    # k = 16, 4 epochs: ⌈250 / 16⌉ steps per epoch (17, 33, 49); the carried window counted as an
+    # extra step (16, 32, 48); a counter over the whole run (16, 32, 47) — each its own hint
+    ceil, extra, whole = (al.check("10.2", a) for a in ((17, 33, 49), (16, 32, 48), (16, 32, 47)))
+    assert not (ceil.ok or extra.ok or whole.ok)
+    assert len({ceil.message, extra.message, whole.message}) == 3
+    assert "⌊250 / 16⌋" in ceil.message and "not an extra one" in extra.message
+    assert "`global`" in whole.message
+    assert al.check("10.2", (16, 31, 46)).ok
 
 
 def test_exercise_10_2_counts_from_0_get_no_hint_that_hands_over_the_answer():
-    # (31, 62) is the schedule's 0-based output: a hint naming the off-by-one would hand over
-    # (32, 63); it gets the hint any other miscount gets. The steps form a set: any order passes
-    zero_based, other = al.check("10.2", (31, 62)), al.check("10.2", (30, 61))
+    # (15, 30, 45) is the schedule's 0-based output: a hint naming the off-by-one would hand over
+    # the answer; it gets the hint any other miscount gets. The steps form a set: any order passes
+    zero_based, other = al.check("10.2", (15, 30, 45)), al.check("10.2", (14, 29, 44))
     assert not zero_based.ok and zero_based.message == other.message
     assert "from 1" not in zero_based.message
-    assert al.check("10.2", (63, 32)).ok
+    assert al.check("10.2", (46, 16, 31)).ok and al.check("10.2", {31, 16, 46}).ok
 
 
 def test_exercise_10_1_refuses_one_more_step_per_epoch_when_k_divides_it():

@@ -7,13 +7,8 @@ with a hint in words: `bool` (True is not a count), NaN and inf (a computation t
 an answer), text (`"0.5"`), complex numbers, tensors with more than one element.
 
 A checker raises `Hint("...")` (or lets one of these functions raise it) and `al.check` turns it
-into the learner's hint, so a checker reads as a list of conditions:
-
-    @exercise("04.2", 2, "...")
-    def matched(answer):
-        return compare(answer, 1 - 0.9 ** 0.25, sig=3,
-                       wrong={0.1 / 4: "dividing by k is not exact: ..."},
-                       otherwise="you need (1 - m')^4 to equal what one update leaves")
+into the learner's hint, so a checker reads as a list of conditions (`compare(answer, expected,
+sig=3, wrong={near_miss: "why"}, otherwise="...")`).
 
 Tolerances are stated in every hint they produce ("to 3 significant digits"). An answer that agrees
 with the expected value to all the digits it gives, but gives fewer than the tolerance needs (0.03
@@ -118,8 +113,11 @@ def integer(answer) -> int:
     return int(value)
 
 
-def _items(answer, n: int) -> list:
+def _items(answer, n: int, *, any_order: bool = False) -> list:
     from collections.abc import Mapping, Set
+
+    if any_order and isinstance(answer, Set):  # a set of steps: its order is no part of the answer
+        answer = list(answer)
 
     if hasattr(answer, "shape") and hasattr(answer, "tolist"):  # a 1-d tensor or array
         if len(tuple(answer.shape)) != 1:
@@ -147,16 +145,17 @@ def numbers(answer, n: int) -> tuple[float, ...]:
     return tuple(out)
 
 
-def integers(answer, n: int) -> tuple[int, ...]:
-    """`n` whole numbers, as `numbers` reads them. `integers((np.int64(7), 3.0), 2) == (7, 3)`."""
-    items = _items(answer, n)
+def integers(answer, n: int, *, any_order: bool = False) -> tuple[int, ...]:
+    """`n` whole numbers, as `numbers` reads them. `integers((np.int64(7), 3.0), 2) == (7, 3)`.
+    With `any_order`, a set is accepted too and the numbers come back sorted."""
+    items = _items(answer, n, any_order=any_order)
     out = []
     for i, item in enumerate(items):
         try:
             out.append(integer(item))
         except Hint as hint:
             raise Hint(f"item {i + 1} of {n}: {hint}") from None
-    return tuple(out)
+    return tuple(sorted(out)) if any_order else tuple(out)
 
 
 # --- tolerances -----------------------------------------------------------------------------------

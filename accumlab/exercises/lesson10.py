@@ -15,6 +15,10 @@ from ._calls import Refuse, code_key
 # has k dividing the epoch, where a rule that adds one step per epoch (⌊b / k⌋ + 1) goes wrong
 BATCHES, K, EPOCHS = 250, 8, 3
 EVEN_BATCHES = 240
+# 10.2: k = 16 and 4 epochs, where the per-epoch counter, a counter over the whole run and a
+# count that makes the carried window an extra step give three different answers (at k = 8 and
+# 3 epochs the first two coincide)
+K_2, EPOCHS_2 = 16, 4
 # (batches_per_epoch, k) cases a resume-position function must get right: the first epoch, later
 # epochs, every epoch end, k dividing the epoch, k larger than the epoch (the loop never steps), k = 1
 _CASES = [(b, k) for b in (103, 100, 7, 3, 1) for k in (1, 2, 4, 5, 8)]
@@ -151,26 +155,33 @@ def total_steps(answer):
 
 @exercise("10.2", 2, "which steps of the per-epoch counter span two epochs")
 def carried_over(answer):
-    import math
-
     from ..bookkeeping.counters import step_schedule
 
     # the steps (from 1) whose window spans two epochs: a set of steps, so in any order
-    got = tuple(sorted(integers(answer, EPOCHS - 1)))
-    s = step_schedule(BATCHES, K, EPOCHS, "per_epoch")
+    got = integers(answer, EPOCHS_2 - 1, any_order=True)
+    s = step_schedule(BATCHES, K_2, EPOCHS_2, "per_epoch")
     right = tuple(i + 1 for i in s.straddling())
     if got == right:
         return None
-    lesson = tuple(i + 1 for i in step_schedule(103, 4, EPOCHS, "per_epoch").straddling())
+    lesson = tuple(i + 1 for i in step_schedule(103, 4, EPOCHS_2, "per_epoch").straddling())
     if got == lesson:
-        return f"{got} is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K}"
-    per_epoch = BATCHES // K  # steps in every epoch: the carried window is one of the next epoch's
-    if got == tuple(e * math.ceil(BATCHES / K) + 1 for e in range(1, EPOCHS)):
+        return f"{got} is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K_2}"
+    per_epoch = (
+        BATCHES // K_2
+    )  # steps in every epoch: the carried window is one of the next epoch's
+    global_ = tuple(i + 1 for i in step_schedule(BATCHES, K_2, EPOCHS_2, "global").straddling())
+    if got == global_:
         return (
-            f"this loop takes no step for an epoch's leftover micro-batches: ⌊{BATCHES} / {K}⌋ "
+            "that is a counter over the whole run (`global`), whose windows all hold k: the "
+            "per-epoch counter restarts i at every epoch, so the window that carries an epoch's "
+            "leftovers also takes k of the next epoch's micro-batches"
+        )
+    if got == tuple(e * -(-BATCHES // K_2) + 1 for e in range(1, EPOCHS_2)):
+        return (
+            f"this loop takes no step for an epoch's leftover micro-batches: ⌊{BATCHES} / {K_2}⌋ "
             "steps per epoch, not one more"
         )
-    if got == tuple(e * (per_epoch + 1) for e in range(1, EPOCHS)):
+    if got == tuple(e * (per_epoch + 1) for e in range(1, EPOCHS_2)):
         return (
             "the window that carries an epoch's leftovers is the next epoch's first step, and one "
             "of its ⌊batches / k⌋ steps, not an extra one"

@@ -172,11 +172,13 @@ RIGHT = {
         ("floats", (96.0, 90.0)),
     ],
     "10.2": [
-        ("numpy and int", (np.int64(32), 63)),
-        ("a list", [32, 63]),
-        ("a 1-d tensor", torch.tensor([32, 63])),
-        ("floats", (32.0, 63.0)),
-        ("in the other order: a set of steps", (63, 32)),
+        ("numpy and int", (np.int64(16), 31, 46)),
+        ("a list", [16, 31, 46]),
+        ("a 1-d tensor", torch.tensor([16, 31, 46])),
+        ("floats", (16.0, 31.0, 46.0)),
+        ("in another order", (46, 16, 31)),
+        ("a set of steps", {16, 31, 46}),
+        ("a frozenset", frozenset({16, 31, 46})),
     ],
     "10.3": [
         ("walking the windows", _position_by_walking),
@@ -194,10 +196,13 @@ WRONG = {
         ("only the first case", 96),
     ],
     "10.2": [
-        ("the lesson's run", (26, 51)),
-        ("counted from 0", (31, 62)),
-        ("the carried window counted as an extra step", (32, 64)),
-        ("the window sizes asked before", (10, 2)),
+        ("the lesson's run", (26, 51, 76)),
+        ("counted from 0", (15, 30, 45)),
+        ("the carried window counted as an extra step", (16, 32, 48)),
+        ("the counter over the whole run (global)", (16, 32, 47)),
+        ("a step for every epoch's leftovers", (17, 33, 49)),
+        ("k = 8 and 3 epochs", (32, 63)),
+        ("a set of the wrong steps", {16, 32, 47}),
     ],
     "10.3": [
         ("accumlab's position_from_step", _position_library),
@@ -233,6 +238,8 @@ STUBS = {
 HINTS = {
     "one step more than batches // k per epoch": "when k divides the epoch",
     "a table made with accumlab before the check": "KeyError",
+    "the counter over the whole run (global)": "`global`",
+    "the carried window counted as an extra step": "not an extra one",
 }
 
 

@@ -312,8 +312,8 @@ def _stub_epoch(accelerator, model, optimizer, scheduler, loader, k):
 
 RIGHT = {
     "11.1": [
-        ("numpy and 3 digits", (np.int64(2), np.float64(0.667))),
-        ("tensors and a fraction", (torch.tensor(2), Fraction(2, 3))),
+        ("numpy and 3 digits", (np.int64(2), np.float64(0.429))),
+        ("tensors and a fraction", (torch.tensor(2), Fraction(3, 7))),
     ],
     "11.2": [
         ("log-probabilities gathered by hand", _summed_loss),
@@ -327,9 +327,10 @@ RIGHT = {
 WRONG = {
     "11.1": [
         ("k = 4's factor", (2, 0.5)),
+        ("k = 6's factor, also k = 3's error in the lesson", (2, 2 / 3)),
         ("remainder never stepped", (1, 1.0)),
-        ("the error, not the factor", (2, 1 / 3)),
-        ("a step count that is not whole", (2.5, 0.667)),
+        ("the error, not the factor", (2, 4 / 7)),
+        ("a step count that is not whole", (2.5, 0.429)),
     ],
     "11.2": [
         ("sum, not divided", _sum_not_divided),
@@ -470,9 +471,9 @@ def _mean_rescaled(outputs, labels, num_items_in_batch=None):
 
 
 RIGHT["11.1"] += [
-    ("a list, four digits", [2, 0.6667]),
-    ("2.0 steps and 2/3", (2.0, 2 / 3)),
-    ("0-d tensors, truncated", (torch.tensor(2), torch.tensor(0.666))),
+    ("a list, four digits", [2, 0.4286]),
+    ("2.0 steps and 3/7", (2.0, 3 / 7)),
+    ("0-d tensors, truncated", (torch.tensor(2), torch.tensor(0.4285))),
 ]
 RIGHT["11.2"].append(("float64 mean × micro-batch tokens ÷ count", _mean_rescaled))
 # counted in one pass (or in dataset order), trained in another: on a shuffled loader the windows
