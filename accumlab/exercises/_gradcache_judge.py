@@ -70,6 +70,13 @@ def from_own_backwards(learner, added, arrived, model, data) -> None:
     through = arrived.through_outputs(model)
     rows, dz = _cotangents(model, data)
     same = bool((total - through).abs().max() <= 1e-8 * through.abs().max())
+    unused = [p for p in arrived.passes if p["out"] is not None and not bool(p["grad"].any())]
+    if unused:  # e.g. pass 1 run with a graph and its output detached: nothing flowed back
+        raise Hint(
+            f"{len(unused)} forward(s) of the model ran with a graph whose output received no "
+            "gradient: GradCache's pass 1 embeds under torch.no_grad(), and only pass 2 keeps "
+            "a graph, one micro-batch at a time"
+        )
     if not bool(through.any()) or not same or not _received_cotangents(arrived, rows, dz):
         raise Hint(
             "a backward pass into the model added something other than pass 2: each micro-batch's "

@@ -479,3 +479,23 @@ WRONG["09.4"].append(
     )
 )
 HINTS["the whole batch in a thread, injected through the parameters"] = "other than pass 2"
+
+
+def _pass1_with_graph_detached(model, data, micro_batch_size):
+    """Pass 1 forwarded with a graph per micro-batch and detached at once: no backward runs in
+    pass 1, so its hint must name the graph it kept, not a backward that added something."""
+    from accumlab.coupling.contrastive import info_nce
+
+    starts = range(0, len(data), micro_batch_size)
+    za = [model(data.x[i : i + micro_batch_size]).detach() for i in starts]
+    zp = [model(data.y[i : i + micro_batch_size]).detach() for i in starts]
+    a, p = torch.cat(za).requires_grad_(), torch.cat(zp).requires_grad_()
+    info_nce(a, p).backward()
+    for i in starts:
+        s = slice(i, i + micro_batch_size)
+        z = torch.cat([model(data.x[s]), model(data.y[s])])
+        z.backward(torch.cat([a.grad[s], p.grad[s]]))
+
+
+WRONG["09.4"].append(("pass 1 with a graph, detached", _pass1_with_graph_detached))
+HINTS["pass 1 with a graph, detached"] = "pass 1 embeds under torch.no_grad()"
