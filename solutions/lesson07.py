@@ -25,7 +25,7 @@ SOLUTIONS = {
 WRONG = {
     "07.1": (6, 1, 6),  # backward passes that sync, not all-reduce calls
     "07.2": "AC",  # D looks like the section-1 mistake, but its forward is inside no_sync()
-    # section 4's divisor, forgetting that this backward divides by k as well
+    # section 3's divisor, forgetting that this backward divides by k as well
     "07.3": lambda local_tokens, global_tokens, world_size, k: global_tokens / world_size,
     "07.4": lambda shapes, world_size, element_size: (
         sum(math.prod(s) for s in shapes) * element_size // world_size,
