@@ -173,9 +173,10 @@ def _which_grads(answer):
     # a leaf requiring grad; b = a * 2 with b.retain_grad(); c = b.sum(); d = a.detach(); c.backward()
     if isinstance(answer, str) and answer in NAMES:
         answer = {answer}
-    if isinstance(answer, (str, bytes, dict)) or not isinstance(
-        answer, (set, frozenset, list, tuple)
-    ):
+    from collections.abc import Set
+
+    # any set-like collection (a set, dict.keys()) or a sequence of names; not a dict or a string
+    if isinstance(answer, (str, bytes, dict)) or not isinstance(answer, (Set, list, tuple)):
         return "answer with a set of names, e.g. {'a', 'b'}"
     if not all(isinstance(n, str) for n in answer):
         return "answer with the names as strings, e.g. {'a', 'b'}"

@@ -193,6 +193,7 @@ RIGHT = {
         ("a list in another order", ["b", "a"]),
         ("a frozenset", frozenset("ab")),
         ("a tuple", ("a", "b")),
+        ("a dict's keys", dict.fromkeys("ab").keys()),
     ],
 }
 
