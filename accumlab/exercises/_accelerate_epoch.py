@@ -37,8 +37,9 @@ def share_hint(n: int, share: dict, k: int) -> str:
     return (
         f"accelerator.backward call {n} added ×{share['scale']:.3g} of micro-batch "
         f"{share['micro_batch']}'s share of its window's gradient (Σ its token losses ÷ the "
-        f"window's real tokens); remember that accelerator.backward divides what it is given by "
-        f"k = {k}"
+        f"window's real tokens). Each call must add its own share as it runs: accelerator.backward "
+        f"divides what it is given by k = {k}, and a .grad rescaled afterwards (at the sync) is "
+        "not what this exercise checks"
     )
 
 

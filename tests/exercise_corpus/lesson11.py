@@ -500,3 +500,25 @@ HINTS.update(
         "counts from loader.dataset": "none of them loader.dataset's",
     }
 )
+
+
+def _grad_divided_at_sync(accelerator, model, optimizer, scheduler, loader, k):
+    """Exact at every step, but not what 11.3 asks: the token sums go in undivided and .grad is
+    divided by the window's tokens when it syncs. The prompt says each backward's addition is
+    compared; the hint must say why this one is refused."""
+    tokens = 0
+    for x, y in loader:
+        with accelerator.accumulate(model):
+            tokens += int((y != IGNORE).sum())
+            accelerator.backward(_token_sum(model, x, y) * k)
+            if accelerator.sync_gradients:
+                for p in model.parameters():
+                    p.grad.div_(tokens)
+                tokens = 0
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+
+WRONG["11.3"].append(("every step exact, .grad divided at the sync", _grad_divided_at_sync))
+HINTS["every step exact, .grad divided at the sync"] = "rescaled afterwards (at the sync)"
