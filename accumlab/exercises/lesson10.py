@@ -166,9 +166,8 @@ def carried_over(answer):
     lesson = tuple(i + 1 for i in step_schedule(103, 4, EPOCHS_2, "per_epoch").straddling())
     if got == lesson:
         return f"{got} is the lesson's run (103 micro-batches, k = 4); this one has {BATCHES} and k = {K_2}"
-    per_epoch = (
-        BATCHES // K_2
-    )  # steps in every epoch: the carried window is one of the next epoch's
+    # steps in every epoch: the carried window is one of the next epoch's
+    per_epoch = BATCHES // K_2
     global_ = tuple(i + 1 for i in step_schedule(BATCHES, K_2, EPOCHS_2, "global").straddling())
     if got == global_:
         return (

@@ -52,7 +52,7 @@ def _lightning_factor(answer):
     # measured with the real Lightning; the lesson shows k = 2…5 only, and k = 7's factor (3/7) is
     # none of their factors or errors (k = 6's 2/3 is k = 3's error). Factor to 3 significant digits.
     # The answer is a value, so how it was found cannot be observed: `run_framework("lightning",
-    # "regression", 6)` measures it with the same real Lightning, and counts as using the library.
+    # "regression", 7)` measures it with the same real Lightning, and counts as using the library.
     from ..frameworks.measure import check_run
     from ..frameworks.runs import run_framework
 
