@@ -6,6 +6,16 @@ import torch.nn.functional as F
 import accumlab as al
 
 
+def fixed_mystery_loop(model, optimizer, batches, k):
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        loss = F.mse_loss(model(x), y) / window
+        loss.backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.step()
+            optimizer.zero_grad()  # the line the mystery loop lacks: each window starts from 0
+
+
 def sample_loop(model, optimizer, batches, k):
     for start in range(0, len(batches), k):
         window = batches[start : start + k]
@@ -46,13 +56,13 @@ def full_loop(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
 
 
 SOLUTIONS = {
-    "08.1": "GRADS_NEVER_ZEROED",
+    "08.1": fixed_mystery_loop,
     "08.2": sample_loop,
     "08.3": full_loop,
 }
 
 WRONG = {
-    "08.1": "LOSS_NOT_DIVIDED",
+    "08.1": al.audit.catalogue_loop("mystery_loop").fn,  # unfixed
     "08.2": al.audit.catalogue_loop("correct_loop").fn,  # the mean of means on this data
     "08.3": al.audit.catalogue_loop("clip_before_unscale").fn,
 }

@@ -108,7 +108,7 @@ _ENTRIES = [
         "mystery_loop",
         mystery_loop,
         frozenset({"GRADS_NEVER_ZEROED"}),
-        question="Exercise 08.1: which code will the audit report?",
+        question="Exercise 08.1: which code will the audit report, and what fixes the loop?",
     ),
     CatalogueLoop(
         "step_every_micro_batch", step_every_micro_batch, frozenset({"STEP_EVERY_MICRO_BATCH"})
@@ -292,7 +292,8 @@ _ENTRIES = [
     ),
 ]
 CATALOGUE: dict[str, CatalogueLoop] = {entry.name: entry for entry in _ENTRIES}
-EXERCISE_LOOPS = ("mystery_loop",)  # exercise 08.1 asks for its audit's code: not shown before
+# exercise 08.1 asks to predict this loop's audit before running it: the explorer does not offer it
+EXERCISE_LOOPS = ("mystery_loop",)
 
 
 def catalogue_loop(name: str) -> CatalogueLoop:

@@ -34,8 +34,8 @@ def audit_explorer(names: list[str] | None = None) -> Explorer:
     """Controls for a catalogue loop and the run's size → the loop's audit report (`.data`), its
     code and findings (the caption) and its timeline plot.
 
-    `names`: a list of catalogue names (default: every loop but exercise 08.1's, whose audit is
-    the exercise's answer). Only those are offered, so no invalid choice is reachable; `max_norm`
+    `names`: a list of catalogue names (default: every loop but exercise 08.1's, whose audit the
+    exercise asks to predict). Only those are offered, so no invalid choice is reachable; `max_norm`
     applies to loops that clip (the others take no max_norm). Lesson 08.
     """
     import ipywidgets as W

@@ -130,3 +130,19 @@ def shared_toward(first: list, second: list, leaf: torch.Tensor) -> list:
                 stack.append(parent)
     in_first, in_second = {id(n) for n in first}, {id(n) for n in second}
     return [n for i, n in reach.items() if i in in_first and i in in_second and n is not target]
+
+
+def wide_walks(walks: list[list], rows: int, model: torch.nn.Module) -> int:
+    """How many of `walks` ran through an operation on more than `rows` rows: a node whose
+    incoming gradient has a first dimension above `rows` and above every parameter's dimensions
+    (so a weight's own gradient never counts). GradCache walks the batch-wide loss once, into the
+    cached embeddings; a loop that backpropagates the whole loss once per micro-batch walks it k
+    times, however the loss was written or checkpointed."""
+    limit = max([rows, *(max(p.shape, default=1) for p in model.parameters())])
+
+    def wide(node) -> bool:
+        # the gradient shapes a node receives: torch's own record, read by compiled autograd
+        meta = getattr(node, "_input_metadata", ())
+        return any(len(m.shape) > 0 and m.shape[0] > limit for m in meta)
+
+    return sum(any(wide(node) for node in walk) for walk in walks)

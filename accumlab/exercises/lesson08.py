@@ -1,57 +1,31 @@
-"""Lesson 08 exercises: name a bug from a loop's code, then write loops the audit passes.
+"""Lesson 08 exercises: fix a loop from what its code and its audit show, then write loops the
+audit passes.
 
-08.1 takes a finding code as text (any case, or a one-item collection of it). 08.2 and 08.3 take a
-training loop and judge it by running it under `al.audit`, which observes how it computed: which
-micro-batches each forward used, when the optimizer stepped, what gradient each step saw, every
-GradScaler and scheduler call. A loop that calls accumlab's own reference instead of accumulating
-is refused.
+Each takes a training loop and judges it by running it under `al.audit`, which observes how it
+computed: which micro-batches each forward used, when the optimizer stepped, what gradient each
+step saw, every GradScaler and scheduler call. A loop that calls accumlab's own reference or one of
+the lesson's catalogue loops instead of accumulating is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Set
-
-from ..audit import CATALOGUE, CODES, audit, audit_setup
+from ..audit import audit, audit_setup
 from ..audit.explain import CLIPPED_AT
 from ..audit.findings import _fmt
 from . import exercise
+from ._calls import audit_loops
 from ._observe import Hint, Refuse
 
-MYSTERY = "mystery_loop"  # shown in exercise 08.1; its audit is shown nowhere in the lesson
 # accumlab's own references: an answer must accumulate, not copy their gradient or trajectory
 REFERENCES = ("al.full_batch_grads", "al.accumulated_grads", "al.run", "al.precision.amp_train")
 
-WHY_NOT = {  # what the mystery loop's code shows, against a code a reader might guess
-    "LOSS_NOT_DIVIDED": "every loss is divided by its window's size: look elsewhere",
-    "ZERO_GRAD_IN_WINDOW": "count the zero_grad() calls in the loop: where are they?",
-    "ZERO_GRAD_BEFORE_STEP": "count the zero_grad() calls in the loop: where are they?",
-    "LAST_WINDOW_DROPPED": "the step condition includes i + 1 == len(batches): the short window "
-    "steps",
-    "LAST_WINDOW_UNDERWEIGHTED": "the short window is divided by what it holds, not by k",
-    "STEP_EVERY_MICRO_BATCH": "the step condition is the reference's: every k and at the end",
-}
 
-
-def _code(answer) -> str:
-    """The answer as a code: a str in any case, or a collection holding exactly one."""
-    if isinstance(answer, (list, tuple, Set)) and len(answer) == 1:
-        (answer,) = answer
-    if not isinstance(answer, str):
-        raise Hint("answer with one of the codes in al.audit.CODES, as a string")
-    code = answer.strip().upper().replace(" ", "_").replace("-", "_")
-    if code not in CODES:
-        raise Hint(f"{answer!r} is not one of the codes in al.audit.CODES")
-    return code
-
-
-@exercise("08.1", 1, "Name the bug of the mystery loop")
-def _name_the_bug(answer):
-    code = _code(answer)
-    if code in CATALOGUE[MYSTERY].expected:
-        return None
-    return WHY_NOT.get(code, "") or (
-        "follow .grad from the end of the first window into the second: what is still in it "
-        "when the second window's first backward runs?"
+@exercise("08.1", 1, "Fix the mystery loop")
+def _fixed_mystery(answer):
+    # the mystery loop's own setup, then micro-batches of 5 with k = 3 (windows of 3, 3 and 2):
+    # a fix with the first setup's window sizes typed in does not divide by its own window's
+    return _observed(answer, "regression") or _observed(
+        answer, "regression", micro_batch_size=5, accumulation_steps=3
     )
 
 
@@ -100,6 +74,7 @@ def _observed(answer, setup: str, **options) -> str | None:
             "backward adds its own gradient into .grad, and the step uses what they added"
         )
     if not found:
+        _not_the_gallerys(answer, setup, options)
         return None
     first = found[0]
     measured = "; ".join(f"{k} {_fmt(v)}" for k, v in list(first.evidence.items())[:2])
@@ -111,6 +86,14 @@ def _observed(answer, setup: str, **options) -> str | None:
         f"({first.title}; measured: {measured}{unclipped}){also}. al.audit(your_loop, "
         f"**al.audit.audit_setup({setup!r}{_options(options)})) shows the whole report"
     )
+
+
+def _not_the_gallerys(answer, setup: str, options: dict) -> None:
+    """A loop the audit passes must not be one of the lesson's gallery loops (correct_loop is
+    08.1's fix looked up, not written). Judged only once the audit is clean: a wrong fix that
+    happens to be written as a gallery bug is answered with its finding, not with a refusal."""
+    with Refuse(*audit_loops()):
+        audit(answer, **audit_setup(setup, **options))
 
 
 def _not_one(finding) -> bool:

@@ -9,6 +9,7 @@ import torch
 
 from . import exercise
 from ._answers import compare
+from ._backward_nodes import BackwardWalks, wide_walks
 from ._calls import CodeWatch
 from ._gradcache_judge import from_own_backwards
 from ._graph_watch import OutputGradients
@@ -227,6 +228,7 @@ def gradcache_step(answer):
         _LossCalls() as losses,
         Added(learner) as added,
         OutputGradients(learner) as arrived,
+        BackwardWalks() as walks,
     ):
         answer(learner, data, mb)
     if any(p.grad is None for p in learner.parameters()):
@@ -253,6 +255,15 @@ def gradcache_step(answer):
             "is open_clip's loop (the whole loss once per micro-batch), exact here but not "
             "GradCache, and a learnable temperature would get k times its gradient. Compute the "
             "loss ONCE over all cached embeddings and keep its gradient per embedding"
+        )
+    walked = wide_walks(walks.walks, 2 * mb, model)
+    if walked > 1:
+        raise Hint(
+            f"{walked} backward passes ran through operations on more rows than one micro-batch "
+            "(the loss over the whole batch, or the whole batch's encoder): GradCache "
+            "backpropagates the batch-wide loss ONCE, into the cached embeddings, then one "
+            "micro-batch's rows at a time. Backpropagating the whole loss once per micro-batch is "
+            "open_clip's loop, however the loss is written or checkpointed"
         )
     if seen.peak_saved_bytes > allowed["bound"]:
         raise Hint(

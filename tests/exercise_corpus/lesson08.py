@@ -9,6 +9,101 @@ import torch.nn.functional as F
 import accumlab as al
 
 
+# --- 08.1: the mystery loop fixed, and fixes that are not --------------------------------------
+def _fixed_after_step(model, optimizer, batches, k):
+    """The mystery loop with the zero_grad() it lacks, right after the step."""
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        loss = F.mse_loss(model(x), y) / window
+        loss.backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def _fixed_at_window_start(model, optimizer, batches, k):
+    """Zeroed as each window begins, by the module, to zeros (not None): the same updates."""
+    for i, (x, y) in enumerate(batches):
+        if i % k == 0:
+            model.zero_grad(set_to_none=False)
+        window = min(k, len(batches) - (i - i % k))
+        (F.mse_loss(model(x), y) / np.int64(window)).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.step()
+
+
+class _FixedByHand:
+    """A class whose call trains one epoch; .grad set to None by hand after each step."""
+
+    def __call__(self, model, optimizer, batches, k):
+        for i, (x, y) in enumerate(batches):
+            window = min(k, len(batches) - (i - i % k))
+            (F.mse_loss(model(x), y) / window).backward()
+            if (i + 1) % k == 0 or i + 1 == len(batches):
+                optimizer.step()
+                for p in model.parameters():
+                    p.grad = None
+
+
+def _mystery_as_shown(model, optimizer, batches, k):
+    """The mystery loop typed out unchanged."""
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        loss = F.mse_loss(model(x), y) / window
+        loss.backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.step()
+
+
+def _zeroed_before_step(model, optimizer, batches, k):
+    """zero_grad() added, but between the last backward and the step."""
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        (F.mse_loss(model(x), y) / window).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.zero_grad()
+            optimizer.step()
+
+
+def _zeroed_every_micro_batch(model, optimizer, batches, k):
+    """zero_grad() at the top of every iteration: each step sees its last micro-batch only."""
+    for i, (x, y) in enumerate(batches):
+        optimizer.zero_grad()
+        window = min(k, len(batches) - (i - i % k))
+        (F.mse_loss(model(x), y) / window).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.step()
+
+
+def _zeroed_once_per_epoch(model, optimizer, batches, k):
+    """zero_grad() once, before the epoch: the windows still carry into each other."""
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(batches):
+        window = min(k, len(batches) - (i - i % k))
+        (F.mse_loss(model(x), y) / window).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.step()
+
+
+def _windows_typed_in(model, optimizer, batches, k):
+    """Fixed, but with the regression setup's windows (4, 4, 2) typed in for the division."""
+    for i, (x, y) in enumerate(batches):
+        (F.mse_loss(model(x), y) / (4 if i < 8 else 2)).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def _the_gallerys_correct_loop(model, optimizer, batches, k):
+    """The lesson's correct_loop, called instead of written."""
+    al.audit.catalogue_loop("correct_loop").fn(model, optimizer, batches, k)
+
+
+def _stub_fixed_loop(model, optimizer, batches, k):
+    """Your fix of the mystery loop: one epoch."""
+    ...
+
+
 # --- 08.2: other right loops (micro-batches of 3 samples, each epoch's last of 1) -------------------
 def _weighted_means(model, optimizer, batches, k):
     """Each micro-batch's MEAN loss times its share of the window's samples: the same weights as a
@@ -289,10 +384,12 @@ def _stub_train_epoch(model, optimizer, batches, k, *, scaler, scheduler, max_no
 
 RIGHT: dict = {
     "08.1": [
-        ("lowercase", "grads_never_zeroed"),
-        ("with spaces", "  GRADS_NEVER_ZEROED "),
-        ("a one-item set", {"GRADS_NEVER_ZEROED"}),
-        ("a one-item list", ["GRADS_NEVER_ZEROED"]),
+        ("zero_grad() after the step", _fixed_after_step),
+        (
+            "model.zero_grad(set_to_none=False) as each window begins, np.int64",
+            _fixed_at_window_start,
+        ),
+        ("a class, .grad = None by hand", _FixedByHand()),
     ],
     "08.2": [
         ("mean loss times the sample share", _weighted_means),
@@ -308,9 +405,13 @@ RIGHT: dict = {
 }
 WRONG: dict = {
     "08.1": [
-        ("zero_grad inside the window", "ZERO_GRAD_IN_WINDOW"),
-        ("the tail", "LAST_WINDOW_DROPPED"),
-        ("not a code", "never zeroed"),
+        ("the mystery loop typed out unchanged", _mystery_as_shown),
+        ("zero_grad() before the step", _zeroed_before_step),
+        ("zero_grad() every micro-batch", _zeroed_every_micro_batch),
+        ("zero_grad() once per epoch", _zeroed_once_per_epoch),
+        ("the first setup's windows typed in", _windows_typed_in),
+        ("the gallery's correct_loop called", _the_gallerys_correct_loop),
+        ("the old exercise's code as a string", "GRADS_NEVER_ZEROED"),
     ],
     "08.2": [
         ("the cell's starting code (mean of means)", _starting_code),
@@ -331,7 +432,7 @@ WRONG: dict = {
     ],
 }
 STUBS: dict = {
-    "08.1": [("the cell's answer = None", None)],
+    "08.1": [("the exercise cell's stub", _stub_fixed_loop), ("answer = None", None)],
     "08.2": [("a function with ... for a body", _stub_sample_loop)],
     "08.3": [("the exercise cell's stub", _stub_train_epoch)],
 }

@@ -346,7 +346,7 @@ HINTS = {
     "a copy of gradcache_grads' body": "write it yourself",
     "the first-order approximation 1 + ln(0.9)/16": "first-order approximation",
     "4 digits: too few": "more digits",
-    "open_clip's loop, a hand-written InfoNCE": "bytes for backward at once",
+    "open_clip's loop, a hand-written InfoNCE": "open_clip's loop",
     "every pass-2 graph alive, one backward": "bytes for backward at once",
     "open_clip's loop: the whole loss once per micro-batch": "open_clip's loop",
 }
@@ -423,7 +423,7 @@ HINTS.update(
     {
         "the whole batch on a copy in another thread, decoys, .grad copied in": "another model's layers",
         "decoy passes only": "added nothing",
-        "the whole batch by hand, copied over an honest pass": "differs from the big batch's",
+        "the whole batch by hand, copied over an honest pass": "more rows than one micro-batch",
     }
 )
 
@@ -499,3 +499,30 @@ def _pass1_with_graph_detached(model, data, micro_batch_size):
 
 WRONG["09.4"].append(("pass 1 with a graph, detached", _pass1_with_graph_detached))
 HINTS["pass 1 with a graph, detached"] = "pass 1 embeds under torch.no_grad()"
+
+
+def _open_clip_loss_checkpointed(reentrant):
+    """open_clip's loop with a hand-written InfoNCE under torch.utils.checkpoint: the loss's saved
+    tensors are dropped, so the bytes held stay under GradCache's bound, but the whole loss is
+    still backpropagated once per micro-batch."""
+    from torch.utils.checkpoint import checkpoint
+
+    def answer(model, data, micro_batch_size):
+        chunks = data.micro_batches(micro_batch_size)
+        with torch.no_grad():
+            cache = [model(al.coupling.pair_inputs(c)) for c in chunks]
+        for j, c in enumerate(chunks):
+            reps = [*cache[:j], model(al.coupling.pair_inputs(c)), *cache[j + 1 :]]
+            q = torch.cat([z[: len(b)] for z, b in zip(reps, chunks)])
+            k = torch.cat([z[len(b) :] for z, b in zip(reps, chunks)])
+            checkpoint(_hand_info_nce, q, k, use_reentrant=reentrant).backward()
+
+    return answer
+
+
+WRONG["09.4"] += [
+    ("open_clip's loop, own loss under checkpoint", _open_clip_loss_checkpointed(False)),
+    ("open_clip's loop, own loss under reentrant checkpoint", _open_clip_loss_checkpointed(True)),
+]
+HINTS["open_clip's loop, own loss under checkpoint"] = "once per micro-batch is open_clip"
+HINTS["open_clip's loop, own loss under reentrant checkpoint"] = "open_clip's loop"
