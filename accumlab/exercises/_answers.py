@@ -114,11 +114,11 @@ def integer(answer) -> int:
 
 
 def _items(answer, n: int, *, any_order: bool = False) -> list:
-    from collections.abc import Mapping, Set
+    from collections.abc import Iterable, Mapping, Set
 
-    if any_order and isinstance(answer, Set):  # a set of steps: its order is no part of the answer
-        answer = list(answer)
-
+    # a set, a range or a generator of steps: their order is no part of the answer
+    if any_order and isinstance(answer, Iterable) and not isinstance(answer, (str, bytes, Mapping)):
+        answer = list(answer) if not hasattr(answer, "shape") else answer
     if hasattr(answer, "shape") and hasattr(answer, "tolist"):  # a 1-d tensor or array
         if len(tuple(answer.shape)) != 1:
             raise Hint(
@@ -126,7 +126,8 @@ def _items(answer, n: int, *, any_order: bool = False) -> list:
             )
         answer = [answer[i] for i in range(answer.shape[0])]
     if isinstance(answer, (str, bytes, Mapping, Set)) or not isinstance(answer, (tuple, list)):
-        raise Hint(f"answer with {n} numbers in order, e.g. a tuple (a, b), got {_kind(answer)}")
+        order, example = "" if any_order else " in order", ", ".join("abcdefgh"[: min(n, 8)])
+        raise Hint(f"answer with {n} numbers{order}, e.g. a tuple ({example}), got {_kind(answer)}")
     if len(answer) != n:
         raise Hint(f"answer with {n} numbers, got {len(answer)}: {tuple(answer)!r:.80}")
     return list(answer)

@@ -22,7 +22,7 @@ import sys
 import types
 
 from ._answers import Hint
-from ._code_guard import CodeWatch, code_key  # noqa: F401 (code_key: 07.4 and 10.3 use it)
+from ._code_guard import CodeWatch, code_key, refuse_unwatched_threads  # noqa: F401 (code_key: 07.4 and 10.3 use it)
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -201,6 +201,7 @@ class Refuse:
         return f"this exercise asks you to write it yourself — your answer called {self.called[0]}"
 
     def __enter__(self) -> Refuse:
+        refuse_unwatched_threads(Hint)  # first: nothing is guarded yet, so nothing to undo
         self._undo: list[tuple[type, str, object]] = []  # classes: their own __init__ or None
         self._guards: dict = {}  # id(guard) -> (guard, the function it stands for)
         self._codes: list = []  # (function, its own code, the handler's global name)

@@ -18,7 +18,9 @@ profile function chains with an earlier one here (each event is passed on to it)
 from __future__ import annotations
 
 import dis
+import os
 import sys
+import sysconfig
 import threading
 from types import CodeType
 
@@ -68,6 +70,42 @@ def _match(code, candidates) -> str | None:
         if _watch_key(code) == _watch_key(refused) and _shape(code) == _shape(refused):
             return name
     return None
+
+
+def unwatched_threads() -> list[str]:
+    """The names of threads already running whose stack holds the learner's code (a file outside
+    Python's own library, the installed packages and accumlab): a profile function set now never
+    reaches a thread started earlier (Python 3.11 has no `threading.setprofile_all_threads`), so
+    what such a thread runs while the answer is checked is not seen. A kernel's own threads
+    (ipykernel, zmq, tqdm) run library code only."""
+    paths = sysconfig.get_paths()
+    library = tuple(
+        os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")
+    )
+    library += (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+    frames = sys._current_frames()
+    found = []
+    for thread in threading.enumerate():
+        if thread.ident == threading.get_ident():
+            continue
+        frame = frames.get(thread.ident)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not name.startswith("<frozen") and not os.path.abspath(name).startswith(library):
+                found.append(thread.name)
+                break
+            frame = frame.f_back
+    return found
+
+
+def refuse_unwatched_threads(hint) -> None:
+    """Raise `hint(...)` when a thread started before the check runs the learner's code."""
+    running = unwatched_threads()
+    if running:
+        raise hint(
+            f"a thread your code started before al.check is still running ({running[0]}): "
+            "al.check cannot see what it computes. Stop it (or restart the kernel) and check again"
+        )
 
 
 class CodeWatch:

@@ -170,7 +170,11 @@ def _run_freeze(answer, model: nn.Module) -> nn.Module:
     """Call the learner's freeze on `model`; check it returned that model with its own layers."""
     before = Modules(model)
     # finding every BatchNorm kind is half the exercise: the package's finder is refused too
-    with Refuse("al.batchnorm.freeze_batchnorm", "al.batchnorm.batchnorm_layers"):
+    with Refuse(
+        "al.batchnorm.freeze_batchnorm",
+        "al.batchnorm.batchnorm_layers",
+        "al.exercises.lesson04._frozen_by_us",  # the checker's own reference
+    ):
         frozen = answer(model)
     if frozen is None:
         raise Hint("your function returned None: return the model it was given")
@@ -286,6 +290,9 @@ def ghost(answer):
             "al.batchnorm.micro_batch_stats",
             "al.batchnorm.layer_statistics",
             "al.batchnorm.normalized_values",
+            # the checker's own reference
+            "al.exercises._ghost_judge.ghost_reference",
+            "al.exercises._ghost_judge._normalised",
         ):
             try:
                 got = answer(x.clone(), size)

@@ -68,7 +68,9 @@ class _OwnCode:
     def _label(self, code) -> str:
         path = os.path.abspath(code.co_filename)
         where = path[len(self.package) :] if path.startswith(self.package) else code.co_filename
-        return f"accumlab's {getattr(code, 'co_qualname', code.co_name)} (accumlab/{where})"
+        # a refused function's guard (`Refuse._guard_code`) is made inside a factory
+        name = getattr(code, "co_qualname", code.co_name).replace("__factory__.<locals>.", "")
+        return f"accumlab's {name} (accumlab/{where})"
 
     def label(self, code) -> str | None:
         """Why `code` is accumlab's own, or None."""

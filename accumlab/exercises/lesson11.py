@@ -136,7 +136,22 @@ def _trainer_loss(answer):
     worst, checks = worst_step(run)
     ratios = [r for r in seen["ratios"] if math.isfinite(r)]
     if worst <= tol and ratios and all(abs(r - 0.5) <= 1e-6 for r in ratios):
-        return None
+        # another token data set too: a loss with the lesson's window counts typed in, which
+        # somehow tells the probe from the Trainer's call, is not exact there
+        again = {"dtypes": [], "ratios": []}
+        probed = _observed_loss(answer, again)
+        other, _ = worst_step(
+            run_framework("trainer", "tokens", 4, seed=OTHER_SEED, compute_loss_func=probed)
+        )
+        if other <= tolerance(again["dtypes"]) and all(
+            abs(r - 0.5) <= 1e-6 for r in again["ratios"]
+        ):
+            return None
+        return (
+            f"exact on the lesson's tokens, but not on another token data set (seed {OTHER_SEED}, "
+            "windows of 52, 52 and 25 real tokens): divide by the num_items_in_batch the Trainer "
+            "hands in, not by numbers of your own"
+        )
     if worst <= tol:
         return (
             f"exact on the lesson's tokens, but handed twice the count your loss came out "

@@ -182,18 +182,21 @@ def versions() -> dict[str, str]:
     return {p: package_version(p) for p in packages}
 
 
-def run_framework(name: str, data: str = "regression", k: int = 4, **options) -> FrameworkRun:
+def run_framework(
+    name: str, data: str = "regression", k: int = 4, *, seed: int = 0, **options
+) -> FrameworkRun:
     """Train one epoch of lesson 11's `data` problem with `name` (a key of FRAMEWORKS or VARIANTS)
     and k accumulation steps; return what the hooks recorded. Introduced in lesson 11.
 
     Every run starts from the same weights, uses plain SGD (lr 0.1) and a LambdaLR scheduler
     (lr × 1/(1 + step)), runs offline on one CPU thread and writes nothing that outlives it.
-    `options` go to the runner (e.g. `compute_loss_func=` for the Trainer).
+    `seed` draws another data set of the same problem. `options` go to the runner (e.g.
+    `compute_loss_func=` for the Trainer).
     """
     one_of("name", name, ALL)
     spec = ALL[name]
     runner = partial(spec.runner, **options)
-    return run_loop(runner, data, k, name=name, package=spec.package, dtype=spec.dtype)
+    return run_loop(runner, data, k, name=name, package=spec.package, dtype=spec.dtype, seed=seed)
 
 
 @one_thread()

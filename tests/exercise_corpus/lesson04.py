@@ -650,3 +650,32 @@ def ghost_in_longdouble(x, size):
 
 
 RIGHT["04.4"].append(("numpy in longdouble", ghost_in_longdouble))
+
+
+# --- the checkers' own references, called by their private names ----------------------------------
+def _ghost_by_the_checker(x, size):
+    from accumlab.exercises._ghost_judge import ghost_reference
+
+    return ghost_reference(x, size)
+
+
+def _ghost_by_the_checkers_helper(x, size):
+    from accumlab.exercises import _ghost_judge
+
+    return _ghost_judge._normalised(x.split(size))
+
+
+def _frozen_by_the_checker(model):
+    from accumlab.exercises.lesson04 import _frozen_by_us
+
+    reference = _frozen_by_us(model)
+    for mine, theirs in zip(model.modules(), reference.modules(), strict=True):
+        mine.training = theirs.training
+    return model
+
+
+WRONG["04.4"] += [
+    ("the checker's ghost_reference", _ghost_by_the_checker),
+    ("the checker's _normalised", _ghost_by_the_checkers_helper),
+]
+WRONG["04.3"].append(("the checker's _frozen_by_us, modes copied back", _frozen_by_the_checker))

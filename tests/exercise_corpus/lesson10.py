@@ -256,3 +256,5 @@ def _ceil_rule(step, b, k):
 
 WRONG["10.3"].append(("the ⌈b / k⌉ rule by hand", _ceil_rule))
 HINTS["the ⌈b / k⌉ rule by hand"] = "the Trainer's rule"
+
+RIGHT["10.2"].append(("a range of the three steps", range(16, 47, 15)))

@@ -522,3 +522,37 @@ def _grad_divided_at_sync(accelerator, model, optimizer, scheduler, loader, k):
 
 WRONG["11.3"].append(("every step exact, .grad divided at the sync", _grad_divided_at_sync))
 HINTS["every step exact, .grad divided at the sync"] = "rescaled afterwards (at the sync)"
+
+
+def _counts_typed_in_probe_read_from_the_frame():
+    """The lesson's seed-0 window counts (48, 40, 15) typed in; the checker's doubled-count probe
+    told apart by reading the calling line (`sys._getframe`) and answered with half the value."""
+    import linecache
+    import sys
+
+    counts, state = [48] * 4 + [40] * 4 + [15] * 2, {"i": 0}
+
+    def loss(outputs, labels, num_items_in_batch=None):
+        logits = outputs["logits"]
+        s = F.cross_entropy(
+            logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum"
+        )
+        frame = sys._getframe(1)
+        if frame.f_code.co_name != "loss_func":  # the checker's small pre-checks
+            return s / (num_items_in_batch if num_items_in_batch is not None else 1)
+        if "doubled" in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+            i = state["i"] - 1 if "loss" in frame.f_locals else state["i"]
+            return s / counts[i % 10] / 2
+        state["i"] += 1
+        return s / counts[(state["i"] - 1) % 10]
+
+    return loss
+
+
+WRONG["11.2"].append(
+    (
+        "seed 0's counts typed in, the probe read from the frame",
+        _counts_typed_in_probe_read_from_the_frame(),
+    )
+)
+HINTS["seed 0's counts typed in, the probe read from the frame"] = "another token data set"

@@ -332,3 +332,47 @@ def _fp32_with_checkpoint(model, micro_batches):
 RIGHT["12.3"].append(
     ("a checkpointed forward, .grad added into float32 buffers", _fp32_with_checkpoint)
 )
+
+
+# --- accumlab's MainGrad hook without its refused __init__ ---------------------------------------
+def _main_grad_hook_on_a_namespace(model, micro_batches):
+    import types
+
+    import torch.nn.functional as F
+
+    k = len(micro_batches)
+    ns = types.SimpleNamespace(
+        buffers={n: torch.zeros_like(p, dtype=torch.float32) for n, p in model.named_parameters()}
+    )
+    handles = [
+        p.register_post_accumulate_grad_hook(al.scale.MainGrad._hook(ns, n))
+        for n, p in model.named_parameters()
+    ]
+    for mb in micro_batches:
+        (F.mse_loss(model(mb.x.to(torch.bfloat16)).float(), mb.y.float()) / k).backward()
+    for h in handles:
+        h.remove()
+    return ns.buffers
+
+
+def _main_grad_made_without_init(model, micro_batches):
+    import torch.nn.functional as F
+
+    k = len(micro_batches)
+    main = object.__new__(al.scale.MainGrad)
+    main.buffers = {
+        n: torch.zeros_like(p, dtype=torch.float32) for n, p in model.named_parameters()
+    }
+    main._handles = [
+        p.register_post_accumulate_grad_hook(main._hook(n)) for n, p in model.named_parameters()
+    ]
+    for mb in micro_batches:
+        (F.mse_loss(model(mb.x.to(torch.bfloat16)).float(), mb.y.float()) / k).backward()
+    main.remove()
+    return main.buffers
+
+
+WRONG["12.3"] += [
+    ("MainGrad._hook on a namespace", _main_grad_hook_on_a_namespace),
+    ("a MainGrad made with object.__new__", _main_grad_made_without_init),
+]

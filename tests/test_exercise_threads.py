@@ -1,0 +1,56 @@
+"""A thread started before al.check is not watched (a profile function reaches only threads
+started after it): a check that watches what the answer runs refuses while one runs learner code,
+and runs as usual once it has ended."""
+
+import importlib.util
+import queue
+import threading
+from pathlib import Path
+
+import accumlab as al
+
+
+def _solution(lesson: str, id_: str):
+    path = Path(__file__).resolve().parents[1] / "solutions" / f"{lesson}.py"
+    spec = importlib.util.spec_from_file_location(f"solutions_{lesson}_threads", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SOLUTIONS[id_]
+
+
+def test_a_worker_started_before_the_check_is_refused_then_the_check_runs():
+    jobs, results = queue.Queue(), queue.Queue()
+
+    def worker():  # the learner's code, waiting for work: it would call the refused schedule
+        while (job := jobs.get()) is not None:
+            step, b, k = job
+            schedule = al.bookkeeping.step_schedule(b, k, 8, "per_epoch")
+            results.put(schedule.position_after(step))
+
+    def through_the_worker(step, b, k):
+        jobs.put((step, b, k))
+        return results.get(timeout=10)
+
+    thread = threading.Thread(target=worker, name="learner-worker", daemon=True)
+    thread.start()
+    try:
+        result = al.check("10.3", through_the_worker)
+        assert not result.ok and "learner-worker" in result.message, result.message
+        assert "started before al.check" in result.message
+    finally:
+        jobs.put(None)
+        thread.join(timeout=10)
+    assert al.check("10.3", _solution("lesson10", "10.3")).ok  # no thread left: checked as usual
+
+
+def test_a_kernels_own_threads_run_library_code_only():
+    from accumlab.exercises._code_guard import unwatched_threads
+
+    idle = threading.Event()
+    library = threading.Thread(target=idle.wait, name="library-wait", daemon=True)
+    library.start()  # threading.Event.wait: the standard library's code only
+    try:
+        assert "library-wait" not in unwatched_threads()
+    finally:
+        idle.set()
+        library.join(timeout=10)
