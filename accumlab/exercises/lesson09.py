@@ -159,12 +159,14 @@ class _LossCalls:
 
     def __init__(self):
         self.calls = 0
+        self.rows: list[int] = []  # each counted call's rows of q: a micro-batch's, or the batch's
 
     def _judge(self, frame, name: str) -> None:
         tensors = [frame.f_locals.get(a) for a in ("q", "k")]
         tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             self.calls += 1
+            self.rows.append(len(tensors[0]) if tensors[0].dim() else 0)
 
     def __enter__(self):
         from ..coupling.contrastive import info_nce
@@ -248,6 +250,13 @@ def gradcache_step(answer):
             f"your answer ran {forwards_phrase(with_graph)} of the model with a graph; pass 2 "
             f"forwards every micro-batch again through the model ({2 * len(data)} rows in all), "
             "and the check watches the model's layers"
+        )
+    if losses.calls > 1 and max(losses.rows) < len(data):
+        raise Hint(
+            f"your answer evaluated al.coupling.info_nce {losses.calls} times, each over one "
+            f"micro-batch's pairs ({max(losses.rows)} rows of q): that is naive accumulation, whose "
+            "negatives are only the micro-batch's. GradCache computes the loss ONCE over all "
+            "cached embeddings (every negative) and keeps its gradient per embedding"
         )
     if losses.calls > 1:
         raise Hint(

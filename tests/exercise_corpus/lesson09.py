@@ -526,3 +526,15 @@ WRONG["09.4"] += [
 ]
 HINTS["open_clip's loop, own loss under checkpoint"] = "once per micro-batch is open_clip"
 HINTS["open_clip's loop, own loss under reentrant checkpoint"] = "open_clip's loop"
+
+
+def _naive_accumulation(model, data, micro_batch_size):
+    """Each micro-batch's own InfoNCE (its negatives only), ÷ the number of micro-batches."""
+    chunks = data.micro_batches(micro_batch_size)
+    for c in chunks:
+        z, n = model(al.coupling.pair_inputs(c)), len(c)
+        (al.coupling.info_nce(z[:n], z[n:]) / len(chunks)).backward()
+
+
+WRONG["09.4"].append(("naive accumulation: each micro-batch's own loss", _naive_accumulation))
+HINTS["naive accumulation: each micro-batch's own loss"] = "that is naive accumulation"
