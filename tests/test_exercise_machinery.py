@@ -763,3 +763,10 @@ def test_a_number_beyond_every_float_gets_a_range_hint_at_once(answer):
         result = al.check(exercise_id, answer)
         assert not result.ok and "sensible range" in result.message, result.message
     assert time.perf_counter() - start < 5
+
+
+def test_zero_is_not_a_shortened_answer():
+    """0 for 0.125 (truncated to whole units) keeps no digit of it: a wrong answer, not "close"."""
+    said = compare(0, 0.125, sig=3)
+    assert said is not None and "more digits" not in said
+    assert "more digits" in compare(0.1, 0.125, sig=3)  # 0.1 keeps one digit of 0.125

@@ -255,11 +255,9 @@ def _shortened(value: float, expected: float, unit: float) -> bool:
 
 
 def too_coarse(answer, expected: float, *, sig: int) -> bool:
-    """The answer agrees with `expected` to every digit it shows, but shows fewer than `sig`
-    significant digits need: what `compare` answers with "close — give more digits"."""
-    allowed = _allowed(expected, "sig", sig)
-    unit = shown_unit(answer)
-    return unit > allowed and _shortened(number(answer), expected, unit)
+    """Right to every digit shown, but fewer than `sig` digits: `compare`'s "give more digits"."""
+    allowed, unit, value = _allowed(expected, "sig", sig), shown_unit(answer), number(answer)
+    return unit > allowed and value != 0 and _shortened(value, expected, unit)  # 0 keeps no digit
 
 
 def items(answer, n: int) -> list:
@@ -306,7 +304,9 @@ def compare(
         return None
     # right to the digits it shows (rounded or truncated), but shown too coarsely to judge
     unit = shown_unit(answer)
-    coarse = unit > allowed and _shortened(value, expected, unit)  # 0.2: 4·m or 0.18549, 1 digit
+    coarse = (
+        unit > allowed and value != 0 and _shortened(value, expected, unit)
+    )  # 0.2: 4·m or 0.18549, 1 digit
     for bad, hint in (wrong or {}).items():
         near = allowed if bad == 0 else _allowed(bad, kind, amount)
         if math.fabs(value - bad) <= near:

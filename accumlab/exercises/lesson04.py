@@ -95,6 +95,8 @@ def full_batch_momentum(answer):
             "a full-batch 0.05); here the micro-batch momentum is given",
             m / 4: "the full batch makes fewer updates, so it needs a LARGER momentum, not a "
             "smaller one",
+            0.1: "0.1 is PyTorch's default BatchNorm momentum, not this exercise's: solve "
+            "1 − m′ = (1 − 0.05)^4 for m′",
             # 0.18549 rounded twice (0.1855, then 0.186): the method is right
             0.186: "right method, rounded twice: round 1 − 0.95^4 once, to 3 significant digits",
         },

@@ -679,3 +679,5 @@ WRONG["04.4"] += [
     ("the checker's _normalised", _ghost_by_the_checkers_helper),
 ]
 WRONG["04.3"].append(("the checker's _frozen_by_us, modes copied back", _frozen_by_the_checker))
+WRONG["04.2"].append(("PyTorch's default BatchNorm momentum", 0.1))
+HINTS["PyTorch's default BatchNorm momentum"] = "default BatchNorm momentum"
