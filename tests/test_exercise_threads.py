@@ -54,3 +54,25 @@ def test_a_kernels_own_threads_run_library_code_only():
     finally:
         idle.set()
         library.join(timeout=10)
+
+
+def test_a_pool_started_before_the_check_cannot_run_the_lessons_schedule_unseen():
+    """An idle pool's threads run library code only, so they are not refused; what the answer
+    hands them is: the refused functions are guarded in every thread (their code is swapped)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(int).result()  # the worker exists before the check
+
+        def through_the_pool(step, b, k):
+            schedule = pool.submit(al.bookkeeping.step_schedule, b, k, 8, "per_epoch").result()
+            return pool.submit(schedule.position_after, step).result()
+
+        def checkers_own(step, b, k):
+            from accumlab.exercises import lesson10
+
+            return pool.submit(lesson10._true_position, step, b, k).result()
+
+        for answer in (through_the_pool, checkers_own):
+            result = al.check("10.3", answer)
+            assert not result.ok and "write it yourself" in result.message, result.message

@@ -133,16 +133,22 @@ def shared_toward(first: list, second: list, leaf: torch.Tensor) -> list:
 
 
 def wide_walks(walks: list[list], rows: int, model: torch.nn.Module) -> int:
-    """How many of `walks` ran through an operation on more than `rows` rows: a node whose
-    incoming gradient has a first dimension above `rows` and above every parameter's dimensions
-    (so a weight's own gradient never counts). GradCache walks the batch-wide loss once, into the
+    """How many of `walks` ran into `model`'s parameters through an operation on more than `rows`
+    rows: a node whose incoming gradient is a matrix with a side above `rows` and above every
+    parameter's dimensions (so a weight's own gradient never counts). GradCache walks the batch-wide loss once, into the
     cached embeddings; a loop that backpropagates the whole loss once per micro-batch walks it k
     times, however the loss was written or checkpointed."""
     limit = max([rows, *(max(p.shape, default=1) for p in model.parameters())])
+    params = {id(p) for p in model.parameters()}
 
     def wide(node) -> bool:
-        # the gradient shapes a node receives: torch's own record, read by compiled autograd
+        # the gradient shapes a node receives: torch's own record, read by compiled autograd. A
+        # matrix with a side above the limit (logits of 8 rows against all 32 columns count); a
+        # vector, also as one row or column, does not (a flattened surrogate <z, g> is one)
         meta = getattr(node, "_input_metadata", ())
-        return any(len(m.shape) > 0 and m.shape[0] > limit for m in meta)
+        return any(sum(d > 1 for d in m.shape) > 1 and max(m.shape) > limit for m in meta)
 
-    return sum(any(wide(node) for node in walk) for walk in walks)
+    def into_model(walk) -> bool:  # the loss's own backward into cached embeddings does not
+        return any(id(getattr(node, "variable", None)) in params for node in walk)
+
+    return sum(any(wide(n) for n in walk) and into_model(walk) for walk in walks)

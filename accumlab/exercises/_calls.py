@@ -187,7 +187,7 @@ class Refuse:
         """A call of a refused function's code (`CodeWatch`): a copy made before the block, or
         compiled again from its source, is refused as the function itself would be."""
         if not self._own_call(frame.f_back, frame.f_code):
-            self.called.append(name)
+            self.called.append(f"a copy of {name}")  # retyped or copied: its code, not it, ran
             raise Hint(self.hint())
 
     def _watch(self, name: str, fn) -> None:

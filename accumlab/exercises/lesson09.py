@@ -265,7 +265,7 @@ def gradcache_step(answer):
             "GradCache, and a learnable temperature would get k times its gradient. Compute the "
             "loss ONCE over all cached embeddings and keep its gradient per embedding"
         )
-    walked = wide_walks(walks.walks, 2 * mb, model)
+    walked = wide_walks(walks.walks, 2 * mb, learner)
     if walked > 1:
         raise Hint(
             f"{walked} backward passes ran through operations on more rows than one micro-batch "

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 import accumlab as al
 
@@ -423,7 +424,7 @@ HINTS.update(
     {
         "the whole batch on a copy in another thread, decoys, .grad copied in": "another model's layers",
         "decoy passes only": "added nothing",
-        "the whole batch by hand, copied over an honest pass": "more rows than one micro-batch",
+        "the whole batch by hand, copied over an honest pass": "differs from the big batch's",
     }
 )
 
@@ -538,3 +539,52 @@ def _naive_accumulation(model, data, micro_batch_size):
 
 WRONG["09.4"].append(("naive accumulation: each micro-batch's own loss", _naive_accumulation))
 HINTS["naive accumulation: each micro-batch's own loss"] = "that is naive accumulation"
+
+
+# --- batch-wide backward passes: what GradCache may do, and open_clip's loop in row blocks ------
+def _cached(model, data, micro_batch_size):
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    q = torch.cat([z[: len(c)] for z, c in zip(reps, chunks)]).requires_grad_()
+    k = torch.cat([z[len(c) :] for z, c in zip(reps, chunks)]).requires_grad_()
+    return chunks, q, k
+
+
+def _gradcache_two_grad_calls_flat_surrogate(model, data, micro_batch_size):
+    """The loss's gradient in two autograd.grad calls (the loss graph walked twice, into the
+    cached embeddings only); pass 2 through a flattened surrogate <z, g>."""
+    chunks, q, k = _cached(model, data, micro_batch_size)
+    loss = al.coupling.info_nce(q, k)
+    (gq,) = torch.autograd.grad(loss, q, retain_graph=True)
+    (gk,) = torch.autograd.grad(loss, k)
+    sizes = [len(c) for c in chunks]
+    for c, a, b in zip(chunks, gq.split(sizes), gk.split(sizes)):
+        z = model(al.coupling.pair_inputs(c))
+        (z.reshape(-1) * torch.cat([a, b]).reshape(-1)).sum().backward()
+
+
+def _open_clip_in_row_blocks(model, data, micro_batch_size):
+    """open_clip's loop with every tensor on the gradient's path at most one micro-batch's rows
+    long: the logits built in row blocks against all columns, the whole loss per micro-batch."""
+    chunks, q, k = _cached(model, data, micro_batch_size)
+    qn, kn = F.normalize(q.detach(), dim=1), F.normalize(k.detach(), dim=1)
+    start, rows = 0, len(qn)
+    for c in chunks:
+        n = len(c)
+        z = model(al.coupling.pair_inputs(c))
+        zq, zk = F.normalize(z[:n], dim=1), F.normalize(z[n:], dim=1)
+        total = 0
+        for r in range(0, rows, n):
+            block = zq if r == start else qn[r : r + n]
+            logits = torch.cat([block @ kn[:start].T, block @ zk.T, block @ kn[start + n :].T], 1)
+            total = total + F.cross_entropy(logits / 0.1, torch.arange(r, r + n), reduction="sum")
+        (total / rows).backward()
+        start += n
+
+
+RIGHT["09.4"].append(
+    ("two autograd.grad calls, a flattened surrogate", _gradcache_two_grad_calls_flat_surrogate)
+)
+WRONG["09.4"].append(("open_clip's loop in row blocks", _open_clip_in_row_blocks))
+HINTS["open_clip's loop in row blocks"] = "open_clip's loop"
