@@ -1,4 +1,5 @@
-"""Fail when a committed notebook carries outputs, execution counts, or a kernelspec other than python3."""
+"""Fail when a committed notebook carries outputs, execution counts, a cell without an id (nbformat
+4.5 requires one), or a kernelspec other than python3."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ def problems(path: Path) -> list[str]:
             found.append(f"cell {i} has outputs")
         if cell.get("execution_count") is not None:
             found.append(f"cell {i} has an execution count")
+        if nb.get("nbformat_minor", 0) >= 5 and not cell.get("id"):
+            found.append(f"cell {i} has no id")
     return found
 
 
