@@ -770,3 +770,34 @@ def test_zero_is_not_a_shortened_answer():
     said = compare(0, 0.125, sig=3)
     assert said is not None and "more digits" not in said
     assert "more digits" in compare(0.1, 0.125, sig=3)  # 0.1 keeps one digit of 0.125
+
+
+def test_torch_func_under_the_memory_watch_gets_a_way_out():
+    """torch.func.vjp raises under saved-tensor hooks, which 09.4 counts memory with: before, the
+    hint quoted PyTorch's "please open an issue"; now it names the transforms and what to use."""
+
+    def step(model, data, micro_batch_size):
+        chunks = data.micro_batches(micro_batch_size)
+        with torch.no_grad():
+            reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
+        q = torch.cat([z[: len(c)] for z, c in zip(reps, chunks)])
+        k = torch.cat([z[len(c) :] for z, c in zip(reps, chunks)])
+        loss, vjp = torch.func.vjp(al.coupling.info_nce, q, k)
+        vjp(torch.ones_like(loss))
+
+    result = al.check("09.4", step)
+    assert not result.ok and "torch.autograd.grad or .backward()" in result.message, result
+
+
+def test_backward_nodes_still_carry_their_input_shapes():
+    """09.4's wide_walks reads each node's `_input_metadata` (torch's private record of the
+    gradient shapes it receives); without it every open_clip loop would pass unseen."""
+    w = torch.randn(3, 5, requires_grad=True)
+    out = (torch.randn(32, 3) @ w).logsumexp(1).sum()
+    nodes, stack = [], [out.grad_fn]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    shapes = [tuple(m.shape) for n in nodes for m in n._input_metadata]
+    assert (32, 5) in shapes, shapes

@@ -131,6 +131,12 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
         hint = str(given)
     except Exception as err:  # the learner's code raised: say so instead of a deep traceback
         hint = f"your answer raised {type(err).__name__}: {err}"
+        if "support saved tensor hooks" in str(err):  # torch.func under the checker's watch
+            hint = (
+                "torch.func's transforms (vjp, grad, jacrev) refuse to run under saved-tensor "
+                "hooks, and this check counts the bytes saved for backward with them: compute the "
+                "same gradient with torch.autograd.grad or .backward()"
+            )
     if hint is None:
         return CheckResult(id, True, f"{stars} {ex.title} — correct!")
     return CheckResult(id, False, f"{stars} {ex.title} — not yet. Hint: {hint}")

@@ -304,9 +304,9 @@ def compare(
         return None
     # right to the digits it shows (rounded or truncated), but shown too coarsely to judge
     unit = shown_unit(answer)
-    coarse = (
-        unit > allowed and value != 0 and _shortened(value, expected, unit)
-    )  # 0.2: 4·m or 0.18549, 1 digit
+    # "close — give more digits": the answer is the expected value cut to fewer digits (0.2 for
+    # 0.18549); a 0 keeps no digit of anything
+    coarse = unit > allowed and value != 0 and _shortened(value, expected, unit)
     for bad, hint in (wrong or {}).items():
         near = allowed if bad == 0 else _allowed(bad, kind, amount)
         if math.fabs(value - bad) <= near:

@@ -135,9 +135,9 @@ def shared_toward(first: list, second: list, leaf: torch.Tensor) -> list:
 def wide_walks(walks: list[list], rows: int, model: torch.nn.Module) -> int:
     """How many of `walks` ran into `model`'s parameters through an operation on more than `rows`
     rows: a node whose incoming gradient is a matrix with a side above `rows` and above every
-    parameter's dimensions (so a weight's own gradient never counts). GradCache walks the batch-wide loss once, into the
-    cached embeddings; a loop that backpropagates the whole loss once per micro-batch walks it k
-    times, however the loss was written or checkpointed."""
+    parameter's dimensions (so a weight's own gradient never counts). GradCache walks the
+    batch-wide loss once, into the cached embeddings; a loop that backpropagates the whole loss
+    once per micro-batch walks it k times, however the loss was written or checkpointed."""
     limit = max([rows, *(max(p.shape, default=1) for p in model.parameters())])
     params = {id(p) for p in model.parameters()}
 

@@ -4,6 +4,7 @@ checker saw."""
 
 from __future__ import annotations
 
+import sys
 import weakref
 
 import torch
@@ -63,6 +64,17 @@ def _recomputing() -> bool:
     return torch._C._current_graph_task_id() != -1
 
 
+def _reentrant_rerun() -> bool:
+    """Inside `checkpoint(..., use_reentrant=True)`'s backward: its first forward ran without a
+    graph, so this rerun is the only forward of those rows that records one."""
+    from torch.utils.checkpoint import CheckpointFunction
+
+    code, frame = CheckpointFunction.backward.__code__, sys._getframe(1)
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    return frame is not None
+
+
 class _Marker:
     __slots__ = ("__weakref__",)
 
@@ -85,13 +97,13 @@ class OutputGradients:
         self._handles: list = []
 
     def _enter(self, module, args) -> None:
-        if _recomputing():
+        if _recomputing() and not _reentrant_rerun():
             return
         x = next((a for a in args if isinstance(a, torch.Tensor)), None)
         self.passes.append({"x": None if x is None else x.detach().clone(), "out": None})
 
     def _exit(self, module, args, output) -> None:
-        if _recomputing():
+        if _recomputing() and not _reentrant_rerun():
             return
         if not self.passes or not isinstance(output, torch.Tensor) or output.grad_fn is None:
             return

@@ -94,6 +94,7 @@ class Observe:
     - `seen.forwards`: the passes through the model, counted at its entry module — `entry` if
       given, else the first module without children in registration order (a Sequential's first
       layer, an embedding) — so layers called one by one still count;
+    - `seen.recomputed`: the entry forwards that backward reran (activation checkpointing), apart;
     - `seen.backwards`: backward passes that wrote `.grad` of a parameter (`.backward()`,
       `accelerator.backward`); `seen.grad_only`: passes that reached the parameters without
       writing `.grad` (`torch.autograd.grad`);
@@ -120,6 +121,7 @@ class Observe:
         self._keep_inputs = inputs
         self.inputs: list[torch.Tensor | None] = []  # with inputs=True: each entry forward's input
         self.calls: dict[str, list[Call]] = {name: [] for name in modules}
+        self.recomputed: list[Call] = []  # entry forwards that backward reran (checkpointing)
         self._passes = 0  # entry forwards so far: the index that tags saved tensors
         self._accumulated: set[int] = set()  # graph tasks that wrote .grad
         self._reached: set[int] = set()  # graph tasks that computed a parameter's gradient
@@ -135,6 +137,9 @@ class Observe:
             live = self._active and _graph_task() == -1
             self._pushed.append(self._see_through_answer_hooks() if live else False)
             self._pushed_live.append(live)  # inside a forward of the answer's
+            if self._active and not live and name == self.entry and torch.is_grad_enabled():
+                # a reentrant checkpoint's forward ran without a graph: this rerun records it
+                self.recomputed.append(Call(_rows(args, kwargs), True))
             if live:
                 self.calls[name].append(Call(_rows(args, kwargs), torch.is_grad_enabled()))
                 if name == self.entry:

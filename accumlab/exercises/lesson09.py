@@ -238,7 +238,8 @@ def gradcache_step(answer):
             f"{seen.summary()}, and some parameters have no .grad: backpropagate the cached "
             "gradients through a second forward of each micro-batch"
         )
-    with_graph = [c.rows or 0 for c in seen.forwards if c.graph]
+    # a reentrant checkpoint records pass 2's graph only when backward reruns the forward
+    with_graph = [c.rows or 0 for c in (*seen.forwards, *seen.recomputed) if c.graph]
     if with_graph and max(with_graph) > 2 * mb:
         raise Hint(
             f"your answer ran {forwards_phrase(with_graph)} with a graph; embed the whole batch "

@@ -588,3 +588,49 @@ RIGHT["09.4"].append(
 )
 WRONG["09.4"].append(("open_clip's loop in row blocks", _open_clip_in_row_blocks))
 HINTS["open_clip's loop in row blocks"] = "open_clip's loop"
+
+
+def _gradcache_checkpointed_pass2(reentrant):
+    """GradCache with pass 2's forwards under torch.utils.checkpoint: reentrant, the first forward
+    runs without a graph and backward reruns it with one; non-reentrant, the forward records a
+    graph whose saved tensors backward recomputes. Either way it is GradCache."""
+    from torch.utils.checkpoint import checkpoint
+
+    def step(model, data, micro_batch_size):
+        chunks, q, k = _cached(model, data, micro_batch_size)
+        al.coupling.info_nce(q, k).backward()
+        sizes = [len(c) for c in chunks]
+        for c, gq, gk in zip(chunks, q.grad.split(sizes), k.grad.split(sizes)):
+            x = al.coupling.pair_inputs(c).requires_grad_(reentrant)
+            z = checkpoint(model, x, use_reentrant=reentrant)
+            ((z[: len(c)] * gq).sum() + (z[len(c) :] * gk).sum()).backward()
+
+    return step
+
+
+RIGHT["09.4"] += [
+    ("pass 2 under checkpoint", _gradcache_checkpointed_pass2(False)),
+    ("pass 2 under reentrant checkpoint", _gradcache_checkpointed_pass2(True)),
+]
+
+
+def _whole_batch_pass2_reentrant(model, data, micro_batch_size):
+    """Pass 2 as one reentrant-checkpointed forward of the whole batch: its graph, recorded when
+    backward reruns it, spans every row at once."""
+    from torch.utils.checkpoint import checkpoint
+
+    chunks, q, k = _cached(model, data, micro_batch_size)
+    al.coupling.info_nce(q, k).backward()
+    x = torch.cat([al.coupling.pair_inputs(c) for c in chunks]).requires_grad_()
+    z = checkpoint(model, x, use_reentrant=True)
+    g = torch.cat(
+        [
+            torch.cat([a, b])
+            for a, b in zip(*(t.grad.split([len(c) for c in chunks]) for t in (q, k)))
+        ]
+    )
+    (z * g).sum().backward()
+
+
+WRONG["09.4"].append(("pass 2 as one reentrant-checkpointed forward", _whole_batch_pass2_reentrant))
+HINTS["pass 2 as one reentrant-checkpointed forward"] = "embed the whole batch"
