@@ -69,8 +69,9 @@ MESSAGES: dict[str, str | dict[str, str]] = {
     ),
     "OFF_BY_ONE_SCHEDULE": (
         "Your loop stepped after micro-batches {seen} (counting from 1), the reference after "
-        "{expected}: every window is shifted by {shift}. Counting from 0, your step condition is "
-        "true at micro-batches {seen0}; it must be true at {expected0}, the last micro-batch of "
+        "{expected}: your steps fall {shift} off the multiples of k = {k}. Counting from 0, your "
+        "step condition is true at micro-batches {seen0}; it must be true at {expected0}, the last "
+        "micro-batch of "
         "each window of k = {k} and the epoch's last one: with a counter i from enumerate(batches) "
         "that is (i + 1) % k == 0 or i == len(batches) - 1; with enumerate(batches, 1) it is "
         "i % k == 0 or i == len(batches). {first}{leftover}"
@@ -257,8 +258,8 @@ MESSAGES: dict[str, str | dict[str, str]] = {
     "GRAPHS_KEPT_ALIVE": (
         "Autograd graphs of earlier windows were still alive at later optimizer steps ({alive} at "
         "steps {steps}): something in the loop keeps a reference to a loss that still has its "
-        "graph, such as total_loss += loss. {held} The graphs grow with every window for the "
-        "whole run. Accumulate a number instead: total_loss += loss.item() (or loss.detach())."
+        "graph, such as total_loss += loss. {held} The graphs grow with every window for as long as "
+        "the loop keeps that reference. Accumulate a number instead: total_loss += loss.item() (or loss.detach())."
     ),
     "FORWARD_WITHOUT_BACKWARD": (
         "{count} forward pass(es) ran with gradients on but backward never reached their graph "
