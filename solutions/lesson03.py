@@ -37,7 +37,7 @@ def accumulate_by_token_count(model, micro_batches, class_weight):
 
 
 SOLUTIONS = {
-    "03.1": 1.4,  # k · (70 · 1.0 / 100): the last scaled micro-loss is its sum over all N tokens
+    "03.1": 2.1,  # k · (70 · 1.5 / 100): the last scaled micro-loss is its sum over all N tokens
     "03.2": al.Recipe(
         2, 3, "mean", "divide_by_actual"
     ),  # 11 full micro-batches: windows 3, 3, 3, 2
@@ -46,7 +46,7 @@ SOLUTIONS = {
 }
 
 WRONG = {
-    "03.1": 1.3,  # what the log should print, not what it prints
+    "03.1": 1.65,  # what the log should print, not what it prints
     "03.2": al.Recipe(4, 3, "mean", "divide_by_actual"),  # the last micro-batch holds 2 samples
     "03.3": 50,  # N / ranks: DDP's average, not a sum
     "03.4": accumulate_by_token_count,

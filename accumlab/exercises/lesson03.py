@@ -19,7 +19,8 @@ from ._graph_watch import OutputGradients
 from ._observe import Added as _Added
 from ._observe import Observe, Refuse, forwards_phrase, multiple_of, plural
 
-LOG_TOKENS, LOG_MEANS, LOG_K = [30, 70], [2.0, 1.0], 2  # 03.1: one window, global count
+# 03.1: one window, global count; the last mean is not 1, so forgetting it changes the answer
+LOG_TOKENS, LOG_MEANS, LOG_K = [30, 70], [2.0, 1.5], 2
 SAMPLES, K = 22, 3  # 03.2
 RANK_TOKENS = [[30, 10], [45, 15]]  # 03.3: real tokens per micro-batch, per rank (k = 2)
 VOCAB = 12  # 03.4
@@ -50,6 +51,8 @@ def logged_k_times_last(answer):
             LOG_MEANS[-1]: "that is the last micro-batch's own mean (or an integer division): "
             f"under the global count its scaled loss is its summed loss ÷ all {tokens} tokens",
             sum(LOG_MEANS) / len(LOG_MEANS): "that is the mean of the two means",
+            LOG_K * LOG_TOKENS[-1] / tokens: "that is k × the last micro-batch's share of the "
+            "tokens: its scaled loss also carries its mean loss",
         },
         otherwise="the last micro-batch's scaled loss is its summed loss (tokens × mean) ÷ the "
         "window's real tokens; the log multiplies that by k",
@@ -239,6 +242,11 @@ def fix_loop(answer):
                     f"the direction is right but the size is {scale:.3g}× the full batch's: you "
                     "divided by the real tokens; with weight=, what does the mean divide by? "
                     "(torch.nn.CrossEntropyLoss, reduction='mean')"
+                )
+            if math.isclose(scale, 1, rel_tol=1e-5):  # float32 round-off in the divisor
+                return (
+                    f"the size is {scale:.9f}× the full batch's, off by float32 round-off: sum "
+                    "the divisor in the loss's own float64, not in float32"
                 )
             return (
                 f"the direction is right but the size is {scale:.3g}× the full batch's: check "

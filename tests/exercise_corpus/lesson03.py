@@ -197,10 +197,10 @@ def accumulate_stub(model, micro_batches, class_weight):
 
 RIGHT: dict = {
     "03.1": [
-        ("float32, the same computation", 2 * torch.tensor(70.0) * 1.0 / 100),
-        ("numpy float", np.float64(1.4)),
-        ("a fraction", Fraction(7, 5)),
-        ("3 digits", 1.40),
+        ("float32, the same computation", 2 * torch.tensor(70.0) * 1.5 / 100),
+        ("numpy float", np.float64(2.1)),
+        ("a fraction", Fraction(21, 10)),
+        ("3 digits", 2.10),
     ],
     "03.2": [
         ("micro-batches of 1", al.Recipe(1, 3)),
@@ -221,11 +221,12 @@ RIGHT: dict = {
 
 WRONG: dict = {
     "03.1": [
-        ("the window's true mean", 1.3),
-        ("the last scaled loss without × k", 0.7),
-        ("integer division", 140 // 100),
-        ("numpy mean of means", np.float64(1.5)),
-        ("one unit off in the third digit", 1.39),
+        ("the window's true mean", 1.65),
+        ("the last scaled loss without × k", 1.05),
+        ("integer division", 210 // 100),
+        ("numpy mean of means", np.float64(1.75)),
+        ("one unit off in the third digit", 2.09),
+        ("the mean forgotten: k × the last share of tokens", 2 * 70 / 100),
     ],
     "03.2": [
         ("changes the loss to the global count", al.Recipe(4, 3, "global")),
@@ -346,3 +347,16 @@ def _window_graph_then_exact_decoys(model, micro_batches, class_weight):
 
 WRONG["03.4"].append(("exact decoys from one hidden window graph", _window_graph_then_exact_decoys))
 HINTS["exact decoys from one hidden window graph"] = "its own loss's gradient"
+
+
+def _divisor_summed_in_float32(model, micro_batches, class_weight):
+    """The right loop, its divisor off by a float32-sized relative error (2**-20): round-off."""
+    total = sum(float(class_weight[mb.y[mb.y != -100]].float().sum()) for mb in micro_batches)
+    total = float(torch.tensor(total, dtype=torch.float32) * (1 + 2**-20))  # float32-sized error
+    for mb in micro_batches:
+        (_weighted_sum(model, mb, class_weight) / total).backward()
+
+
+WRONG["03.4"].append(("the divisor in float32", _divisor_summed_in_float32))
+HINTS["the divisor in float32"] = "float32 round-off"
+HINTS["the mean forgotten: k × the last share of tokens"] = "share of the tokens"
