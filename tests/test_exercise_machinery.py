@@ -801,3 +801,63 @@ def test_backward_nodes_still_carry_their_input_shapes():
         stack.extend(n for n, _ in node.next_functions if n is not None)
     shapes = [tuple(m.shape) for n in nodes for m in n._input_metadata]
     assert (32, 5) in shapes, shapes
+
+
+def test_a_number_subclass_does_not_judge_itself():
+    """An int whose __eq__ is always True passed 10.2, 10.3, 04.1 and 12.1: numbers are rebuilt
+    as builtins before any comparison."""
+    always = type("Always", (int,), {"__eq__": lambda s, o: True, "__ne__": lambda s, o: False})
+    always.__hash__ = int.__hash__
+    assert not al.check("10.2", (always(1), always(2), always(3))).ok
+    assert not al.check("10.3", lambda step, n, k: always(0)).ok
+    assert not al.check("04.1", always(1)).ok
+    assert al.check("04.1", always(11)).ok  # its value still counts
+
+
+@pytest.mark.parametrize("exercise_id", ["04.3", "08.1", "10.3"])
+def test_sys_exit_and_an_unprintable_error_get_hints(exercise_id):
+    def leaves(*args, **kwargs):
+        raise SystemExit(3)
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no str")
+
+    def unprintable(*args, **kwargs):
+        raise Unprintable()
+
+    assert "sys.exit()" in al.check(exercise_id, leaves).message
+    said = al.check(exercise_id, unprintable).message
+    assert "Unprintable" in said and "could not be printed" in said, said
+
+
+@pytest.mark.parametrize(
+    "size, k, micro_batches",
+    [(4, 3, "equal"), (4, 6, "equal"), (4, 7, "equal"), (3, 4, "short"), (5, 4, "short")]
+    + [(7, 4, "short"), (3, 5, "equal"), (4, 5, "equal"), (5, 5, "equal")],
+)
+def test_lesson08_second_audits_cannot_be_listed_in_advance(size, k, micro_batches):
+    """08.1–08.3 audit again on data drawn so that the last window is short, holds more than one
+    micro-batch and differs from what the first setup's 40 samples give (a table over k, or 40
+    typed in, passed before)."""
+    import random
+
+    from accumlab.exercises.lesson08 import _data
+
+    def last(n):
+        return -(-n // size) % k or k, n % size
+
+    for seed in range(300):
+        n = _data(
+            random.Random(seed),
+            micro_batches=micro_batches,
+            micro_batch_size=size,
+            accumulation_steps=k,
+        )["samples"]
+        window, remainder = last(n)
+        assert 1 < window < k and window != last(40)[0], (seed, n)
+        assert (
+            (remainder != 0 and remainder != last(40)[1])
+            if micro_batches == "short"
+            else not remainder
+        )

@@ -12,9 +12,17 @@ from .recording import Recording
 from .spec import Setup
 
 
+def _said(err: BaseException) -> str:
+    """The error's message, or a placeholder when its own __str__ raises."""
+    try:
+        return str(err)
+    except Exception:
+        return "(its message could not be printed)"
+
+
 def _error_text(err: BaseException) -> str:
     """`Type: message`, cut to its first sentence: torch's messages run on with advice."""
-    text = str(err).strip()
+    text = _said(err).strip()
     first = text.split(". ")[0].rstrip(".")
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
@@ -53,7 +61,7 @@ def error_findings(rec: Recording, setup: Setup) -> list[Finding]:
                 "STEP_RAISED",
                 message("STEP_RAISED", error=text, where=where, when=when),
                 {
-                    "error": f"{type(err).__name__}: {err}",
+                    "error": f"{type(err).__name__}: {_said(err)}",
                     "forward passes before the error": len(rec.forwards),
                     "optimizer steps": len(rec.steps),
                 },

@@ -110,6 +110,14 @@ def _stopped(stop: AnswerTimeout) -> str:
     )
 
 
+def _said(err: BaseException) -> str:
+    """The error's message, or a placeholder when its own __str__ raises."""
+    try:
+        return str(err)
+    except Exception:
+        return "(its message could not be printed)"
+
+
 def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
     """Check `answer` for exercise `id`. An answer that raises gets the error as its hint; one
     still running after `time_limit` seconds (default TIME_LIMIT) is stopped and gets a hint."""
@@ -129,9 +137,11 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
         hint = _stopped(stop)
     except Hint as given:  # a checker (or _answers / _observe) raised its hint
         hint = str(given)
+    except SystemExit:  # sys.exit() in the answer would end the kernel's cell with a traceback
+        hint = "your answer called sys.exit() (or exit()): return a value instead"
     except Exception as err:  # the learner's code raised: say so instead of a deep traceback
-        hint = f"your answer raised {type(err).__name__}: {err}"
-        if "support saved tensor hooks" in str(err):  # torch.func under the checker's watch
+        hint = f"your answer raised {type(err).__name__}: {_said(err)}"
+        if "support saved tensor hooks" in hint:  # torch.func under the checker's watch
             hint = (
                 "torch.func's transforms (vjp, grad, jacrev) refuse to run under saved-tensor "
                 "hooks, and this check counts the bytes saved for backward with them: compute the "

@@ -59,8 +59,13 @@ def _value(answer):
 
     if isinstance(answer, (bool,)) or type(answer).__name__ == "bool_":
         raise Hint(f"answer with one number, got {answer!r} (a True/False value is not a number)")
-    if isinstance(answer, (Fraction, int, float)):
-        value = answer
+    # rebuilt as the builtin type: a subclass's own __eq__ or __float__ must not judge itself
+    if isinstance(answer, int):
+        value = int.__index__(answer)
+    elif isinstance(answer, float):
+        value = float.__float__(answer)
+    elif isinstance(answer, Fraction):
+        value = Fraction(int.__index__(answer.numerator), int.__index__(answer.denominator))
     elif isinstance(answer, Decimal):
         if not answer.is_finite():
             raise Hint(f"answer with one finite number, got {answer}")

@@ -25,10 +25,13 @@ REFERENCES = ("al.full_batch_grads", "al.accumulated_grads", "al.run", "al.preci
 
 @exercise("08.1", 1, "Fix the mystery loop")
 def _fixed_mystery(answer):
-    # the mystery loop's own setup (windows of 4, 4 and 2), then a k drawn at random (windows of
-    # 3, 3, 3, 1 or 6, 4 or 7, 3): a fix with window sizes typed in does not divide by its own
-    k = random.Random(int.from_bytes(os.urandom(8), "little")).choice((3, 6, 7))
-    return _observed(answer, "regression") or _observed(answer, "regression", accumulation_steps=k)
+    # the mystery loop's own setup (windows of 4, 4 and 2), then k and the data drawn at random:
+    # a fix with window sizes typed in (even a table over k) does not divide by its own
+    rng = _rng()
+    drawn = _data(
+        rng, micro_batches="equal", micro_batch_size=4, accumulation_steps=rng.choice((3, 6, 7))
+    )
+    return _observed(answer, "regression") or _observed(answer, "regression", **drawn)
 
 
 # notes a right loop may get: its clip computed another way (measured where it cannot bite),
@@ -42,13 +45,13 @@ def _observed(answer, setup: str, **options) -> str | None:
     if not callable(answer):
         raise Hint("answer with a function train_epoch(model, optimizer, batches, k, ...)")
     with Refuse(*REFERENCES):
-        report = audit(answer, **audit_setup(setup, **options))
+        report = audit(answer, **_setup(setup, options))
         found = [f for f in report.findings if f.code not in ACCEPTED]
         unclipped = ""
         if found and CLIPPED_AT in found[0].evidence:
             # the clip set every update's length (ratio 1): show the scale where it cannot bite
             wide = {**options, "max_norm": UNBITTEN}
-            again = audit(answer, **audit_setup(setup, **wide))
+            again = audit(answer, **_setup(setup, wide))
             seen = [f for f in again.findings if f.code not in ACCEPTED]
             if seen and _not_one(seen[0]):
                 report, found, options = again, seen, wide
@@ -60,7 +63,7 @@ def _observed(answer, setup: str, **options) -> str | None:
         if not found and not report.foreign_gradient and options.get("max_norm") is not None:
             # a clip that bites rescales .grad and hides how much the passes carried: look
             # again where it cannot bite
-            wide = audit(answer, **audit_setup(setup, **{**options, "max_norm": UNBITTEN}))
+            wide = audit(answer, **_setup(setup, {**options, "max_norm": UNBITTEN}))
             report.foreign_gradient = wide.foreign_gradient
     if report.graphs_together > 1:
         return (
@@ -95,7 +98,7 @@ def _not_the_gallerys(answer, setup: str, options: dict) -> None:
     08.1's fix looked up, not written). Judged only once the audit is clean: a wrong fix that
     happens to be written as a gallery bug is answered with its finding, not with a refusal."""
     with Refuse(*audit_loops()):
-        audit(answer, **audit_setup(setup, **options))
+        audit(answer, **_setup(setup, options))
 
 
 def _not_one(finding) -> bool:
@@ -105,14 +108,63 @@ def _not_one(finding) -> bool:
 
 
 def _options(options: dict) -> str:
-    return "".join(f", {k}={v!r}" for k, v in options.items())
+    """The options as the hint's al.audit.audit_setup(...) call writes them."""
+    shown = {k: v for k, v in options.items() if k not in ("samples", "data_seed")}
+    data = ""
+    if "samples" in options:
+        data = (
+            f", data=al.regression_data(n={options['samples']}, features=4, "
+            f"seed={options['data_seed']})"
+        )
+    return data + "".join(f", {k}={v!r}" for k, v in shown.items())
+
+
+def _rng() -> random.Random:
+    return random.Random(int.from_bytes(os.urandom(8), "little"))
+
+
+def _data(rng: random.Random, *, micro_batches: str, **fixed) -> dict:
+    """A data set of 30–60 samples drawn at random (and its seed) for the micro-batch size and k
+    in `fixed` (k = 4 unless given), whose last window is short, holds more than one micro-batch
+    and another number than 40 samples would give: a count computed from the first setup's 40, or
+    listed per k, fails.
+    `micro_batches`: "equal" (every micro-batch full, as 08.1's and 08.3's loops assume) or
+    "short" (the last one short, and by another remainder than 40's)."""
+    size, k = fixed["micro_batch_size"], fixed.get("accumulation_steps", 4)
+
+    def shape(n: int) -> tuple[int, int]:
+        return -(-n // size) % k or k, n % size  # last window's micro-batches, last's remainder
+
+    for n in rng.sample(range(30, 61), 31):
+        last_window, remainder = shape(n)
+        short = remainder and remainder != shape(40)[1]
+        # a short last window, so a count typed in for full ones fails; never of one micro-batch,
+        # which cannot tell ÷ 1 from no division (the audit cannot verify it)
+        if last_window in (1, k, shape(40)[0]):
+            continue
+        if short if micro_batches == "short" else not remainder:
+            return {"samples": n, "data_seed": rng.randint(1, 999), **fixed}
+    raise ValueError(f"no data size in 30–60 suits micro_batch_size={size}, k={k}")
+
+
+def _setup(setup: str, options: dict) -> dict:
+    """audit_setup's keywords, with `samples` and `data_seed` turned into the data set they name."""
+    from ..data import regression_data
+
+    options = dict(options)
+    if "samples" in options:
+        n, seed = options.pop("samples"), options.pop("data_seed")
+        options["data"] = regression_data(n=n, features=4, seed=seed)
+    return audit_setup(setup, **options)
 
 
 @exercise("08.2", 2, "Micro-batches of unequal size: every sample weighs the same")
 def _sample_loop(answer):
-    # then micro-batches of 7 (windows of 28 and 12 samples): a loop that divides by the first
-    # setup's counts typed in is not dividing by its window's samples
-    return _observed(answer, "uneven") or _observed(answer, "uneven", micro_batch_size=7)
+    # then a data set, micro-batch size and short last micro-batch drawn at random: a loop that
+    # divides by counts typed in is not dividing by its window's samples
+    rng = _rng()
+    drawn = _data(rng, micro_batches="short", micro_batch_size=rng.choice((3, 5, 7)))
+    return _observed(answer, "uneven") or _observed(answer, "uneven", **drawn)
 
 
 CAPSTONE = {"max_norm": 0.5, "scheduler": True, "scaler": True}
@@ -120,8 +172,11 @@ CAPSTONE = {"max_norm": 0.5, "scheduler": True, "scaler": True}
 
 @exercise("08.3", 3, "Capstone: accumulation + GradScaler + clipping + scheduler")
 def _full_loop(answer):
-    # then micro-batches of 5 with k = 3 (windows of 3, 3 and 2, every micro-batch equal): a loop
-    # with the first setup's window sizes typed in does not divide by its own window's
+    # then a data set, micro-batch size and k drawn at random: a loop with window sizes typed in
+    # does not divide by its own window's
+    rng = _rng()
+    size, k = rng.choice(((4, 3), (3, 5), (4, 5), (5, 5)))  # each leaves a short last window
+    drawn = _data(rng, micro_batches="equal", micro_batch_size=size, accumulation_steps=k)
     return _observed(answer, "regression", **CAPSTONE) or _observed(
-        answer, "regression", micro_batch_size=5, accumulation_steps=3, **CAPSTONE
+        answer, "regression", **drawn, **CAPSTONE
     )

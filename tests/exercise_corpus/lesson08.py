@@ -695,7 +695,7 @@ def _counts_typed_in(model, optimizer, batches, k):
 
 RIGHT["08.2"].append(("each window's micro-batches in reverse order", _reversed_window))
 WRONG["08.2"].append(("the first setup's window counts typed in", _counts_typed_in))
-HINTS["the first setup's window counts typed in"] = "micro_batch_size=7"
+HINTS["the first setup's window counts typed in"] = "data=al.regression_data("
 
 
 def _capstone_sizes_typed_in(model, optimizer, batches, k, *, scaler, scheduler, max_norm):
@@ -713,4 +713,35 @@ def _capstone_sizes_typed_in(model, optimizer, batches, k, *, scaler, scheduler,
 
 
 WRONG["08.3"].append(("the first setup's window sizes typed in", _capstone_sizes_typed_in))
-HINTS["the first setup's window sizes typed in"] = "accumulation_steps=3"
+HINTS["the first setup's window sizes typed in"] = "data=al.regression_data("
+
+
+def _last_windows_listed_per_k(model, optimizer, batches, k):
+    """08.1 with the last window's size listed for every k, for the first setup's 10 micro-batches."""
+    last = {2: 2, 3: 1, 4: 2, 5: 5, 6: 4, 7: 3, 8: 2}
+    full = (len(batches) // k) * k
+    for i, (x, y) in enumerate(batches):
+        (F.mse_loss(model(x), y) / (k if i < full else last[k])).backward()
+        if (i + 1) % k == 0 or i + 1 == len(batches):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def _last_micro_batch_from_40(model, optimizer, batches, k):
+    """08.2 with the data's 40 samples typed in for the last micro-batch's size."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        size = len(window[0][0])
+        last = 40 % size
+        end = start + len(window) == len(batches) and last
+        n = size * len(window) - (size - last if end else 0)
+        for x, y in window:
+            (F.mse_loss(model(x), y) * len(x) / n).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+WRONG["08.1"].append(("the last window listed per k", _last_windows_listed_per_k))
+HINTS["the last window listed per k"] = "data=al.regression_data("
+WRONG["08.2"].append(("the last micro-batch from 40 samples typed in", _last_micro_batch_from_40))
+HINTS["the last micro-batch from 40 samples typed in"] = "data=al.regression_data("
