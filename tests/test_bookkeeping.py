@@ -88,9 +88,12 @@ def test_scheduler_total_steps_rejects():
 
 
 def test_position_rules():
-    s = bk.step_schedule(103, 4, 3)
-    for step in range(s.steps + 1):
-        assert bk.position_from_step(step, 103, 4, "trainer") == s.position_after(step)
+    # ⌈b / k⌉ steps per epoch: k leaving a remainder (103, 4), dividing the epoch (100, 4; 7, 1),
+    # and larger than it (3, 5)
+    for b, k in ((103, 4), (100, 4), (7, 1), (3, 5)):
+        s = bk.step_schedule(b, k, 3)
+        for step in range(s.steps + 1):
+            assert bk.position_from_step(step, b, k, "trainer") == s.position_after(step), (b, k)
     assert bk.position_from_step(38, 103, 4, "step_times_k") == 152
     assert bk.position_from_step(38, 103, 4, "forgets_k") == 103 + 12
     with pytest.raises(ValueError, match="rule.*'steps'"):
@@ -211,7 +214,7 @@ def test_every_omission_is_measured():
     # the dropout masks alone: every sample read once, the weights still move
     assert damage["dropout RNG"].extra_reads == 0 and not damage["dropout RNG"].bit_exact
     assert damage["a different k"].steps < damage["none"].steps
-    rewind, trainer = damage["rewind to the window"], damage["position by Trainer's rule"]
+    rewind, trainer = damage["rewind, interruption's RNG"], damage["position by Trainer's rule"]
     # sync_at_epoch_end: ⌈23 / 3⌉ steps per epoch, so the Trainer's rule lands on the window start
     assert (rewind.rel_error, rewind.steps, rewind.extra_reads) == (
         trainer.rel_error,
@@ -234,7 +237,7 @@ def test_rewind_is_exact_without_dropout_for_every_counter_and_interruption(coun
         ckpt = ref.checkpoints[stop]
         start = schedule.position_after(ckpt["step"])
         crossing += start // 7 != stop // 7
-        rest = bk.resume(ckpt, omit="rewind to the window")
+        rest = bk.resume(ckpt, omit="rewind, interruption's RNG")
         assert bk.final_error(rest, ref)[0], (counter, stop)
     assert crossing > 0 or counter == "sync_at_epoch_end"  # windows that began an epoch earlier
     # the Trainer's rule counts ⌈7 / 3⌉ = 3 steps per epoch: wrong for the other two counters
@@ -248,12 +251,26 @@ def test_rewind_is_exact_without_dropout_for_every_counter_and_interruption(coun
 def test_rewind_is_exact_without_dropout_and_at_boundaries():
     quiet = dataclasses.replace(SMALL, dropout=0.0)
     ref = bk.train(quiet)
-    rest = bk.resume(bk.train(quiet, stop_at=13).checkpoint, omit="rewind to the window")
+    rest = bk.resume(bk.train(quiet, stop_at=13).checkpoint, omit="rewind, interruption's RNG")
     assert bk.final_error(rest, ref)[0]
     noisy = bk.train(SMALL)
     boundary = bk.train(SMALL, stop_at=14).checkpoint  # right after the first window of epoch 2
     assert boundary["grads"] == {}
     assert bk.final_error(bk.resume(boundary, omit="partial window's .grad"), noisy)[0]
+
+
+def test_rewind_under_dropout_is_exact_with_the_window_starts_rng():
+    # lesson 10: rewinding replays the window's dropout only from the RNG state of its start
+    ref = bk.train(SMALL, keep_checkpoints=True)
+    schedule = SMALL.schedule()
+    for stop in (12, 13, 16, 21):  # 1 or 2 micro-batches into a window of epoch 2
+        ckpt = ref.checkpoints[stop]
+        start = schedule.position_after(ckpt["step"])
+        assert start < stop
+        window_rng = {**ckpt, "torch_rng": ref.checkpoints[start]["torch_rng"]}
+        for given, exact in ((ckpt, False), (window_rng, True)):
+            rest = bk.resume(given, omit="rewind, interruption's RNG")
+            assert bk.final_error(rest, ref)[0] == exact, (stop, exact)
 
 
 def test_read_counts_by_hand():

@@ -52,7 +52,7 @@ def check_checkpoint(checkpoint) -> Setup:
         why=f"a micro-step inside its setup's run of {schedule.micro_steps}",
     )
     # the step counter must be the one the data position implies: resuming rules derive one
-    # from the other ("rewind to the window"), and a mismatch would resume somewhere else
+    # from the other ("rewind, interruption's RNG"), and a mismatch would resume somewhere else
     taken = sum(schedule.ends_window()[:micro_step])
     step = checkpoint["step"]
     if positive_int("checkpoint['step']", step, minimum=0) != taken:

@@ -20,10 +20,11 @@ from .loop import stop_at_in as _stop_at
 
 # What a resumed run gets wrong (lesson 10):
 #   none                  — everything restored: the run continues bit for bit
-#   rewind to the window  — the position goes back to where the window in progress began (the
-#                           schedule's position after the last optimizer step) and the partial
-#                           window is read again: exact only if the window drew no random numbers
-#                           (no dropout)
+#   rewind, interruption's RNG — the position goes back to where the window in progress began
+#                           (the schedule's position after the last optimizer step) and the
+#                           partial window is read again with the RNG state of the interruption:
+#                           exact only if the window drew no random numbers (no dropout); a
+#                           checkpoint holding the window start's RNG state rewinds exactly
 #   position by Trainer's rule — the position derived from the step counter as the Transformers
 #                           Trainer does (⌈batches / k⌉ steps per epoch): the window's start for
 #                           the sync_at_epoch_end counter, elsewhere for the other two
@@ -38,7 +39,7 @@ from .loop import stop_at_in as _stop_at
 #   a different k         — resumed with twice the accumulation steps
 OMISSIONS = (
     "none",
-    "rewind to the window",
+    "rewind, interruption's RNG",
     "position by Trainer's rule",
     "position forgets × k",
     "data position = step × k",
@@ -104,7 +105,7 @@ def resume(
     loop.step = checkpoint["step"]  # the step counter itself is never lost (it names the file)
     # data position, counted in samples so that a different micro-batch size still lands right
     samples = checkpoint["micro_step"] * saved.micro_batch_size
-    if omit == "rewind to the window":
+    if omit == "rewind, interruption's RNG":
         samples = saved.micro_batch_size * saved.schedule().position_after(checkpoint["step"])
     elif omit in _POSITION_RULE:
         samples = saved.micro_batch_size * position_from_step(

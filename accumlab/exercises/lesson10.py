@@ -48,12 +48,16 @@ class _OwnCode:
     constants and names; only functions and methods of some length are matched this way, so that
     a learner's one-line helper never matches a one-line helper of accumlab's). Allowed: the
     checker machinery (accumlab/exercises/), the lazy name tables (`__init__.py`, `_lazy.py`)
-    that `al.<topic>.<name>` runs through."""
+    that `al.<topic>.<name>` runs through. Refused too: talking to another process through
+    multiprocessing, concurrent.futures or subprocess (a worker started before the check can run
+    accumlab where this profile cannot see it). A channel made of raw `os` calls or sockets is
+    not recognised: a limit of watching one process."""
 
     def __init__(self):
         import accumlab
 
         self.package = os.path.dirname(os.path.abspath(accumlab.__file__)) + os.sep
+        self.elsewhere = _other_process_modules()
         self.allowed = (os.path.join(self.package, "exercises") + os.sep,)
         self.keys: dict = {}  # (bytecode, constants, names) -> where accumlab defines it
         for name, module in list(sys.modules.items()):
@@ -80,6 +84,11 @@ class _OwnCode:
             if path.startswith(self.package):
                 own = not path.startswith(self.allowed) and name not in ("__init__.py", "_lazy.py")
                 self.seen[code] = self._label(code) if own else None
+            elif path.startswith(self.elsewhere):
+                self.seen[code] = (
+                    f"{getattr(code, 'co_qualname', code.co_name)} ({name}): another process, "
+                    "whose code al.check cannot see"
+                )
             else:
                 self.seen[code] = self.keys.get(_key(code))
         return self.seen[code]
@@ -108,6 +117,21 @@ class _OwnCode:
 
 
 _CHECKERS = "accumlab.exercises"
+
+
+def _other_process_modules() -> tuple[str, ...]:
+    """Where the standard library's ways of handing work to another process live."""
+    import concurrent.futures.process
+    import multiprocessing
+    import subprocess
+
+    return (
+        os.path.dirname(os.path.abspath(multiprocessing.__file__)) + os.sep,
+        os.path.abspath(concurrent.futures.process.__file__),
+        os.path.abspath(subprocess.__file__),
+    )
+
+
 _MATCHED = 32  # bytes of bytecode: about ten instructions (accumlab's shortest has three)
 
 

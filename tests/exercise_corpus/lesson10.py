@@ -1,6 +1,7 @@
 """Lesson 10: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
 import math
+import multiprocessing
 import sys
 import threading
 import types
@@ -138,6 +139,32 @@ def _position_in_a_thread(step, b, k):
     return out[0]
 
 
+class _PositionInAWorker:
+    """accumlab's schedule in a worker process, the answer forwarding its arguments through a
+    Pipe: the profile that watches the answer sees only this process."""
+
+    def __init__(self):
+        self.conn = None
+
+    def __call__(self, step, b, k):
+        if self.conn is None:
+            self.conn, theirs = multiprocessing.get_context("fork").Pipe()
+            multiprocessing.get_context("fork").Process(
+                target=_serve, args=(theirs,), daemon=True
+            ).start()
+        self.conn.send((step, b, k))
+        return self.conn.recv()
+
+
+def _serve(conn):
+    # forked inside the check: the watch and the guards on position_after came along
+    sys.setprofile(None)
+    while True:
+        step, b, k = conn.recv()
+        windows = _COPIED(b, k, step // max(b // k, 1) + 1, "per_epoch").windows
+        conn.send(windows[step - 1][-1] + 1 if step else 0)
+
+
 def _position_epochs_first(step, batches_per_epoch, k):
     # another form: every whole epoch read, then k per step into the epoch in progress
     per_epoch = batches_per_epoch // k
@@ -215,6 +242,7 @@ WRONG = {
         ("accumlab's step_schedule, copied under another file name", _position_code_copy_elsewhere),
         ("accumlab's step_schedule, the profiler switched off", _position_profile_off),
         ("accumlab's step_schedule in a thread", _position_in_a_thread),
+        ("accumlab's step_schedule in a worker process", _PositionInAWorker()),
         (
             "the Trainer's rule of the lesson, for a loop that steps at epoch ends",
             _position_trainer_rule,
@@ -240,6 +268,7 @@ HINTS = {
     "a table made with accumlab before the check": "KeyError",
     "the counter over the whole run (global)": "`global`",
     "the carried window counted as an extra step": "not an extra one",
+    "accumlab's step_schedule in a worker process": "another process",
 }
 
 
