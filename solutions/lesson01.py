@@ -15,5 +15,5 @@ def one_backward_of_the_sum(w, x):
     return w.grad
 
 
-SOLUTIONS = {"01.1": 2, "01.2": two_losses, "01.3": {"a", "b"}}
+SOLUTIONS = {"01.1": 2, "01.2": two_losses, "01.3": {"a", "b", "d"}}
 WRONG = {"01.1": 4, "01.2": one_backward_of_the_sum, "01.3": {"a"}}

@@ -13,13 +13,22 @@ from ._calls import plural
 def _count_leaves(answer):
     # loss = ((y - (w*x + b))**2).mean() + 0.01*(w**2).sum() + s.detach()*h.mean(): w and b
     # reach the loss (w along two paths, one node), s only through detach()
-    wrong = {
-        3: "s.detach() is a new tensor cut out of the graph: no gradient reaches s",
+    wrong = {  # 3 comes from counting s, or from counting w twice and forgetting b
+        3: "one too many: s.detach() is a new tensor cut out of the graph, so no gradient reaches "
+        "s; and a leaf used twice (w) still has one node",
         4: "w is used twice, but a leaf has one AccumulateGrad node, reached along both paths",
         1: "b requires grad too: every leaf that reaches the loss gets its own node",
     }
     n = integer(answer)  # 2, 2.0, np.int64(2), torch.tensor(2) alike
-    return None if n == 2 else wrong.get(n, "one AccumulateGrad node per leaf that requires grad")
+    return (
+        None
+        if n == 2
+        else wrong.get(
+            n,
+            "one AccumulateGrad node per leaf that requires grad and that the loss reaches "
+            "through recorded operations (a tensor, not its elements)",
+        )
+    )
 
 
 # (w, x) the answer is run on: two, so that an answer ignoring its inputs is not graded right
@@ -31,7 +40,8 @@ def _observe_passes(answer, w0: float, xs: tuple):
     """Run answer(w, x) with its backward calls followed (`BackwardWalks`, from any thread);
     return (returned, w, the nodes each backward call walked, for each pass that wrote w.grad in
     order the index of the call that ran it — None for a pass no followed call started —, passes
-    that reached w without writing .grad, what each writing pass added to w.grad)."""
+    that reached w without writing .grad, what each writing pass added to w.grad, and what w.grad
+    held as each writing pass reached w)."""
     from ._backward_nodes import BackwardWalks
 
     w = torch.tensor(w0, requires_grad=True)
@@ -43,9 +53,12 @@ def _observe_passes(answer, w0: float, xs: tuple):
     wrote: list[tuple[int, int | None]] = []  # (backward pass, the call that started it)
     reached: set[int] = set()
     added: dict[int, torch.Tensor] = {}  # backward pass → what it added to w.grad
+    held: dict[int, float | None] = {}  # backward pass → w.grad as it reached w, before adding
 
     def seen(g):
         reached.add(task())
+        if task() not in held:
+            held[task()] = None if w.grad is None else float(w.grad)
         added[task()] = added.get(task(), 0) + g.detach().clone()
 
     with BackwardWalks() as walks:
@@ -54,7 +67,8 @@ def _observe_passes(answer, w0: float, xs: tuple):
         returned = answer(w, x)
     passes = [t for t, _ in wrote]
     sums = [added[t] for t in passes if t in added]
-    return returned, w, walks.walks, [c for _, c in wrote], reached - set(passes), sums
+    starts = [held.get(t) for t in passes]
+    return returned, w, walks.walks, [c for _, c in wrote], reached - set(passes), sums, starts
 
 
 def _shared_trunk(first: list, second: list, w: torch.Tensor) -> None:
@@ -117,6 +131,21 @@ def _accumulated(w: torch.Tensor, w0: float, xs: tuple, first: float, second: fl
     )
 
 
+def _added_onto_the_first(starts: list, added: list, w0: float, xs: tuple) -> None:
+    """Raise the hint unless the second pass began from what the first left in w.grad: a w.grad
+    ending right because the first gradient was set aside and added back by hand did the
+    accumulation instead of AccumulateGrad."""
+    left, began = float(added[0]), starts[1]
+    if began is not None and abs(began - left) <= TOLERANCE_01_2 * abs(left):
+        return
+    state = "was None" if began is None else f"held {began:.6g}"
+    raise Hint(
+        f"at w = {w0}, x = {list(xs)} w.grad {state} before the second backward pass, not "
+        f"the {left:.6g} the first pass left there: let the second pass add into the first's "
+        "gradient (AccumulateGrad does the adding), not an add of your own afterwards"
+    )
+
+
 @exercise("01.2", 2, "Two losses that share a trunk")
 def _two_losses(answer):
     # answer(w, x) must build h = (w * x).exp() ONCE, call backward on first = h.sum() and on
@@ -127,7 +156,7 @@ def _two_losses(answer):
     if not callable(answer):
         return f"answer with a function two_losses(w, x) that returns w.grad, got {type(answer).__name__}"
     for w0, xs in CASES_01_2:
-        returned, w, walks, calls, grad_only, added = _observe_passes(answer, w0, xs)
+        returned, w, walks, calls, grad_only, added, starts = _observe_passes(answer, w0, xs)
         if grad_only and not calls:
             raise Hint(
                 f"your answer called torch.autograd.grad {plural(len(grad_only), 'time')}, "
@@ -158,6 +187,7 @@ def _two_losses(answer):
                 "one of the two losses, as built from this call's w and x"
             )
         _accumulated(w, w0, xs, first, second)
+        _added_onto_the_first(starts, added, w0, xs)
         if not isinstance(returned, torch.Tensor):
             raise Hint("return w.grad (a tensor) after both backward calls")
         if w.grad is None or not torch.equal(returned.detach(), w.grad):
@@ -170,7 +200,8 @@ NAMES = {"a", "b", "c", "d"}
 
 @exercise("01.3", 2, "Which tensors have .grad after backward?")
 def _which_grads(answer):
-    # a leaf requiring grad; b = a * 2 with b.retain_grad(); c = b.sum(); d = a.detach(); c.backward()
+    # a leaf requiring grad; b = a * 2 with b.retain_grad(); d = a.detach().requires_grad_(), a
+    # new leaf; c = (b * d).sum(); c.backward(): a, b and d get a .grad, c (no retain_grad) none
     if isinstance(answer, str) and answer in NAMES:
         answer = {answer}
     from collections.abc import Set
@@ -183,11 +214,9 @@ def _which_grads(answer):
     names = {n.strip().lower() for n in answer}
     if not names <= NAMES:
         return f"the tensors are named a, b, c and d; got {sorted(names - NAMES)}"
-    if "d" in names:
-        return "d = a.detach() shares a's memory but is a new leaf that does not require grad"
     if "c" in names:
         return "c is where backward starts, but it is a non-leaf that did not call retain_grad()"
-    missing = {"a", "b"} - names
+    missing = {"a", "b", "d"} - names
     if missing:  # say that one is missing, not which: the learner decides
         return (
             f"{plural(len(missing), 'tensor')} with a .grad after c.backward() "

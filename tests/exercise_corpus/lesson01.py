@@ -190,10 +190,10 @@ RIGHT = {
         ("the exp spelled math.e ** (w * x)", _exp_as_a_power),
     ],
     "01.3": [
-        ("a list in another order", ["b", "a"]),
-        ("a frozenset", frozenset("ab")),
-        ("a tuple", ("a", "b")),
-        ("a dict's keys", dict.fromkeys("ab").keys()),
+        ("a list in another order", ["d", "b", "a"]),
+        ("a frozenset", frozenset("abd")),
+        ("a tuple", ("a", "b", "d")),
+        ("a dict's keys", dict.fromkeys("abd").keys()),
     ],
 }
 
@@ -202,6 +202,7 @@ WRONG = {
         ("the detached leaf counted", 3),
         ("every node of the graph, counted by the package", al.count_nodes(_exercise_01_1_graph())),
         ("not a whole number", 2.5),
+        ("a node per element of every leaf: 3 + 1 + 1", 5),
     ],
     "01.2": [
         ("the trunk built twice, one backward each: skips retain_graph", _trunk_twice),
@@ -217,8 +218,9 @@ WRONG = {
         ("autograd's engine called directly", _engine_called_directly),
     ],
     "01.3": [
-        ("detach thought to share the gradient", {"a", "b", "d"}),
-        ("the output too", {"a", "b", "c"}),
+        ("detach thought to cut d off for good", {"a", "b"}),
+        ("the output too", {"a", "b", "c", "d"}),
+        ("d thought to pass its gradient on to a", {"a", "d"}),
         ("none of them", set()),
     ],
 }
@@ -285,6 +287,17 @@ def _grad_halved_after(w, x):  # the mean of the two passes, not their sum
     return w.grad
 
 
+def _accumulated_by_hand(w, x):  # first's gradient set aside, then added back by hand
+    h = (w * x).exp()
+    first, second = h.sum(), (h**2).sum()
+    first.backward(retain_graph=True)
+    g = w.grad.clone()
+    w.grad = None
+    second.backward()
+    w.grad += g
+    return w.grad
+
+
 WRONG["01.2"] += [
     ("w.grad set to None between the passes", _grad_reset_between),
     ("w.grad zeroed between the passes", _grad_zeroed_between),
@@ -292,6 +305,7 @@ WRONG["01.2"] += [
     ("a zero second pass, second's gradient added by hand", _doubled_after_a_zero_pass),
     ("the product shared, each loss with its own exp", _two_losses_sharing_only_the_product),
     ("passes weighted 2 and 0, halved by hand", _weighted_passes),
+    ("first's gradient set aside and added back by hand", _accumulated_by_hand),
 ]
 
 # words the hint of a wrong answer must contain (tests/test_exercises.py)
@@ -310,5 +324,11 @@ HINTS = {
     "w.grad set to None between the passes": "only second's gradient",
     "w.grad zeroed between the passes": "AccumulateGrad adds",
     "w.grad halved after both passes": "AccumulateGrad adds",
-    "none of them": "2 tensors with a .grad after c.backward() are missing",
+    "none of them": "3 tensors with a .grad after c.backward() are missing",
+    "detach thought to cut d off for good": "1 tensor with a .grad after c.backward() is missing",
+    "the output too": "c is where backward starts",
+    "d thought to pass its gradient on to a": "1 tensor with a .grad after c.backward() is missing",
+    "the detached leaf counted": "one too many",
+    "a node per element of every leaf: 3 + 1 + 1": "reaches through recorded operations",
+    "first's gradient set aside and added back by hand": "before the second backward pass",
 }
