@@ -105,3 +105,20 @@ def test_the_lessons_placements_are_these_loops():
     first_two = {n: g - runs["last"][0][n] for n, g in runs["full"][0].items()}
     assert al.grad_diff(top, first_two).max_rel <= 1e-12
     assert len(runs["runs"]["model_after_step"]["erased"]) == 3  # every iteration
+
+
+def test_a_misplaced_block_steps_never_or_on_every_batch():
+    """The block entered once around the whole loop: `_do_sync()` runs once, the flag is False and
+    the real optimizer never steps. No block: the flag stays True, the real optimizer steps on
+    every batch with that batch's gradient, still divided by k by `accelerator.backward`."""
+    model, data, _ = _windows("bottom")
+    runs = al.accumulation.accelerate_zero_grad_placements(
+        model, data[:12], 4, 3, placements=("around_loop", "no_block", "after_step")
+    )
+    around, none, after = (runs["runs"][p] for p in ("around_loop", "no_block", "after_step"))
+    assert around["stepped"] == [] and around["erased"] == [] and around["guarded"] == 0
+    assert len(none["stepped"]) == 3 == none["guarded"] == len(none["erased"])
+    for j, stepped in enumerate(none["stepped"]):
+        alone = al.full_batch_grads(model, data[4 * j : 4 * j + 4])
+        assert al.grad_diff(stepped, {n: g / 3 for n, g in alone.items()}).max_rel <= 1e-12
+    assert len(after["stepped"]) == 1 == after["guarded"]  # the guard runs once per real step

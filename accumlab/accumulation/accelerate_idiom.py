@@ -3,12 +3,15 @@
 Accelerate's loop calls `optimizer.step()` and `optimizer.zero_grad()` on every iteration. The
 prepared optimizer (`AcceleratedOptimizer`) passes both on only while
 `accelerator.sync_gradients` is True, which `accumulate()` sets as the block is entered, on a
-window's last micro-batch. The model's own `zero_grad()` is not wrapped: it always acts.
+window's last micro-batch. The model's own `zero_grad()` is not wrapped: it always acts. A block
+entered once around the whole loop sets the flag once (False: no step); without a block it stays
+True (a step on every batch, each loss still ÷ k).
 `accelerate` is imported only inside the function: `al.accumulation` stays cheap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import torch
@@ -26,6 +29,9 @@ ACCELERATE_PLACEMENTS = {
     "before_block": "optimizer.zero_grad() before `with accelerator.accumulate(model):`",
     "top_of_block": "optimizer.zero_grad() first thing inside the block",
     "model_after_step": "model.zero_grad() after optimizer.step(), inside the block",
+    # two misplaced blocks, each with the optimizer's zero_grad() after step()
+    "around_loop": "`with accelerator.accumulate(model):` around the whole for loop",
+    "no_block": "no accumulate() block at all",
 }
 MAX_MICRO_BATCHES = 4096  # a lesson's loop: one process, a few windows
 
@@ -64,8 +70,10 @@ def accelerate_zero_grad_placements(
 
     Returns {"version" (accelerate's), "k", "full": [full-batch gradient of each window],
     "last": [each window's last micro-batch gradient ÷ k], "runs": {placement: {"stepped":
-    [.grad as `step()` reaches the optimizer, one per window], "erased": [what `.grad` held
-    each time a zero_grad() call really cleared it]}}}; gradients are {name: tensor}.
+    [.grad each time the real optimizer's step() ran, seen by its step pre-hook], "erased":
+    [what `.grad` held each time a zero_grad() call really cleared it], "guarded": how many
+    times `if accelerator.sync_gradients:` let once-per-window work (a clip) run}}};
+    gradients are {name: tensor}.
     """
     _validate.model("model", model)
     _validate.data("data", data)
@@ -118,20 +126,28 @@ def _run(accelerate, model, data, micro_batch_size, k, placement, loss_fn) -> di
     optimizer = torch.optim.SGD(mine.parameters(), lr=0.0)  # lr 0: read the gradients only
     loader = DataLoader(TensorDataset(data.x, data.y), batch_size=micro_batch_size)
     mine, optimizer, loader = accelerator.prepare(mine, optimizer, loader)
-    stepped, erased = [], []
-    for x, y in loader:
-        if placement == "before_block":
-            _zero(optimizer.zero_grad, mine, erased)
-        with accelerator.accumulate(mine):
-            if placement == "top_of_block":
+    stepped, erased, guarded = [], [], 0
+    # the real optimizer's own hook: it sees the steps that reach it, not the calls to the wrapper
+    optimizer.optimizer.register_step_pre_hook(lambda *_: stepped.append(_grads(mine)))
+    nothing = contextlib.nullcontext
+    outer = accelerator.accumulate(mine) if placement == "around_loop" else nothing()
+    unblocked = placement in ("around_loop", "no_block")
+    per_batch = (lambda _model: nothing()) if unblocked else accelerator.accumulate
+    with outer:
+        for x, y in loader:
+            if placement == "before_block":
                 _zero(optimizer.zero_grad, mine, erased)
-            total, count = loss_fn(mine(x), y)
-            accelerator.backward(total / count)  # the mean loss; backward divides it by k
-            if accelerator.sync_gradients:  # this step() reaches the optimizer
-                stepped.append(_grads(mine))
-            optimizer.step()
-            if placement == "after_step":
-                _zero(optimizer.zero_grad, mine, erased)
-            elif placement == "model_after_step":
-                _zero(mine.zero_grad, mine, erased)
-    return {"stepped": stepped, "erased": erased}
+            with per_batch(mine):
+                if placement == "top_of_block":
+                    _zero(optimizer.zero_grad, mine, erased)
+                total, count = loss_fn(mine(x), y)
+                accelerator.backward(total / count)  # the mean loss; backward divides it by k
+                if accelerator.sync_gradients:  # where the guide puts once-per-window work
+                    accelerator.clip_grad_norm_(mine.parameters(), float("inf"))  # measures only
+                    guarded += 1
+                optimizer.step()
+                if placement == "model_after_step":
+                    _zero(mine.zero_grad, mine, erased)
+                elif placement not in ("top_of_block", "before_block"):
+                    _zero(optimizer.zero_grad, mine, erased)
+    return {"stepped": stepped, "erased": erased, "guarded": guarded}

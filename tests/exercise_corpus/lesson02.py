@@ -590,3 +590,22 @@ HINTS.update(
         "checkpoint with use_reentrant=True": "use_reentrant=False is followed",
     }
 )
+
+
+def _torch_func_grad(model, data, micro_batch_size):
+    """Each micro-batch's gradient from torch.func.grad, added into .grad by hand: no backward."""
+    params = dict(model.named_parameters())
+    model.zero_grad()
+    for mb in data.micro_batches(micro_batch_size):
+
+        def loss(weights, mb=mb):
+            out = torch.func.functional_call(model, weights, (mb.x,))
+            return F.mse_loss(out, mb.y, reduction="sum")
+
+        grads = torch.func.grad(loss)({n: p.detach() for n, p in params.items()})
+        for n, p in params.items():
+            p.grad = grads[n] if p.grad is None else p.grad + grads[n]
+
+
+WRONG["02.2"].append(("torch.func.grad per micro-batch, added by hand", _torch_func_grad))
+HINTS["torch.func.grad per micro-batch, added by hand"] = "compute the same gradient with"
