@@ -634,3 +634,28 @@ def _whole_batch_pass2_reentrant(model, data, micro_batch_size):
 
 WRONG["09.4"].append(("pass 2 as one reentrant-checkpointed forward", _whole_batch_pass2_reentrant))
 HINTS["pass 2 as one reentrant-checkpointed forward"] = "embed the whole batch"
+
+
+def _open_clip_loop_inline_loss_into_embedding(model, data, micro_batch_size):
+    """open_clip's loop with the loss written inline and split in two: per micro-batch the whole
+    InfoNCE is built again, backpropagated only into that micro-batch's cached embedding
+    (autograd.grad), and the gradient carried through the model by a second, narrow backward, so
+    no batch-wide backward runs into the model."""
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    sizes = [len(c) for c in chunks]
+    for j, c in enumerate(chunks):
+        rr = [r.clone() for r in reps]
+        rr[j].requires_grad_()
+        q = torch.cat([r[:m] for r, m in zip(rr, sizes)])
+        k = torch.cat([r[m:] for r, m in zip(rr, sizes)])
+        logits = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).T / 0.1
+        (g,) = torch.autograd.grad(F.cross_entropy(logits, torch.arange(len(q))), rr[j])
+        model(al.coupling.pair_inputs(c)).backward(g)
+
+
+WRONG["09.4"].append(
+    ("open_clip's loop, inline loss into one embedding", _open_clip_loop_inline_loss_into_embedding)
+)
+HINTS["open_clip's loop, inline loss into one embedding"] = "4 separately built graphs"
