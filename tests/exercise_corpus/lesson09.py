@@ -659,3 +659,23 @@ WRONG["09.4"].append(
     ("open_clip's loop, inline loss into one embedding", _open_clip_loop_inline_loss_into_embedding)
 )
 HINTS["open_clip's loop, inline loss into one embedding"] = "4 separately built graphs"
+
+
+def _gradcache_whole_batch_pass_1(model, data, micro_batch_size):
+    """Pass 1 as one graph-less forward of the whole batch (the exercise allows it: no graph is
+    kept; GradCache chunks pass 1 too, for the activations a forward holds while it runs)."""
+    chunks = data.micro_batches(micro_batch_size)
+    n = len(data)
+    with torch.no_grad():
+        z = model(torch.cat([data.x, data.y]))
+    q, k = z[:n].clone().requires_grad_(), z[n:].clone().requires_grad_()
+    al.coupling.info_nce(q, k).backward()
+    sizes = [len(c) for c in chunks]
+    for c, gq, gk in zip(chunks, q.grad.split(sizes), k.grad.split(sizes)):
+        out = model(al.coupling.pair_inputs(c))
+        ((out[: len(c)] * gq).sum() + (out[len(c) :] * gk).sum()).backward()
+
+
+RIGHT["09.4"].append(
+    ("pass 1 one graph-less forward of the whole batch", _gradcache_whole_batch_pass_1)
+)
