@@ -424,7 +424,8 @@ HINTS.update(
     {
         "the whole batch on a copy in another thread, decoys, .grad copied in": "another model's layers",
         "decoy passes only": "added nothing",
-        "the whole batch by hand, copied over an honest pass": "differs from the big batch's",
+        # the hand-made batch-wide graph is a second batch-wide graph beside the honest loss's
+        "the whole batch by hand, copied over an honest pass": "2 separately built graphs",
     }
 )
 
@@ -679,3 +680,15 @@ def _gradcache_whole_batch_pass_1(model, data, micro_batch_size):
 RIGHT["09.4"].append(
     ("pass 1 one graph-less forward of the whole batch", _gradcache_whole_batch_pass_1)
 )
+
+
+def _gradcache_grad_doubled(model, data, micro_batch_size):
+    """An honest GradCache pass, then .grad doubled: pass 2 wrote it, but the step would train
+    on twice the batch's gradient (a factor the check allows only as loss × c with .grad ÷ c)."""
+    _gradcache_autograd_grad(model, data, micro_batch_size)
+    for p in model.parameters():
+        p.grad = 2 * p.grad
+
+
+WRONG["09.4"].append(("an honest pass, .grad doubled", _gradcache_grad_doubled))
+HINTS["an honest pass, .grad doubled"] = "differs from the big batch's"
