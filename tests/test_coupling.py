@@ -228,6 +228,11 @@ def test_adamw_divides_the_constant_factor_out_and_sgd_does_not(pairs):
     sgd = C.temperature_training(model, pairs, 8, optimizer="sgd", lr=0.1, steps=3)
     assert set(adamw["gaps"]) == set(C.TEMPERATURE_LOOPS[1:])
     assert max(adamw["gaps"].values()) < 1e-4 and min(sgd["gaps"].values()) > 0.1
+    # a norm clip over every parameter sees logit_scale's factor k: AdamW no longer hides it
+    clipped = C.temperature_training(
+        model, pairs, 8, optimizer="adamw", lr=0.01, steps=3, max_norm=2.0
+    )
+    assert min(clipped["gaps"].values()) > 1e-2
     # the reference really trains: GradCache's update is not zero
     assert sum(float(u.norm()) for u in adamw["updates"]["gradcache"].values()) > 1e-3
     # the model is left alone

@@ -790,7 +790,7 @@ def test_torch_func_under_the_memory_watch_gets_a_way_out():
 
 
 def test_backward_nodes_still_carry_their_input_shapes():
-    """09.4's wide_walks reads each node's `_input_metadata` (torch's private record of the
+    """09.4's wide_graphs reads each node's `_input_metadata` (torch's private record of the
     gradient shapes it receives); without it every open_clip loop would pass unseen."""
     w = torch.randn(3, 5, requires_grad=True)
     out = (torch.randn(32, 3) @ w).logsumexp(1).sum()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 
+import torch
+
 from .. import _validate
 from .._threads import one_thread
 from .._validate import positive_float, positive_int
@@ -40,10 +42,13 @@ def temperature_training(
     optimizer: str = "adamw",
     steps: int = 5,
     lr: float = 0.01,
+    max_norm: float | None = None,
 ) -> dict:
     """Train a copy of `model` (an encoder with a learnable `logit_scale`:
     `encoder(learnable_temperature=True)`) for `steps` optimizer steps on `data`, once per loop of
     TEMPERATURE_LOOPS, each step's gradient from that loop with micro-batches of `micro_batch_size`.
+    `max_norm`: clip the gradient's total norm over every parameter before each step, as
+    open_clip's `--grad-clip-norm` does (the norm then holds `logit_scale`'s factor).
 
     Returns {"updates": {loop: {name: final − initial parameters}}, "gaps": {loop: relative L2
     gap of its update to GradCache's}} (the open_clip loops). Lesson 09."""
@@ -58,6 +63,8 @@ def temperature_training(
     if steps > MAX_TRAINING_STEPS:
         raise ValueError(f"steps must be at most {MAX_TRAINING_STEPS}, got {steps}")
     lr = positive_float("lr", lr)
+    if max_norm is not None:
+        max_norm = positive_float("max_norm", max_norm)
     _validate.one_of("optimizer", optimizer, ("sgd", "sgd_momentum", "adam", "adamw"))
     data.micro_batches(micro_batch_size)  # validates micro_batch_size before any step
     start = params_of(model)
@@ -69,6 +76,8 @@ def temperature_training(
             grads = _gradient(loop, trained, data, micro_batch_size)
             for name, p in trained.named_parameters():
                 p.grad = grads[name].clone()
+            if max_norm is not None:
+                torch.nn.utils.clip_grad_norm_(trained.parameters(), max_norm)
             opt.step()
             opt.zero_grad(set_to_none=True)
         end = params_of(trained)

@@ -132,14 +132,16 @@ def shared_toward(first: list, second: list, leaf: torch.Tensor) -> list:
     return [n for i, n in reach.items() if i in in_first and i in in_second and n is not target]
 
 
-def wide_walks(walks: list[list], rows: int, model: torch.nn.Module) -> int:
-    """How many of `walks` ran into `model`'s parameters through an operation on more than `rows`
-    rows: a node whose incoming gradient is a matrix with a side above `rows` and above every
-    parameter's dimensions (so a weight's own gradient never counts). GradCache walks the
-    batch-wide loss once, into the cached embeddings; a loop that backpropagates the whole loss
-    once per micro-batch walks it k times, however the loss was written or checkpointed."""
+def wide_graphs(walks: list[list], rows: int, model: torch.nn.Module) -> int:
+    """How many distinct batch-wide graphs `walks` ran through: a node is wide when its incoming
+    gradient is a matrix with a side above `rows` and above every parameter's dimensions of
+    `model` (so a weight's own gradient never counts), and walks that share a wide node walked one
+    graph (a loss backpropagated in two `autograd.grad` calls). GradCache builds the batch-wide
+    loss once and walks it into the cached embeddings; open_clip's loop builds and walks it once
+    per micro-batch, whether its backward runs into the model or only into the one recomputed
+    embedding whose gradient a second backward carries on, however the loss was written or
+    checkpointed."""
     limit = max([rows, *(max(p.shape, default=1) for p in model.parameters())])
-    params = {id(p) for p in model.parameters()}
 
     def wide(node) -> bool:
         # the gradient shapes a node receives: torch's own record, read by compiled autograd. A
@@ -148,7 +150,12 @@ def wide_walks(walks: list[list], rows: int, model: torch.nn.Module) -> int:
         meta = getattr(node, "_input_metadata", ())
         return any(sum(d > 1 for d in m.shape) > 1 and max(m.shape) > limit for m in meta)
 
-    def into_model(walk) -> bool:  # the loss's own backward into cached embeddings does not
-        return any(id(getattr(node, "variable", None)) in params for node in walk)
-
-    return sum(any(wide(n) for n in walk) and into_model(walk) for walk in walks)
+    graphs: list[set[int]] = []
+    for walk in walks:
+        ids = {id(n) for n in walk if wide(n)}  # walks hold their nodes: ids are not reused
+        if ids:
+            for shared in [g for g in graphs if g & ids]:
+                graphs.remove(shared)
+                ids |= shared
+            graphs.append(ids)
+    return len(graphs)

@@ -9,7 +9,7 @@ import torch
 
 from . import exercise
 from ._answers import compare
-from ._backward_nodes import BackwardWalks, wide_walks
+from ._backward_nodes import BackwardWalks, wide_graphs
 from ._calls import CodeWatch
 from ._gradcache_judge import from_own_backwards
 from ._graph_watch import OutputGradients
@@ -266,14 +266,15 @@ def gradcache_step(answer):
             "GradCache, and a learnable temperature would get k times its gradient. Compute the "
             "loss ONCE over all cached embeddings and keep its gradient per embedding"
         )
-    walked = wide_walks(walks.walks, 2 * mb, learner)
+    walked = wide_graphs(walks.walks, 2 * mb, learner)
     if walked > 1:
         raise Hint(
-            f"{walked} backward passes ran through operations on more rows than one micro-batch "
-            "(the loss over the whole batch, or the whole batch's encoder): GradCache "
-            "backpropagates the batch-wide loss ONCE, into the cached embeddings, then one "
-            "micro-batch's rows at a time. Backpropagating the whole loss once per micro-batch is "
-            "open_clip's loop, however the loss is written or checkpointed"
+            f"your backward passes ran through {walked} separately built graphs on more rows than "
+            "one micro-batch (the loss over the whole batch, or the whole batch's encoder): "
+            "GradCache builds the batch-wide loss ONCE, backpropagates it into the cached "
+            "embeddings, then one micro-batch's rows at a time. Building and backpropagating the "
+            "whole loss once per micro-batch is open_clip's loop, however the loss is written, "
+            "checkpointed or split into two backward passes"
         )
     if seen.peak_saved_bytes > allowed["bound"]:
         raise Hint(

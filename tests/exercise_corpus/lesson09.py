@@ -424,7 +424,8 @@ HINTS.update(
     {
         "the whole batch on a copy in another thread, decoys, .grad copied in": "another model's layers",
         "decoy passes only": "added nothing",
-        "the whole batch by hand, copied over an honest pass": "differs from the big batch's",
+        # the hand-made batch-wide graph is a second batch-wide graph beside the honest loss's
+        "the whole batch by hand, copied over an honest pass": "2 separately built graphs",
     }
 )
 
@@ -634,3 +635,60 @@ def _whole_batch_pass2_reentrant(model, data, micro_batch_size):
 
 WRONG["09.4"].append(("pass 2 as one reentrant-checkpointed forward", _whole_batch_pass2_reentrant))
 HINTS["pass 2 as one reentrant-checkpointed forward"] = "embed the whole batch"
+
+
+def _open_clip_loop_inline_loss_into_embedding(model, data, micro_batch_size):
+    """open_clip's loop with the loss written inline and split in two: per micro-batch the whole
+    InfoNCE is built again, backpropagated only into that micro-batch's cached embedding
+    (autograd.grad), and the gradient carried through the model by a second, narrow backward, so
+    no batch-wide backward runs into the model."""
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    sizes = [len(c) for c in chunks]
+    for j, c in enumerate(chunks):
+        rr = [r.clone() for r in reps]
+        rr[j].requires_grad_()
+        q = torch.cat([r[:m] for r, m in zip(rr, sizes)])
+        k = torch.cat([r[m:] for r, m in zip(rr, sizes)])
+        logits = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).T / 0.1
+        (g,) = torch.autograd.grad(F.cross_entropy(logits, torch.arange(len(q))), rr[j])
+        model(al.coupling.pair_inputs(c)).backward(g)
+
+
+WRONG["09.4"].append(
+    ("open_clip's loop, inline loss into one embedding", _open_clip_loop_inline_loss_into_embedding)
+)
+HINTS["open_clip's loop, inline loss into one embedding"] = "4 separately built graphs"
+
+
+def _gradcache_whole_batch_pass_1(model, data, micro_batch_size):
+    """Pass 1 as one graph-less forward of the whole batch (the exercise allows it: no graph is
+    kept; GradCache chunks pass 1 too, for the activations a forward holds while it runs)."""
+    chunks = data.micro_batches(micro_batch_size)
+    n = len(data)
+    with torch.no_grad():
+        z = model(torch.cat([data.x, data.y]))
+    q, k = z[:n].clone().requires_grad_(), z[n:].clone().requires_grad_()
+    al.coupling.info_nce(q, k).backward()
+    sizes = [len(c) for c in chunks]
+    for c, gq, gk in zip(chunks, q.grad.split(sizes), k.grad.split(sizes)):
+        out = model(al.coupling.pair_inputs(c))
+        ((out[: len(c)] * gq).sum() + (out[len(c) :] * gk).sum()).backward()
+
+
+RIGHT["09.4"].append(
+    ("pass 1 one graph-less forward of the whole batch", _gradcache_whole_batch_pass_1)
+)
+
+
+def _gradcache_grad_doubled(model, data, micro_batch_size):
+    """An honest GradCache pass, then .grad doubled: pass 2 wrote it, but the step would train
+    on twice the batch's gradient (a factor the check allows only as loss × c with .grad ÷ c)."""
+    _gradcache_autograd_grad(model, data, micro_batch_size)
+    for p in model.parameters():
+        p.grad = 2 * p.grad
+
+
+WRONG["09.4"].append(("an honest pass, .grad doubled", _gradcache_grad_doubled))
+HINTS["an honest pass, .grad doubled"] = "differs from the big batch's"

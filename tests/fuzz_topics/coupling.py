@@ -234,6 +234,7 @@ CASES = [
     bad("coupling.temperature_training", "lr NaN", lambda: C.temperature_training(_learned(), _pairs(), 2, lr=NAN), "lr", "nan"),
     bad("coupling.temperature_training", "optimizer 'lbfgs'", lambda: C.temperature_training(_learned(), _pairs(), 2, optimizer="lbfgs"), "optimizer", "'lbfgs'"),
     bad("coupling.temperature_training", "micro_batch_size=9 of 8", lambda: C.temperature_training(_learned(), _pairs(), 9, steps=1), "micro_batch_size", "9"),
+    bad("coupling.temperature_training", "max_norm=-1", lambda: C.temperature_training(_learned(), _pairs(), 2, max_norm=-1.0), "max_norm", "-1"),
     bad("coupling.temperature_training", "data 'x'", lambda: C.temperature_training(_learned(), "x", 2), "data", "str"),
     handled("coupling.temperature_training", "steps as a numpy integer", lambda: C.temperature_training(_learned(), _pairs(), 4, steps=np.int64(1)), lambda r: all(np.isfinite(g) for g in r["gaps"].values())),
     bad("coupling.ema_runs", "placements 'micro_step' (a string)", lambda: C.ema_runs(al.mlp(), data(), 2, 2, placements="micro_step"), "placements", "str"),
