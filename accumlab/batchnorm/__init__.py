@@ -36,7 +36,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "recalibrate": "recalibration",
         # repeats.py: the training comparison over several data draws
         "accuracy_over_draws": "repeats",
-        # coupling.py: in exact arithmetic only cross-sample coupling in the forward breaks accumulation
+        # coupling.py: exact when each micro-step runs the same forward and no sample sees another
         "ReplayedDropout": "coupling",
         "TinyGRU": "coupling",
         "replayed_dropout_diff": "coupling",

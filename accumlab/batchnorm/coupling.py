@@ -1,6 +1,7 @@
-"""In exact arithmetic, only coupling across samples within the forward breaks accumulation: dropout
-with the same per-sample masks is exact, and so is a recurrent network, whose coupling runs along
-time inside each sample. Lesson 04."""
+"""In exact arithmetic, accumulation is exact for a forward that stays the same function across
+micro-steps (spectral norm's power iteration, updated by each training forward, breaks that) and
+in which no sample sees another: dropout with the same per-sample masks is exact, and so is a
+recurrent network, whose coupling runs along time inside each sample. Lesson 04."""
 
 from __future__ import annotations
 

@@ -9,6 +9,9 @@ from .._validate import positive_float, positive_int
 from .layers import batchnorm_data
 from .training import _setups, accuracy_over_seeds
 
+# the per-draw lists accuracy_over_seeds returns, {label: [one per draw]}
+_PER_DRAW = ("accuracy", "final_loss", "eval_loss", "recalibrated", "biased_running_var")
+
 
 @one_thread()
 def accuracy_over_draws(
@@ -50,12 +53,12 @@ def accuracy_over_draws(
         if not out:
             out = {key: one[key] for key in ("labels", "first")}
             out.update({"draws": [], "seeds": [], "runs": []})
-            for key in ("accuracy", "final_loss", "recalibrated", "biased_running_var"):
+            for key in _PER_DRAW:
                 out[key] = {label: [] for label in one[key]}
         out["draws"].append(s)
         out["seeds"].append(s)
         out["runs"] += one["runs"]
-        for key in ("accuracy", "final_loss", "recalibrated", "biased_running_var"):
+        for key in _PER_DRAW:
             for label, values in one[key].items():
                 out[key][label] += values
     out["gap_recovered"] = _gap_recovered(out)

@@ -42,6 +42,15 @@ def accuracy(model: nn.Module, data: Data) -> float:
     return float((scores.argmax(-1) == data.y).double().mean())
 
 
+def _eval_loss(model: nn.Module, data: Data) -> float:
+    """Mean cross-entropy on `data` in eval mode: the fit itself, with no micro-batch's statistics
+    in the measurement (the loop's own loss normalised each micro-batch with its own)."""
+    model = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        total, count = get_loss("cross_entropy")(forward(model, data, "data"), data.y)
+    return float(total) / count
+
+
 def _setups(setups) -> dict:
     """{label: (norm, micro_batch_size, accumulation_steps)}, at least one."""
     setups = _validate.mapping("setups", setups)
@@ -98,6 +107,7 @@ def training_comparison(
     steps = _micro_steps(setups, train, epochs)
     _validate.within_max_steps(f"micro-steps of every setup over epochs={epochs}", steps)
     out = {"labels": [], "losses": [], "accuracy": [], "train_accuracy": [], "models": []}
+    out["eval_loss"] = []  # training loss in eval mode, one per setup
     for label, (norm, mb, k) in tqdm(setups.items(), desc="training", disable=not progress):
         model = norm_model(
             norm, features=train.x.shape[1], outputs=int(train.y.max()) + 1, seed=seed
@@ -117,6 +127,7 @@ def training_comparison(
         out["losses"].append(trace.window_losses)
         out["accuracy"].append(accuracy(trace.model, test))
         out["train_accuracy"].append(accuracy(trace.model, train))
+        out["eval_loss"].append(_eval_loss(trace.model, train))
         out["models"].append(trace.model)
     return out
 
@@ -138,7 +149,9 @@ def accuracy_over_seeds(
     unbiased one PyTorch's running update stores. Lesson 04.
 
     Returns {"labels", "seeds", "accuracy": {label: [one per seed]}, "final_loss": {label: [mean
-    training loss over the last epoch's optimizer steps, as the loop saw it, one per seed]},
+    training loss over the last epoch's optimizer steps, as the loop saw it (each micro-batch
+    normalised with its own statistics), one per seed]}, "eval_loss": {label: [training loss of
+    the trained model in eval mode, one per seed]},
     "recalibrated" and "biased_running_var": {label: [...]} (BatchNorm setups only), "runs": each
     seed's `training_comparison` result (its trained models included), "first": runs[0]}.
     """
@@ -160,6 +173,7 @@ def accuracy_over_seeds(
         "seeds": seeds,
         "accuracy": {},
         "final_loss": {},
+        "eval_loss": {},
         "recalibrated": {},
         "biased_running_var": {},
         "runs": [],
@@ -170,10 +184,12 @@ def accuracy_over_seeds(
         )
         out["runs"].append(result)
         out.setdefault("first", result)
-        for label, acc, model, losses in zip(
-            result["labels"], result["accuracy"], result["models"], result["losses"], strict=True
+        for label, acc, model, losses, fit in zip(
+            *(result[key] for key in ("labels", "accuracy", "models", "losses", "eval_loss")),
+            strict=True,
         ):
             out["accuracy"].setdefault(label, []).append(acc)
+            out["eval_loss"].setdefault(label, []).append(fit)
             _, mb, k = setups[label]
             per_epoch = -(-len(train) // (mb * k))  # optimizer steps in one epoch
             last = losses[-per_epoch:]

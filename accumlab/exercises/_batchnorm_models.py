@@ -1,6 +1,7 @@
 """Exercise 04.3's model: every kind of BatchNorm layer a freeze must find, with dropout, an
 InstanceNorm that tracks running statistics (a norm layer that must stay in training mode), and
-running statistics, scales and shifts that are not the initial ones."""
+running statistics, scales and shifts that are not the initial ones; and the remark on the layers
+an answer left in training mode."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ INSTANCE = nn.InstanceNorm1d
 
 
 class _MixedNorms(nn.Module):
-    """04.3's model: every BatchNorm kind a freeze must find — BatchNorm1d, BatchNorm2d (over a
-    2 × 2 × 2 view of the features) and SyncBatchNorm (plain BatchNorm without a process group) —
+    """04.3's model: every BatchNorm kind a freeze must find — BatchNorm1d, BatchNorm2d and
+    BatchNorm3d (over 2 × 2 × 2 and 2 × 2 × 2 × 1 views of the features; a tuple of the three
+    classes people name first misses the 3d one) and SyncBatchNorm (plain BatchNorm without a
+    process group) —
     with dropout after the first and the last, and an InstanceNorm1d with running statistics (over
     a 2 × 4 view) that must keep its training mode."""
 
@@ -24,6 +27,7 @@ class _MixedNorms(nn.Module):
         drop = (lambda: nn.Dropout(dropout)) if dropout else nn.Identity
         self.inner = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Tanh(), drop())
         self.image = nn.BatchNorm2d(2)
+        self.volume = nn.BatchNorm3d(2)
         self.instance = INSTANCE(2, track_running_stats=True)
         self.outer = nn.Sequential(
             nn.Linear(8, 8), nn.SyncBatchNorm(8), nn.Tanh(), drop(), nn.Linear(8, 3)
@@ -32,6 +36,7 @@ class _MixedNorms(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.inner(x)
         h = self.image(h.reshape(len(h), 2, 2, 2)).reshape(len(h), 8)
+        h = self.volume(h.reshape(len(h), 2, 2, 2, 1)).reshape(len(h), 8)
         h = self.instance(h.reshape(len(h), 2, 4)).reshape(len(h), 8)
         return self.outer(h)
 
@@ -55,3 +60,22 @@ def model_with_statistics(dropout: float | None) -> nn.Module:
         model.instance.running_mean.copy_(torch.tensor([1.5, -1.0], dtype=torch.float64))
         model.instance.running_var.copy_(torch.tensor([3.0, 0.4], dtype=torch.float64))
     return model
+
+
+def why_still_training(frozen: nn.Module) -> str:
+    """04.3's remark after the layers left in training mode, fitted to what the answer did."""
+    norms = [m for m in frozen.modules() if isinstance(m, BATCHNORM)]
+    one_d = [m for m in norms if type(m) is nn.BatchNorm1d]
+    # BatchNorm1d frozen, others not: the answer tested for it (and maybe for more kinds)
+    if one_d and not any(m.training for m in one_d):
+        left = sorted({type(m).__name__ for m in norms if m.training})
+        tested = sorted({type(m).__name__ for m in norms if not m.training})
+
+        def listed(names, word):
+            return f" {word} ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+        return (
+            f"{listed(left, 'and')} {'is not a subclass' if len(left) == 1 else 'are not subclasses'}"
+            f" of {listed(tested, 'or')}: all of them derive from nn.modules.batchnorm._BatchNorm"
+        )
+    return "a layer's mode, set by .eval() or .train(False), decides which statistics it uses"

@@ -3,8 +3,7 @@
 04.1 and 04.2 ask for numbers (any real number type: a whole number of steps, and a momentum
 checked to 3 significant digits) about settings the lesson does not compute; 04.3 and 04.4 ask for
 functions and observe what they did: which layers are still the original ones, what they compute,
-and whether the answer called accumlab's own implementation.
-"""
+and whether the answer called accumlab's own implementation."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ from ._answers import Hint, compare, integer, number
 from ._batchnorm_models import BATCHNORM as _BATCHNORM
 from ._batchnorm_models import INSTANCE as _INSTANCE
 from ._batchnorm_models import model_with_statistics as _model_with_statistics
+from ._batchnorm_models import why_still_training as _why_still_training
 from ._ghost_judge import GHOST_CASES, GHOST_TOLERANCE, ghost_reference, wrong_ghost
 from ._observe import Modules, Refuse
 
@@ -29,11 +29,7 @@ FORGET_BELOW = 0.01
 STEPS_BELOW = 11
 
 
-@exercise(
-    "04.1",
-    1,
-    "Optimizer steps (k = 4, momentum 0.1) until the old running mean weighs less than 1 %",
-)
+@exercise("04.1", 1, "Optimizer steps (k = 4, momentum 0.1) until the old running mean is < 1 %")
 def steps_to_forget(answer):
     forwards = math.log(FORGET_BELOW) / math.log(0.9)  # 43.7 forwards, as a real number
     try:
@@ -154,20 +150,6 @@ def _dropped(model: nn.Module, dropouts: dict) -> dict:
     return seen
 
 
-def _why_still_training(frozen: nn.Module) -> str:
-    """The remark after the layers left in training mode, fitted to what the answer did."""
-    norms = [m for m in frozen.modules() if isinstance(m, _BATCHNORM)]
-    one_d = [m for m in norms if type(m) is nn.BatchNorm1d]
-    # BatchNorm1d frozen, the others not: the answer tested for BatchNorm1d
-    if one_d and not any(m.training for m in one_d):
-        left = sorted({type(m).__name__ for m in norms if m.training})
-        return (
-            f"{' and '.join(left)} {'is not a subclass' if len(left) == 1 else 'are not subclasses'}"
-            " of BatchNorm1d: all of them derive from nn.modules.batchnorm._BatchNorm"
-        )
-    return "a layer's mode, set by .eval() or .train(False), decides which statistics it uses"
-
-
 def _run_freeze(answer, model: nn.Module) -> nn.Module:
     """Call the learner's freeze on `model`; check it returned that model with its own layers."""
     before = Modules(model)
@@ -187,7 +169,7 @@ def _run_freeze(answer, model: nn.Module) -> nn.Module:
             "your function returned a different model object: freeze the layers of the model "
             "it was given, in place, and return that model"
         )
-    for kind in (nn.BatchNorm1d, nn.BatchNorm2d, nn.SyncBatchNorm, nn.Dropout):
+    for kind in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm, nn.Dropout):
         gone = before.sentence(frozen, kind)
         if gone:
             raise Hint(
@@ -216,16 +198,20 @@ def freeze(answer):
         if isinstance(m, _BATCHNORM) and m.training
     ]
     if training:
-        return (
-            f"BatchNorm layers still in training mode: {', '.join(training)}; they would normalise "
-            f"with micro-batch statistics ({_why_still_training(frozen)})"
+        # a forward of the answer's own (F.batch_norm with training=False, say) is not a mode
+        patched = any("forward" in vars(m) for m in frozen.modules() if isinstance(m, _BATCHNORM))
+        return f"BatchNorm layers still in training mode: {', '.join(training)}; " + (
+            "their forward was replaced: switch each layer's mode with .eval() instead (a replaced "
+            "forward is not what this exercise asks)"
+            if patched
+            else f"they would normalise with micro-batch statistics ({_why_still_training(frozen)})"
         )
     if any(not m.training for m in frozen.modules() if isinstance(m, nn.Dropout)):
         return "only the BatchNorm layers should change mode; dropout should keep regularising"
     now = dict(frozen.named_modules())
     changed = [f"{n}: p {p} → {now[n].p}" for n, p in rates.items() if now[n].p != p]
     if changed:
-        return f"your answer changed dropout's rate ({', '.join(changed)}); dropout should keep regularising as before"
+        return f"your answer changed dropout's rate ({', '.join(changed)}); it should keep regularising"
     switched = [
         f"{n} ({type(m).__name__})"
         for n, m in frozen.named_modules()
@@ -292,8 +278,7 @@ def ghost(answer):
             "al.batchnorm.micro_batch_stats",
             "al.batchnorm.layer_statistics",
             "al.batchnorm.normalized_values",
-            # the checker's own reference
-            "al.exercises._ghost_judge.ghost_reference",
+            "al.exercises._ghost_judge.ghost_reference",  # the checker's own reference
             "al.exercises._ghost_judge._normalised",
         ):
             try:

@@ -47,13 +47,13 @@ def freeze_by_class_name(model):
 
 
 def freeze_batchnorm1d_only(model):
-    """A common mistake: BatchNorm2d and SyncBatchNorm are not subclasses of BatchNorm1d."""
+    """A common mistake: BatchNorm2d, 3d and SyncBatchNorm are not subclasses of BatchNorm1d."""
     model.apply(lambda m: m.train(False) if isinstance(m, nn.BatchNorm1d) else None)
     return model
 
 
 def freeze_1d_and_2d_only(model):
-    """A common mistake: SyncBatchNorm derives from _BatchNorm, not from BatchNorm1d or 2d."""
+    """A common mistake: BatchNorm3d and SyncBatchNorm derive from _BatchNorm, not from 1d or 2d."""
     model.apply(lambda m: m.eval() if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) else None)
     return model
 
@@ -317,8 +317,8 @@ WRONG = {
     ],
     "04.3": [
         ("skips the technique: BatchNorm replaced by Identity", replace_batchnorm_by_identity),
-        ("BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm", freeze_batchnorm1d_only),
-        ("BatchNorm1d and 2d: misses SyncBatchNorm", freeze_1d_and_2d_only),
+        ("BatchNorm1d only: misses BatchNorm2d, 3d and SyncBatchNorm", freeze_batchnorm1d_only),
+        ("BatchNorm1d and 2d: misses BatchNorm3d and SyncBatchNorm", freeze_1d_and_2d_only),
         ("requires_grad_(False) on the BatchNorm layers, modes unchanged", freeze_parameters_only),
         ("type name == 'BatchNorm1d'", freeze_by_exact_name),
         ("calls the package: al.batchnorm.freeze_batchnorm", freeze_with_accumlab),
@@ -435,8 +435,8 @@ HINTS = {
     "hooks switch dropout off during each forward": "dropped 0%",
     "al.batchnorm.freeze_batchnorm bound before the check": "your answer called al.batchnorm.freeze_batchnorm",
     "torch.chunk into ceil(rows / size) pieces": "torch.chunk(n)",
-    "BatchNorm1d only: misses BatchNorm2d and SyncBatchNorm": "BatchNorm2d and SyncBatchNorm are not subclasses",
-    "BatchNorm1d and 2d: misses SyncBatchNorm": "SyncBatchNorm is not a subclass of BatchNorm1d",
+    "BatchNorm1d only: misses BatchNorm2d, 3d and SyncBatchNorm": "BatchNorm2d, BatchNorm3d and SyncBatchNorm are not subclasses",
+    "BatchNorm1d and 2d: misses BatchNorm3d and SyncBatchNorm": "BatchNorm3d and SyncBatchNorm are not subclasses of BatchNorm1d or BatchNorm2d",
     "requires_grad_(False) on the BatchNorm layers, modes unchanged": "set by .eval()",
     "calls the package: al.batchnorm.micro_batch_stats": "al.batchnorm.micro_batch_stats",
     "counted forwards: 44": "number of forwards",
@@ -681,3 +681,34 @@ WRONG["04.4"] += [
 WRONG["04.3"].append(("the checker's _frozen_by_us, modes copied back", _frozen_by_the_checker))
 WRONG["04.2"].append(("PyTorch's default BatchNorm momentum", 0.1))
 HINTS["PyTorch's default BatchNorm momentum"] = "default BatchNorm momentum"
+
+
+def freeze_three_kinds_named(model):
+    """The kinds people name first: BatchNorm3d is left out."""
+    for m in model.modules():
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.SyncBatchNorm)):
+            m.eval()
+    return model
+
+
+def freeze_by_functional_forward(model):
+    """FrozenBatchNorm-style: each layer's forward replaced by F.batch_norm with training=False;
+    the layers stay in training mode, so the next model.train() is not what unfreezes them."""
+    for m in model.modules():
+        if isinstance(m, BATCHNORM):
+
+            def frozen_forward(x, bn=m):
+                return F.batch_norm(
+                    x, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps
+                )
+
+            m.forward = frozen_forward
+    return model
+
+
+WRONG["04.3"] += [
+    ("BatchNorm1d, 2d and SyncBatchNorm named: misses BatchNorm3d", freeze_three_kinds_named),
+    ("forward replaced by F.batch_norm(training=False)", freeze_by_functional_forward),
+]
+HINTS["BatchNorm1d, 2d and SyncBatchNorm named: misses BatchNorm3d"] = "volume (BatchNorm3d)"
+HINTS["forward replaced by F.batch_norm(training=False)"] = "switch each layer's mode with .eval()"
