@@ -89,3 +89,39 @@ def from_own_backwards(learner, added, arrived, model, data) -> None:
             "let each micro-batch's backward write the gradient (a gradient computed elsewhere "
             "and copied into .grad is not GradCache)"
         )
+
+
+# operations a pass-2 surrogate may apply to the embeddings: linear in them (products with the
+# cached gradient, sums, views, slices, joins). A nonlinear one (exp, log, a norm, a softmax)
+# above the model's output means that backward differentiates the loss again.
+LINEAR = frozenset(
+    "Mul Div Add Sub Neg Sum Mean Slice Select Cat Stack Split SplitWithSizes Unbind View "
+    "UnsafeView ReshapeAlias Squeeze Unsqueeze Expand Clone AsStrided T Transpose Permute Dot Mv "
+    "Mm Bmm Index IndexSelect Gather Diagonal ToCopy Alias CopySlices AccumulateGrad".split()
+)
+
+
+def nonlinear_walks(walks: list[list], passes: list[dict], model) -> list[str]:
+    """For each backward walk into `model`'s parameters whose graph, above the outputs of the
+    model's forwards, holds an operation not in LINEAR: that operation's name. GradCache's pass 2
+    backpropagates <embedding, cached gradient>; open_clip's loop, however its loss is written
+    (in blocks of any size, by hand), backpropagates the loss itself once per micro-batch."""
+    from ._backward_nodes import _reachable
+
+    params = {id(p) for p in model.parameters()}
+    exits = [p["node"] for p in passes if p.get("node") is not None]
+    found = []
+    for walk in walks:
+        ids = {id(n) for n in walk}
+        if not any(id(getattr(n, "variable", None)) in params for n in walk):
+            continue
+        inside = {id(n) for n in _reachable([e for e in exits if id(e) in ids])}
+        names = [type(n).__name__ for n in walk if id(n) not in inside]
+        odd = [
+            name
+            for name in names
+            if name.rstrip("0123456789").removesuffix("Backward") not in LINEAR
+        ]
+        if odd:
+            found.append(odd[0])
+    return found

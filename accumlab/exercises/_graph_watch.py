@@ -108,7 +108,9 @@ class OutputGradients:
         if not self.passes or not isinstance(output, torch.Tensor) or output.grad_fn is None:
             return
         record = self.passes[-1]
-        record.update(out=output.detach().clone(), grad=torch.zeros_like(output))
+        record.update(
+            out=output.detach().clone(), grad=torch.zeros_like(output), node=output.grad_fn
+        )
 
         def arrived(grad, record=record):
             record["grad"] = record["grad"] + grad.detach()

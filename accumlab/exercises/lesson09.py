@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 
 import torch
 
@@ -11,7 +12,7 @@ from . import exercise
 from ._answers import compare
 from ._backward_nodes import BackwardWalks, wide_graphs
 from ._calls import CodeWatch
-from ._gradcache_judge import from_own_backwards
+from ._gradcache_judge import from_own_backwards, nonlinear_walks
 from ._graph_watch import OutputGradients
 from ._observe import Added, Hint, Observe, Refuse, Spy, forwards_phrase
 
@@ -208,7 +209,9 @@ def gradcache_step(answer):
 
     if not callable(answer):
         return "answer must be a function gradcache_step(model, data, micro_batch_size)"
-    data, model, mb = pair_data(32, seed=1), encoder(seed=1), 8
+    # drawn afresh for every check: a gradient computed for known data beforehand does not fit
+    seed = int.from_bytes(os.urandom(4), "little")
+    data, model, mb = pair_data(32, seed=seed), encoder(seed=seed), 8
     expected = batch_loss_grads(model, data, contrastive_loss)
     allowed = _allowed_bytes(model, data, mb)
     learner = copy.deepcopy(model)
@@ -275,6 +278,15 @@ def gradcache_step(answer):
             "embeddings, then one micro-batch's rows at a time. Building and backpropagating the "
             "whole loss once per micro-batch is open_clip's loop, however the loss is written, "
             "checkpointed or split into two backward passes"
+        )
+    relossed = nonlinear_walks(walks.walks, arrived.passes, learner)
+    if len(relossed) > 1:
+        raise Hint(
+            f"{len(relossed)} of your backward passes into the model ran through {relossed[0]} "
+            "above the model's output, a nonlinear function of the embeddings: the loss "
+            "evaluated again for each micro-batch, open_clip's loop, however it is written. "
+            "GradCache's pass 2 backpropagates something linear in each micro-batch's embeddings: "
+            "their dot product with the cached d loss / d embedding"
         )
     if seen.peak_saved_bytes > allowed["bound"]:
         raise Hint(

@@ -233,6 +233,16 @@ def _true_position(step: int, b: int, k: int) -> int:
     return epochs * b + step_schedule(b, k, 1, "per_epoch").position_after(in_epoch)
 
 
+def _resume_cases(rng) -> list[tuple[int, int, int, bool]]:
+    """(step, batches per epoch, k, drawn at random?) for 10.3: every step of the fixed cases,
+    then the drawn ones."""
+    from ..bookkeeping.counters import step_schedule
+
+    fixed = [(b, k, step_schedule(b, k, 4, "per_epoch").steps) for b, k in _CASES]
+    cases = [(step, b, k, False) for b, k, steps in fixed for step in range(steps + 1)]
+    return cases + [(step, b, k, True) for step, b, k in _drawn_cases(rng)]
+
+
 @exercise("10.3", 3, "where a resumed run must start reading data")
 def resume_position(answer):
     from ..bookkeeping.counters import position_from_step, step_schedule
@@ -241,12 +251,9 @@ def resume_position(answer):
         return "answer with a function resume_position(step, batches_per_epoch, k) -> int"
     import random
 
-    cases = []
-    for b, k in _CASES:
-        s = step_schedule(b, k, 4, "per_epoch")
-        cases += [(step, b, k, s.position_after(step)) for step in range(s.steps + 1)]
-    drawn = _drawn_cases(random.Random(int.from_bytes(os.urandom(8), "little")))
-    cases += [(step, b, k, _true_position(step, b, k)) for step, b, k in drawn]
+    # the cases only: each right position is computed after every answer has returned, so no
+    # frame the answer runs under holds one (nor a schedule that knows them)
+    cases = _resume_cases(random.Random(int.from_bytes(os.urandom(8), "little")))
     refused = Refuse(
         "al.bookkeeping.position_from_step",
         "al.bookkeeping.step_schedule",
@@ -256,23 +263,31 @@ def resume_position(answer):
         "al.exercises.lesson10._true_position",
     )
     own = _OwnCode()
+    returned = []
     with refused:
-        for step, b, k, right in cases:
+        for step, b, k, _ in cases:
             got, ran = own.calls(answer, step, b, k)
             if ran:
                 raise Hint(
                     f"this exercise asks you to write it yourself — your answer ran {ran[0]}"
                 )
             try:
-                value = integer(got)
+                returned.append((integer(got), got))
             except Hint as hint:
                 raise Hint(
                     f"resume_position({step}, {b}, {k}) returned {got!r:.40}: {hint}"
                 ) from None
-            if value != right:
-                break
-        else:
-            return None
+    for (step, b, k, drawn), (value, shown) in zip(cases, returned, strict=True):
+        got = shown  # quoted by the hint below
+        right = (
+            _true_position(step, b, k)
+            if drawn
+            else step_schedule(b, k, 4, "per_epoch").position_after(step)
+        )
+        if value != right:
+            break
+    else:
+        return None
     # named outside the block: a refused function the checker holds would read as handed to it
     if value == step * k:
         hint = "step × k is right only while no epoch has leftover micro-batches"

@@ -712,3 +712,20 @@ WRONG["04.3"] += [
 ]
 HINTS["BatchNorm1d, 2d and SyncBatchNorm named: misses BatchNorm3d"] = "volume (BatchNorm3d)"
 HINTS["forward replaced by F.batch_norm(training=False)"] = "switch each layer's mode with .eval()"
+
+
+def _expected_from_the_callers_frame(x, ghost_batch_size):
+    """Reads the checker's expected output out of a calling frame, if one holds it."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if isinstance(frame.f_locals.get("expected"), torch.Tensor):
+            return frame.f_locals["expected"].clone()
+        frame = frame.f_back
+    return torch.zeros_like(x)
+
+
+WRONG["04.4"].append(
+    ("the expected output read from a caller's frame", _expected_from_the_callers_frame)
+)

@@ -692,3 +692,28 @@ def _gradcache_grad_doubled(model, data, micro_batch_size):
 
 WRONG["09.4"].append(("an honest pass, .grad doubled", _gradcache_grad_doubled))
 HINTS["an honest pass, .grad doubled"] = "differs from the big batch's"
+
+
+def _open_clip_in_square_blocks(model, data, micro_batch_size):
+    """open_clip's loop with the InfoNCE written by hand in blocks of one micro-batch by one, so
+    no matrix on the gradient's path is wider than a micro-batch: the loss per micro-batch."""
+    chunks = data.micro_batches(micro_batch_size)
+    n = [len(c) for c in chunks]
+    with torch.no_grad():
+        reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    qd = [F.normalize(r[:m], dim=-1) for r, m in zip(reps, n)]
+    kd = [F.normalize(r[m:], dim=-1) for r, m in zip(reps, n)]
+    t = al.coupling.TEMPERATURE
+    for j, c in enumerate(chunks):
+        z = model(al.coupling.pair_inputs(c))
+        q, k = list(qd), list(kd)
+        q[j], k[j] = F.normalize(z[: n[j]], dim=-1), F.normalize(z[n[j] :], dim=-1)
+        loss = 0
+        for a in range(len(chunks)):
+            lse = sum(torch.exp(q[a] @ k[b].T / t).sum(1) for b in range(len(chunks)))
+            loss = loss + (torch.log(lse) - (q[a] * k[a]).sum(-1) / t).sum()
+        (loss / sum(n)).backward()
+
+
+WRONG["09.4"].append(("open_clip's loop in square blocks", _open_clip_in_square_blocks))
+HINTS["open_clip's loop in square blocks"] = "nonlinear function of the embeddings"

@@ -287,3 +287,20 @@ WRONG["10.3"].append(("the ⌈b / k⌉ rule by hand", _ceil_rule))
 HINTS["the ⌈b / k⌉ rule by hand"] = "the Trainer's rule"
 
 RIGHT["10.2"].append(("a range of the three steps", range(16, 47, 15)))
+
+
+def _right_from_the_callers_frame(step, batches_per_epoch, k):
+    """Reads the checker's right position out of a calling frame, if one holds it."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if isinstance(frame.f_locals.get("right"), int):
+            return frame.f_locals["right"]
+        frame = frame.f_back
+    return 0
+
+
+WRONG["10.3"].append(
+    ("the right position read from a caller's frame", _right_from_the_callers_frame)
+)

@@ -376,3 +376,30 @@ WRONG["12.3"] += [
     ("MainGrad._hook on a namespace", _main_grad_hook_on_a_namespace),
     ("a MainGrad made with object.__new__", _main_grad_made_without_init),
 ]
+
+
+def _checkpointed(reentrant):
+    """The float32 buffer with each micro-batch's forward under torch.utils.checkpoint: reentrant,
+    the first forward runs without a graph and backward reruns it with one."""
+    from torch.utils.checkpoint import checkpoint
+
+    def accumulate_fp32(model, micro_batches):
+        k = len(micro_batches)
+        names, params = zip(*model.named_parameters())
+        buf = [torch.zeros(p.shape, dtype=torch.float32) for p in params]
+        for mb in micro_batches:
+            x = mb.x.to(torch.bfloat16).requires_grad_(reentrant)
+            pred = checkpoint(model, x, use_reentrant=reentrant)
+            (torch.nn.functional.mse_loss(pred.float(), mb.y.float()) / k).backward()
+            for b, p in zip(buf, params, strict=True):
+                b.add_(p.grad.float())
+                p.grad = None
+        return dict(zip(names, buf, strict=True))
+
+    return accumulate_fp32
+
+
+RIGHT["12.3"] += [
+    ("forwards under checkpoint", _checkpointed(False)),
+    ("forwards under reentrant checkpoint", _checkpointed(True)),
+]
