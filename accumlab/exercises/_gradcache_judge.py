@@ -109,13 +109,13 @@ def nonlinear_walks(walks: list[list], passes: list[dict], model) -> list[str]:
     from ._backward_nodes import _reachable
 
     params = {id(p) for p in model.parameters()}
-    exits = [p["node"] for p in passes if p.get("node") is not None]
+    exits = {p["node"] for p in passes if p.get("node") is not None}  # (id, kind) of each output
     found = []
-    for walk in walks:
-        ids = {id(n) for n in walk}
+    for walk in walks:  # a walk holds its nodes: an id in it names one node
         if not any(id(getattr(n, "variable", None)) in params for n in walk):
             continue
-        inside = {id(n) for n in _reachable([e for e in exits if id(e) in ids])}
+        outputs = [n for n in walk if (id(n), type(n).__name__) in exits]
+        inside = {id(n) for n in _reachable(outputs)}
         names = [type(n).__name__ for n in walk if id(n) not in inside]
         odd = [
             name

@@ -108,9 +108,10 @@ class OutputGradients:
         if not self.passes or not isinstance(output, torch.Tensor) or output.grad_fn is None:
             return
         record = self.passes[-1]
-        record.update(
-            out=output.detach().clone(), grad=torch.zeros_like(output), node=output.grad_fn
-        )
+        # the output's node by id and kind only: holding it would keep the graph alive, and nodes
+        # take no weak references
+        node = (id(output.grad_fn), type(output.grad_fn).__name__)
+        record.update(out=output.detach().clone(), grad=torch.zeros_like(output), node=node)
 
         def arrived(grad, record=record):
             record["grad"] = record["grad"] + grad.detach()

@@ -179,6 +179,15 @@ def _trainer_loss(answer):
             f"{tolerance_words(tol)}): divide the window's summed token losses by exactly "
             "num_items_in_batch"
         )
+    cosines = [c.scale * c.reference_norm / c.grad_norm for c in checks if c.grad_norm > 0]
+    if cosines and min(cosines) < 0.99:  # the direction is off, whatever the size
+        return (
+            f"the steps point elsewhere (cosine with the reference down to {min(cosines):.3g}, "
+            f"{size}): each position's label is its own token here, so a loss that shifts the "
+            "labels by one (predicting the next token, as transformers' ForCausalLMLoss does) "
+            "or weighs tokens unequally computes another gradient; every real token of a window "
+            "weighs 1 / (the window's real tokens)"
+        )
     if min(scales) > 1.5:
         return (
             f"the steps are too large ({size}): the Trainer uses a compute_loss_func's loss as "
