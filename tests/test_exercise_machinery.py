@@ -861,3 +861,20 @@ def test_lesson08_second_audits_cannot_be_listed_in_advance(size, k, micro_batch
             if micro_batches == "short"
             else not remainder
         )
+
+
+def test_every_ghost_seed_keeps_04_4s_borderline_answers_apart(monkeypatch):
+    """04.4 draws its inputs from GHOST_SEEDS: on each, every right answer in the corpus passes
+    (float32 ones included) and every wrong one (a bfloat16 computation, a one-pass float32
+    variance) gets its hint."""
+    from exercise_corpus import lesson04 as corpus
+
+    from accumlab.exercises import lesson04
+
+    for seed in lesson04.GHOST_SEEDS:
+        monkeypatch.setattr(lesson04, "GHOST_SEEDS", (seed,))
+        for label, answer in corpus.RIGHT["04.4"]:
+            assert al.check("04.4", answer).ok, (seed, label)
+        for label, answer in corpus.WRONG["04.4"]:
+            said = al.check("04.4", answer)
+            assert not said.ok and corpus.HINTS.get(label, "") in said.message, (seed, label)

@@ -1,10 +1,9 @@
 """Numbers as a person types them: reading an answer, and comparing it with a stated tolerance.
 
-Every checker that asks for a number uses these (lessons 01-12), so that every lesson accepts the
-same forms: `int`, `float`, numpy integer and floating scalars (and 0-d arrays), 0-d torch tensors
-of any real dtype (also one that requires grad), `fractions.Fraction` and `decimal.Decimal`. Refused,
-with a hint in words: `bool` (True is not a count), NaN and inf (a computation that went wrong, not
-an answer), text (`"0.5"`), complex numbers, tensors with more than one element.
+Every checker that asks for a number uses these, so every lesson accepts the same forms: `int`,
+`float`, numpy scalars (and 0-d arrays), 0-d torch tensors of any real dtype, `Fraction` and
+`Decimal`, read as builtins. Refused, with a hint in words: `bool`, NaN and inf, text (`"0.5"`),
+complex numbers, tensors with more than one element.
 
 A checker raises `Hint("...")` (or lets one of these functions raise it) and `al.check` turns it
 into the learner's hint, so a checker reads as a list of conditions (`compare(answer, expected,
@@ -59,8 +58,7 @@ def _value(answer):
 
     if isinstance(answer, (bool,)) or type(answer).__name__ == "bool_":
         raise Hint(f"answer with one number, got {answer!r} (a True/False value is not a number)")
-    # rebuilt as the builtin type: a subclass's own __eq__ or __float__ must not judge itself
-    if isinstance(answer, int):
+    if isinstance(answer, int):  # builtins: a subclass's own __eq__ must not judge itself
         value = int.__index__(answer)
     elif isinstance(answer, float):
         value = float.__float__(answer)
@@ -102,8 +100,7 @@ _DIGITS = 308  # powers of ten a Decimal may carry before it is beyond every flo
 
 
 def number(answer) -> float:
-    """The answer as a float: any real number type (see the module docstring), else `Hint`.
-    `number(torch.tensor(0.5)) == 0.5`."""
+    """The answer as a float: any real number type (see the module docstring), else `Hint`."""
     return float(_value(answer))
 
 
@@ -111,8 +108,6 @@ def integer(answer) -> int:
     """The answer as an int. A float that is a whole number counts (78.0 is 78; so do
     `torch.tensor(78.)` and `np.int64(78)`); 78.4 does not. `integer(np.int64(7)) == 7`."""
     value = _value(answer)
-    if isinstance(value, int):
-        return value
     if value != int(value):
         raise Hint(f"answer with a whole number, got {answer!r}")
     return int(value)
@@ -307,10 +302,9 @@ def compare(
             )
     if math.fabs(value - expected) <= allowed or _truncated(value, expected, kind, amount):
         return None
-    # right to the digits it shows (rounded or truncated), but shown too coarsely to judge
+    # right to the digits it shows (0.2 for 0.18549), but shown too coarsely to judge ("close —
+    # give more digits"); a 0 keeps no digit of anything
     unit = shown_unit(answer)
-    # "close — give more digits": the answer is the expected value cut to fewer digits (0.2 for
-    # 0.18549); a 0 keeps no digit of anything
     coarse = unit > allowed and value != 0 and _shortened(value, expected, unit)
     for bad, hint in (wrong or {}).items():
         near = allowed if bad == 0 else _allowed(bad, kind, amount)

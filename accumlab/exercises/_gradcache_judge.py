@@ -92,36 +92,42 @@ def from_own_backwards(learner, added, arrived, model, data) -> None:
 
 
 # operations a pass-2 surrogate may apply to the embeddings: linear in them (products with the
-# cached gradient, sums, views, slices, joins). A nonlinear one (exp, log, a norm, a softmax)
-# above the model's output means that backward differentiates the loss again.
+# cached gradient, sums, views, slices, joins), and a reentrant checkpoint's node (the model's
+# forward rerun inside it). Any other (exp, log, a norm, a softmax) is a loss being differentiated.
 LINEAR = frozenset(
-    "Mul Div Add Sub Neg Sum Mean Slice Select Cat Stack Split SplitWithSizes Unbind View "
-    "UnsafeView ReshapeAlias Squeeze Unsqueeze Expand Clone AsStrided T Transpose Permute Dot Mv "
-    "Mm Bmm Index IndexSelect Gather Diagonal ToCopy Alias CopySlices AccumulateGrad".split()
+    "Mul Div Add Sub Neg Sum Nansum Mean Slice Select Cat Stack Split SplitWithSizes Unbind View "
+    "UnsafeView ReshapeAlias Squeeze Unsqueeze Expand Repeat Clone AsStrided T Transpose Permute "
+    "Dot Mv Mm Bmm Trace Diag Diagonal Index IndexSelect Gather ToCopy Alias CopySlices "
+    "AccumulateGrad CheckpointFunction".split()
 )
 
 
-def nonlinear_walks(walks: list[list], passes: list[dict], model) -> list[str]:
-    """For each backward walk into `model`'s parameters whose graph, above the outputs of the
-    model's forwards, holds an operation not in LINEAR: that operation's name. GradCache's pass 2
-    backpropagates <embedding, cached gradient>; open_clip's loop, however its loss is written
-    (in blocks of any size, by hand), backpropagates the loss itself once per micro-batch."""
+def loss_graphs(walks: list[list], passes: list[dict], model) -> tuple[int, str]:
+    """How many separately built graphs with a nonlinear operation (one not in LINEAR) the
+    backward walks ran through, above the outputs of the model's forwards, and one such
+    operation's name. Walks that share such a node walked one graph (a loss backpropagated in two
+    `autograd.grad` calls). GradCache builds its loss once; open_clip's loop builds it once per
+    micro-batch, however it is written (in blocks of any size, by hand) and wherever its gradient
+    goes (into the model, or into a copy of the embeddings that a second backward carries on)."""
     from ._backward_nodes import _reachable
 
-    params = {id(p) for p in model.parameters()}
     exits = {p["node"] for p in passes if p.get("node") is not None}  # (id, kind) of each output
-    found = []
+    graphs: list[set[int]] = []
+    name = ""
     for walk in walks:  # a walk holds its nodes: an id in it names one node
-        if not any(id(getattr(n, "variable", None)) in params for n in walk):
-            continue
         outputs = [n for n in walk if (id(n), type(n).__name__) in exits]
         inside = {id(n) for n in _reachable(outputs)}
-        names = [type(n).__name__ for n in walk if id(n) not in inside]
-        odd = [
-            name
-            for name in names
-            if name.rstrip("0123456789").removesuffix("Backward") not in LINEAR
-        ]
-        if odd:
-            found.append(odd[0])
-    return found
+        odd = [n for n in walk if id(n) not in inside and _kind(n) not in LINEAR]
+        if not odd:
+            continue
+        name = name or type(odd[0]).__name__
+        ids = {id(n) for n in odd}
+        for shared in [g for g in graphs if g & ids]:
+            graphs.remove(shared)
+            ids |= shared
+        graphs.append(ids)
+    return len(graphs), name
+
+
+def _kind(node) -> str:
+    return type(node).__name__.rstrip("0123456789").removesuffix("Backward")

@@ -258,14 +258,18 @@ def freeze(answer):
     return None
 
 
+GHOST_SEEDS = (4, 6, 7, 11, 15, 16, 18, 19, 20, 29, 34, 37, 46, 47, 48, 52, 53, 54, 56, 58, 59)
+
+
 @exercise(
     "04.4", 3, "Ghost batch norm by hand: normalise each chunk of rows with its own statistics"
 )
 def ghost(answer):
     if not callable(answer):
         return "answer must be a function (x, ghost_batch_size) -> normalised x"
-    # drawn afresh for every check: outputs computed beforehand for known inputs do not fit
-    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    # inputs drawn for every check from seeds on which float32 right answers pass and the
+    # one-pass float32 variance and a bfloat16 computation fail (tests/test_exercises.py)
+    g = torch.Generator().manual_seed(GHOST_SEEDS[int.from_bytes(os.urandom(2)) % len(GHOST_SEEDS)])
     for rows, size in GHOST_CASES:
         # columns of very different spread: the last one's variance (1e-4) is close to eps, and
         # centred on 0 so that a float32 computation keeps its digits

@@ -82,6 +82,15 @@ def _observed(answer, setup: str, **options) -> str | None:
         _not_the_gallerys(answer, setup, options)
         return None
     first = found[0]
+    steps = len(report.expected_steps)
+    if first.code == "UNEXPLAINED_SCHEDULE" and report.seen_steps == tuple(range(1, steps + 1)):
+        # one forward before each of the right number of steps: each forward took a window
+        return (
+            f"your loop ran one forward before each of its {steps} optimizer steps, where "
+            f"accumulation runs one per micro-batch ({report.micro_batches} per epoch): a forward "
+            "over a whole window's rows is the big batch, not accumulation. Run one forward and "
+            "one backward per micro-batch"
+        )
     measured = "; ".join(f"{k} {_fmt(v)}" for k, v in list(first.evidence.items())[:2])
     others = [f.code for f in found[1:]]
     also = f"; also {', '.join(others)}" if others else ""

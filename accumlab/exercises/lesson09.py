@@ -12,7 +12,7 @@ from . import exercise
 from ._answers import compare
 from ._backward_nodes import BackwardWalks, wide_graphs
 from ._calls import CodeWatch
-from ._gradcache_judge import from_own_backwards, nonlinear_walks
+from ._gradcache_judge import from_own_backwards, loss_graphs
 from ._graph_watch import OutputGradients
 from ._observe import Added, Hint, Observe, Refuse, Spy, forwards_phrase
 
@@ -279,14 +279,14 @@ def gradcache_step(answer):
             "whole loss once per micro-batch is open_clip's loop, however the loss is written, "
             "checkpointed or split into two backward passes"
         )
-    relossed = nonlinear_walks(walks.walks, arrived.passes, learner)
-    if len(relossed) > 1:
+    built, op = loss_graphs(walks.walks, arrived.passes, learner)
+    if built > 1:
         raise Hint(
-            f"{len(relossed)} of your backward passes into the model ran through {relossed[0]} "
-            "above the model's output, a nonlinear function of the embeddings: the loss "
-            "evaluated again for each micro-batch, open_clip's loop, however it is written. "
-            "GradCache's pass 2 backpropagates something linear in each micro-batch's embeddings: "
-            "their dot product with the cached d loss / d embedding"
+            f"your backward passes ran through {built} separately built graphs with a nonlinear "
+            f"function of the embeddings ({op}, not in the model): a loss built and "
+            "backpropagated once per micro-batch, however it is written. GradCache builds the "
+            "loss ONCE over the cached embeddings; pass 2 backpropagates something linear in each "
+            "micro-batch's embeddings, their dot product with the cached d loss / d embedding"
         )
     if seen.peak_saved_bytes > allowed["bound"]:
         raise Hint(

@@ -745,3 +745,18 @@ WRONG["08.1"].append(("the last window listed per k", _last_windows_listed_per_k
 HINTS["the last window listed per k"] = "data=al.regression_data("
 WRONG["08.2"].append(("the last micro-batch from 40 samples typed in", _last_micro_batch_from_40))
 HINTS["the last micro-batch from 40 samples typed in"] = "data=al.regression_data("
+
+
+def _one_forward_per_window(model, optimizer, batches, k):
+    """Each window's micro-batches concatenated into one forward: the big batch, stepped once per
+    window."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        x, y = torch.cat([b[0] for b in window]), torch.cat([b[1] for b in window])
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+
+WRONG["08.1"].append(("one forward per window", _one_forward_per_window))
+HINTS["one forward per window"] = "the big batch, not accumulation"

@@ -717,3 +717,40 @@ def _open_clip_in_square_blocks(model, data, micro_batch_size):
 
 WRONG["09.4"].append(("open_clip's loop in square blocks", _open_clip_in_square_blocks))
 HINTS["open_clip's loop in square blocks"] = "nonlinear function of the embeddings"
+
+
+def _open_clip_blocks_into_a_copy(model, data, micro_batch_size):
+    """open_clip's loop in square blocks whose gradient goes into a copy of the micro-batch's
+    embeddings, carried into the model by a second backward: the loss built k times."""
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
+    n = [len(c) for c in chunks]
+    t = al.coupling.TEMPERATURE
+    for j, c in enumerate(chunks):
+        copies = [r.clone() for r in reps]
+        copies[j].requires_grad_()
+        qs = [F.normalize(r[:m], dim=-1) for r, m in zip(copies, n)]
+        ks = [F.normalize(r[m:], dim=-1) for r, m in zip(copies, n)]
+        loss = 0
+        for a, qa in enumerate(qs):
+            blocks = [qa @ kb.T / t for kb in ks]
+            lse = torch.logsumexp(torch.stack([torch.logsumexp(b, dim=1) for b in blocks]), dim=0)
+            loss = loss + (lse - blocks[a].diagonal()).sum()
+        (g,) = torch.autograd.grad(loss / sum(n), copies[j])
+        model(al.coupling.pair_inputs(c)).backward(g)
+
+
+def _gradcache_trace_surrogate(model, data, micro_batch_size):
+    """GradCache, pass 2's surrogate written as trace(z gᵀ)."""
+    chunks, q, k = _cached(model, data, micro_batch_size)
+    al.coupling.info_nce(q, k).backward()
+    sizes = [len(c) for c in chunks]
+    for c, gq, gk in zip(chunks, q.grad.split(sizes), k.grad.split(sizes)):
+        z = model(al.coupling.pair_inputs(c))
+        torch.trace(z @ torch.cat([gq, gk]).T).backward()
+
+
+WRONG["09.4"].append(("open_clip's blocks into a copy", _open_clip_blocks_into_a_copy))
+HINTS["open_clip's blocks into a copy"] = "separately built graphs with a nonlinear"
+RIGHT["09.4"].append(("pass 2 as trace(z gᵀ)", _gradcache_trace_surrogate))
