@@ -14,8 +14,8 @@ def _count_leaves(answer):
     # loss = ((y - (w*x + b))**2).mean() + 0.01*(w**2).sum() + s.detach()*h.mean(): w and b
     # reach the loss (w along two paths, one node), s only through detach()
     wrong = {  # 3 comes from counting s, or from counting w twice and forgetting b
-        3: "one too many: s.detach() is a new tensor cut out of the graph, so no gradient reaches "
-        "s; and a leaf used twice (w) still has one node",
+        3: "s.detach() is a new tensor cut out of the graph, so no gradient reaches s; and a leaf "
+        "used twice (w) still has one node",
         4: "w is used twice, but a leaf has one AccumulateGrad node, reached along both paths",
         1: "b requires grad too: every leaf that reaches the loss gets its own node",
     }
@@ -216,6 +216,8 @@ def _which_grads(answer):
         return f"the tensors are named a, b, c and d; got {sorted(names - NAMES)}"
     if "c" in names:
         return "c is where backward starts, but it is a non-leaf that did not call retain_grad()"
+    if not names:  # the count below would be the answer's size
+        return "an empty set says no tensor has a .grad after c.backward(): which ones do?"
     missing = {"a", "b", "d"} - names
     if missing:  # say that one is missing, not which: the learner decides
         return (

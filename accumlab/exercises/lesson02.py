@@ -59,20 +59,30 @@ def _accumulate(answer):
     # F.mse_loss(model(data.x), data.y, reduction="sum"); data splits evenly; .grad arrives
     # holding another batch's gradient. Observed: the forwards and the rows each received, the
     # backward passes and what each added, the graphs alive at once.
-    from ..compare import flatten
-
     if not callable(answer):
         return (
             "answer with a function accumulate(model, data, micro_batch_size), got "
             f"{type(answer).__name__}"
         )
-    data = regression_data(12, 3, seed=11)
-    model = mlp(3, 4, 1, depth=1, seed=11)
+    # then 16 samples in micro-batches of 2: a scale or a size typed in for the first fails
+    first = _accumulate_on(
+        answer, regression_data(12, 3, seed=11), mlp(3, 4, 1, depth=1, seed=11), 4
+    )
+    if first is not None:
+        return first
+    return _accumulate_on(
+        answer, regression_data(16, 3, seed=12), mlp(3, 4, 1, depth=1, seed=12), 2
+    )
+
+
+def _accumulate_on(answer, data, model, size: int) -> str | None:
+    from ..compare import flatten
+
     mine = copy.deepcopy(model)
     stale = _stale(model)
     for name, p in mine.named_parameters():
         p.grad = stale[name].clone()
-    size, k = 4, 3
+    k = len(data) // size
     micro = data.micro_batches(size)
     with (
         Refuse(*REFUSED, *audit_loops()),  # lesson 08's loops, as 05.3 refuses them too

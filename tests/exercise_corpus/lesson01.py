@@ -324,11 +324,11 @@ HINTS = {
     "w.grad set to None between the passes": "only second's gradient",
     "w.grad zeroed between the passes": "AccumulateGrad adds",
     "w.grad halved after both passes": "AccumulateGrad adds",
-    "none of them": "3 tensors with a .grad after c.backward() are missing",
+    "none of them": "an empty set says no tensor has a .grad",
     "detach thought to cut d off for good": "1 tensor with a .grad after c.backward() is missing",
     "the output too": "c is where backward starts",
     "d thought to pass its gradient on to a": "1 tensor with a .grad after c.backward() is missing",
-    "the detached leaf counted": "one too many",
+    "the detached leaf counted": "s.detach() is a new tensor cut out of the graph",
     "a node per element of every leaf: 3 + 1 + 1": "reaches through recorded operations",
     "first's gradient set aside and added back by hand": "before the second backward pass",
 }

@@ -609,3 +609,23 @@ def _torch_func_grad(model, data, micro_batch_size):
 
 WRONG["02.2"].append(("torch.func.grad per micro-batch, added by hand", _torch_func_grad))
 HINTS["torch.func.grad per micro-batch, added by hand"] = "compute the same gradient with"
+
+
+def _mean_times_typed_size(model, data, micro_batch_size):
+    """Each micro-batch's mean loss times 4, the first setup's micro-batch size typed in."""
+    model.zero_grad()
+    for mb in data.micro_batches(micro_batch_size):
+        (F.mse_loss(model(mb.x), mb.y) * 4).backward()
+
+
+def _micro_batches_of_4_whatever_asked(model, data, micro_batch_size):
+    """The summed loss, but micro-batches of 4 whatever size is asked for."""
+    model.zero_grad()
+    for mb in data.micro_batches(4):
+        F.mse_loss(model(mb.x), mb.y, reduction="sum").backward()
+
+
+WRONG["02.2"] += [
+    ("the mean times the first setup's size", _mean_times_typed_size),
+    ("micro-batches of 4 whatever is asked", _micro_batches_of_4_whatever_asked),
+]
