@@ -145,7 +145,7 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
             hint = (
                 "torch.func's transforms (vjp, grad, jacrev) refuse to run under saved-tensor "
                 "hooks, and this check counts the bytes saved for backward with them: compute the "
-                "same gradient with torch.autograd.grad or .backward()"
+                "same gradient with .backward() (or torch.autograd.grad, where the exercise allows it)"
             )
     if hint is None:
         return CheckResult(id, True, f"{stars} {ex.title} — correct!")
