@@ -827,6 +827,11 @@ def test_sys_exit_and_an_unprintable_error_get_hints(exercise_id):
         raise Unprintable()
 
     assert "sys.exit()" in al.check(exercise_id, leaves).message
+
+    def closes(*args, **kwargs):
+        raise GeneratorExit("closed")
+
+    assert "raised GeneratorExit: closed" in al.check(exercise_id, closes).message
     said = al.check(exercise_id, unprintable).message
     assert "Unprintable" in said and "could not be printed" in said, said
 

@@ -139,7 +139,9 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
         hint = str(given)
     except SystemExit:  # sys.exit() in the answer would end the kernel's cell with a traceback
         hint = "your answer called sys.exit() (or exit()): return a value instead"
-    except Exception as err:  # the learner's code raised: say so instead of a deep traceback
+    except KeyboardInterrupt:  # the learner's own interrupt stops the check
+        raise
+    except BaseException as err:  # the learner's code raised: say so instead of a deep traceback
         hint = f"your answer raised {type(err).__name__}: {_said(err)}"
         if "support saved tensor hooks" in hint:  # torch.func under the checker's watch
             hint = (

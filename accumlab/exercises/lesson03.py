@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import math
+import os
+import random
 
 import torch
 import torch.nn.functional as F
@@ -162,7 +164,9 @@ def fix_loop(answer):
 
     if not callable(answer):
         return "answer with a function accumulate(model, micro_batches, class_weight)"
-    for lengths, mb, seed in (([2, 9, 14, 3, 1, 11], 2, 0), ([20, 1, 4, 7, 6], 1, 1)):
+    # tokens, class weights and model drawn afresh for every check: a divisor typed in does not fit
+    first, second = random.Random(int.from_bytes(os.urandom(8), "little")).sample(range(1000), 2)
+    for lengths, mb, seed in (([2, 9, 14, 3, 1, 11], 2, first), ([20, 1, 4, 7, 6], 1, second)):
         data, micro = _token_batches(lengths, mb, seed)
         weight = class_weights(seed)
         model = TinyLM(vocab=VOCAB, dim=6, seed=seed)

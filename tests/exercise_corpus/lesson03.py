@@ -360,3 +360,14 @@ def _divisor_summed_in_float32(model, micro_batches, class_weight):
 WRONG["03.4"].append(("the divisor in float32", _divisor_summed_in_float32))
 HINTS["the divisor in float32"] = "float32 round-off"
 HINTS["the mean forgotten: k × the last share of tokens"] = "share of the tokens"
+
+
+def _divisor_typed_in(model, micro_batches, class_weight):
+    """The summed weighted loss divided by the summed class weight of the token sets the check
+    once used, typed in by their number of micro-batches."""
+    total = {3: 63.75889219201967, 5: 49.29745591254869}.get(len(micro_batches), 1.0)
+    for mb in micro_batches:
+        (_weighted_sum(model, mb, class_weight) / total).backward()
+
+
+WRONG["03.4"].append(("the divisor typed in", _divisor_typed_in))
