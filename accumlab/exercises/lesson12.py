@@ -9,7 +9,7 @@ import torch
 
 from . import exercise
 from ._answers import integer, items, numbers, too_coarse, within
-from ._calls import Refuse
+from ._calls import Refuse, plural
 from ._graph_watch import _reentrant_rerun
 
 
@@ -227,7 +227,7 @@ def main_grad(answer) -> str | None:
         return "keep the model's parameters in bfloat16: the float32 buffer is extra, not a copy"
     if len(forwards) != k or {rows for rows, _, _ in forwards} != {size}:
         return (
-            f"the model's first layer ran {len(forwards)} forwards of "
+            f"the model's first layer ran {plural(len(forwards), 'forward')} of "
             f"{sorted({r for r, _, _ in forwards})} rows; accumulation runs k = {k} forwards of "
             f"{size}, on the bfloat16 model itself"
         )
@@ -239,12 +239,14 @@ def main_grad(answer) -> str | None:
         )
     if backwards[0] != k:
         return (
-            f"{backwards[0]} backward passes went through the first layer; one per micro-batch is "
+            f"{plural(backwards[0], 'backward pass', 'backward passes')} went through the first "
+            "layer; one per micro-batch is "
             f"{k} (.backward() or torch.autograd.grad on each micro-batch's loss)"
         )
     if weight_grads[0] != k:
         return (
-            f"the first layer's weight got its gradient in {weight_grads[0]} backward passes, not "
+            f"the first layer's weight got its gradient in "
+            f"{plural(weight_grads[0], 'backward pass', 'backward passes')}, not "
             f"k = {k}: one backward of the summed losses sums the graphs itself, it does not "
             "accumulate; run one backward per micro-batch and add each gradient into float32"
         )
