@@ -972,3 +972,10 @@ def test_explorer_sliders_cannot_reach_invalid_values():
         assert mb.value * k.value <= 128 and k.value <= 16 and ex.error is None
     with pytest.raises(ValueError, match="coupling must be one of"):
         C.explore_coupling("nope")
+
+
+def test_09_1_beta_left_at_0_9_gets_its_hint_without_asking_for_more_digits():
+    # 0.9 is β unchanged, not 0.99344 cut to one digit
+    result = al.check("09.1", 0.9)
+    assert not result.ok and "keep 0.9^16" in result.message, result.message
+    assert "more digits" not in result.message, result.message
