@@ -896,9 +896,11 @@ def test_plots_return_figures():
 def test_contrastive_sweep_figure_shows_the_logged_loss_and_marks_chance():
     sweep = C.contrastive_sweep(C.encoder(), C.pair_data(16), [16, 4, 2])
     ax = C.plot_contrastive_sweep(sweep).axes[1]
-    assert [b.get_height() for b in ax.patches] == pytest.approx(sweep["loss"])
+    # bars from the smallest micro-batch up, the direction the left panel's log axis runs
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "16"]
+    assert [b.get_height() for b in ax.patches] == pytest.approx(sweep["loss"][::-1])
     (marks,) = ax.get_lines()
-    assert list(marks.get_ydata()) == pytest.approx(sweep["chance"])
+    assert list(marks.get_ydata()) == pytest.approx(sweep["chance"][::-1])
     with pytest.raises(ValueError, match="missing key 'loss'"):
         C.plot_contrastive_sweep({k: v for k, v in sweep.items() if k != "loss"})
 
