@@ -308,6 +308,10 @@ WRONG = {
             "with the per-micro-batch token mean",
             {"token_mean_local", "token_mean_global", "constant"},
         ),
+        (
+            "seq_mean too: read as the step's sequences",
+            {"seq_mean", "token_mean_global", "constant"},
+        ),
         ("one of the two", {"constant"}),
         ("none", set()),
     ],
