@@ -29,10 +29,10 @@ def gradcache_step(model, data, micro_batch_size):
     with torch.no_grad():
         reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
     q = torch.cat([z[: len(c)] for z, c in zip(reps, chunks)]).requires_grad_()
-    k = torch.cat([z[len(c) :] for z, c in zip(reps, chunks)]).requires_grad_()
-    al.coupling.info_nce(q, k).backward()
+    p = torch.cat([z[len(c) :] for z, c in zip(reps, chunks)]).requires_grad_()
+    al.coupling.info_nce(q, p).backward()
     sizes = [len(c) for c in chunks]
-    for c, gq, gk in zip(chunks, q.grad.split(sizes), k.grad.split(sizes)):
+    for c, gq, gk in zip(chunks, q.grad.split(sizes), p.grad.split(sizes)):
         z = model(al.coupling.pair_inputs(c))
         ((z[: len(c)] * gq).sum() + (z[len(c) :] * gk).sum()).backward()
 
@@ -42,8 +42,8 @@ def all_graphs_alive(model, data, micro_batch_size):
     chunks = data.micro_batches(micro_batch_size)
     reps = [model(al.coupling.pair_inputs(c)) for c in chunks]
     q = torch.cat([z[: len(c)] for z, c in zip(reps, chunks)])
-    k = torch.cat([z[len(c) :] for z, c in zip(reps, chunks)])
-    al.coupling.info_nce(q, k).backward()
+    p = torch.cat([z[len(c) :] for z, c in zip(reps, chunks)])
+    al.coupling.info_nce(q, p).backward()
 
 
 def naive_step(model, data, micro_batch_size):

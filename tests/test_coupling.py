@@ -896,9 +896,11 @@ def test_plots_return_figures():
 def test_contrastive_sweep_figure_shows_the_logged_loss_and_marks_chance():
     sweep = C.contrastive_sweep(C.encoder(), C.pair_data(16), [16, 4, 2])
     ax = C.plot_contrastive_sweep(sweep).axes[1]
-    assert [b.get_height() for b in ax.patches] == pytest.approx(sweep["loss"])
+    # bars from the smallest micro-batch up, the direction the left panel's log axis runs
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "16"]
+    assert [b.get_height() for b in ax.patches] == pytest.approx(sweep["loss"][::-1])
     (marks,) = ax.get_lines()
-    assert list(marks.get_ydata()) == pytest.approx(sweep["chance"])
+    assert list(marks.get_ydata()) == pytest.approx(sweep["chance"][::-1])
     with pytest.raises(ValueError, match="missing key 'loss'"):
         C.plot_contrastive_sweep({k: v for k, v in sweep.items() if k != "loss"})
 
@@ -972,3 +974,10 @@ def test_explorer_sliders_cannot_reach_invalid_values():
         assert mb.value * k.value <= 128 and k.value <= 16 and ex.error is None
     with pytest.raises(ValueError, match="coupling must be one of"):
         C.explore_coupling("nope")
+
+
+def test_09_1_beta_left_at_0_9_gets_its_hint_without_asking_for_more_digits():
+    # 0.9 is β unchanged, not 0.99344 cut to one digit
+    result = al.check("09.1", 0.9)
+    assert not result.ok and "keep 0.9^16" in result.message, result.message
+    assert "more digits" not in result.message, result.message

@@ -51,15 +51,18 @@ def plot_contrastive_sweep(sweep: dict) -> Figure:
     ax_cos.set_xlabel("micro-batch size (in-batch negatives = size − 1)")
     ax_cos.set_ylabel("cosine(naive accumulated, big batch)")
     ax_cos.set_title(f"big batch = {max(sizes)} pairs", fontsize=9)
-    labels = [str(s) for s in sizes]
-    ax_loss.bar(labels, sweep["loss"], color="tab:blue", label="logged loss (same weights)")
+    # bars by increasing size, as the log axis on the left runs
+    order = sorted(range(len(sizes)), key=sizes.__getitem__)
+    labels = [str(sizes[i]) for i in order]
+    losses, chance = ([values[i] for i in order] for values in (sweep["loss"], sweep["chance"]))
+    ax_loss.bar(labels, losses, color="tab:blue", label="logged loss (same weights)")
     ax_loss.plot(
-        labels, sweep["chance"], "_", color="black", markersize=22, mew=2, label="chance: log(size)"
+        labels, chance, "_", color="black", markersize=22, mew=2, label="chance: log(size)"
     )
     ax_loss.set_xlabel("micro-batch size the loss is computed over")
     ax_loss.set_ylabel("InfoNCE")
     ax_loss.set_title("the loss a loop logs falls with the micro-batch size", fontsize=9)
-    ax_loss.legend(fontsize=8, loc="upper right")
+    ax_loss.legend(fontsize=8, loc="upper left")  # the tall bars and marks are on the right
     return fig
 
 

@@ -19,18 +19,19 @@ from ._observe import Added, Hint, Observe, Refuse, Spy, forwards_phrase
 # 09.1: the old EMA's share per optimizer step must be KEPT, with K updates per step
 KEPT, K = 0.9, 16
 # significant digits the exercise asks for: 5 tell β^16 = 0.9 (0.99344) from its first-order
-# approximation 1 + ln(0.9)/16 (0.99342), and float32's 7 digits still pass
+# approximation 1 + ln(0.9)/16 (0.99341), and float32's 7 digits still pass
 DIGITS = 5
 
 
 @exercise("09.1", 1, "Which β keeps 0.9 of the old EMA per optimizer step, at 16 updates per step?")
 def ema_decay(answer):
-    return compare(
+    unchanged = f"with β = {KEPT} each update keeps {KEPT}, so {K} updates keep {KEPT}^{K}"
+    hint = compare(
         answer,
         KEPT ** (1 / K),
         sig=DIGITS,
         wrong={
-            KEPT: f"with β = {KEPT} each update keeps {KEPT}, so {K} updates keep {KEPT}^{K}",
+            KEPT: unchanged,
             1 - (1 - KEPT) / K: f"the shares multiply, they do not add: β^{K} must equal {KEPT}",
             KEPT
             ** K: f"that is what survives when β = {KEPT}; you want the β whose {K}th power is {KEPT}",
@@ -41,6 +42,8 @@ def ema_decay(answer):
         },
         otherwise=f"each update keeps a share β of the EMA it finds, and the loop makes {K} of them",
     )
+    # 0.9 is β left as it was, not 0.99344 cut to one digit: no "if you rounded, give more digits"
+    return unchanged if hint and hint.startswith(unchanged) else hint
 
 
 @exercise(

@@ -300,12 +300,17 @@ WRONG = {
         ("too few digits", 0.993),
         ("4 digits: too few", 0.9934),
         ("the first-order approximation 1 + ln(0.9)/16", 1 + math.log(0.9) / 16),
+        ("the first-order approximation, rounded to 5 digits", 0.99341),
         ("§3's β = 0.99, unchanged", 0.99),
     ],
     "09.2": [
         (
             "with the per-micro-batch token mean",
             {"token_mean_local", "token_mean_global", "constant"},
+        ),
+        (
+            "seq_mean too: read as the step's sequences",
+            {"seq_mean", "token_mean_global", "constant"},
         ),
         ("one of the two", {"constant"}),
         ("none", set()),
@@ -346,6 +351,7 @@ HINTS = {
     "open_clip's loop, info_nce bound before the check": "open_clip's loop",
     "a copy of gradcache_grads' body": "write it yourself",
     "the first-order approximation 1 + ln(0.9)/16": "first-order approximation",
+    "the first-order approximation, rounded to 5 digits": "first-order approximation",
     "4 digits: too few": "more digits",
     "open_clip's loop, a hand-written InfoNCE": "open_clip's loop",
     "every pass-2 graph alive, one backward": "bytes for backward at once",
