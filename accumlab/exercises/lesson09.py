@@ -184,11 +184,10 @@ class _LossCalls:
 
 def _allowed_bytes(model, data, micro_batch_size) -> dict:
     """What a GradCache step may hold for backward at once: the loss graph over all cached
-    embeddings (step 2), or later one micro-batch's encoder graph with at most all the cached
-    gradients (step 3) — never both, since the loss graph is freed by its backward before pass 2.
-    The loss graph together with a micro-batch's graph is open_clip's loop (the loss evaluated
-    per micro-batch); several micro-batch graphs alive, one backward at the end, are not
-    GradCache either."""
+    embeddings with at most one micro-batch's encoder graph (one micro-batch kept with its graph
+    through the loss saves its second forward), or later one micro-batch's encoder graph with at
+    most all the cached gradients. Several micro-batch graphs alive, one backward at the end, are
+    big-batch memory (open_clip's loop, one loss per micro-batch, is refused before this)."""
     from ..coupling.contrastive import info_nce, pair_inputs
     from ..coupling.gradcache import encoder_saved_bytes
     from ..saved import saved_tensor_bytes
@@ -200,7 +199,7 @@ def _allowed_bytes(model, data, micro_batch_size) -> dict:
     loss = saved_tensor_bytes(lambda: info_nce(q, k))
     chunk = encoder_saved_bytes(model, data[:micro_batch_size])
     cached = 2 * z.numel() * z.element_size()
-    return {"loss": loss, "chunk": chunk, "cached": cached, "bound": max(loss, chunk + cached)}
+    return {"loss": loss, "chunk": chunk, "cached": cached, "bound": chunk + max(loss, cached)}
 
 
 @exercise("09.4", 3, "Implement the two-pass GradCache step")
@@ -291,14 +290,19 @@ def gradcache_step(answer):
             "loss ONCE over the cached embeddings; pass 2 backpropagates something linear in each "
             "micro-batch's embeddings, their dot product with the cached d loss / d embedding"
         )
+    if seen.peak_graphs > 2:  # a micro-batch's anchors and positives may be two forwards
+        raise Hint(
+            f"{seen.graphs_phrase()}: pass 2 backpropagates each micro-batch's graph before the "
+            "next micro-batch's forward, so one encoder graph is alive at a time"
+        )
     if seen.peak_saved_bytes > allowed["bound"]:
         raise Hint(
             f"your answer held {seen.peak_saved_bytes:,} bytes for backward at once; a GradCache "
-            f"step holds first the loss graph ({allowed['loss']:,}), freed by its backward, then "
-            f"one micro-batch's encoder graph ({allowed['chunk']:,}) with at most the cached "
-            f"gradients ({allowed['cached']:,}): at most {allowed['bound']:,}. Pass 1 without a "
-            "graph, the loss once over the cached embeddings, and in pass 2 backpropagate each "
-            "micro-batch before the next forward"
+            f"step holds one micro-batch's encoder graph ({allowed['chunk']:,}) at most, beside "
+            f"the loss graph ({allowed['loss']:,}) or the cached gradients "
+            f"({allowed['cached']:,}): at most {allowed['bound']:,}. Pass 1 without a graph, the "
+            "loss once over the cached embeddings, and in pass 2 backpropagate each micro-batch "
+            "before the next forward"
         )
     from_own_backwards(learner, added, arrived, model, data)
     if grad_diff(grads_of(learner), expected).max_rel > 1e-10:
