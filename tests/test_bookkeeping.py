@@ -821,3 +821,117 @@ def test_skipped_fp16_steps_leave_the_step_count_ahead_of_the_schedule():
     ):
         with pytest.raises(ValueError, match=name):
             bk.skipped_step_counts(**{"windows": 6, **kwargs})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("noise", [False, True])
+def test_trainer_rng_state_replays_dropout_only_without_collator_draws(tmp_path, noise):
+    """Lesson 10, cell 46: the Trainer restores rng_state.pth after the first window's fetch, so a
+    collator drawing from the global RNG (num_workers=0) shifts every dropout mask after a resume."""
+    transformers = pytest.importorskip("transformers")
+    transformers.utils.logging.set_verbosity_error()
+    k, samples = 4, 24
+
+    class Indexed(torch.utils.data.Dataset):
+        def __len__(self):
+            return samples
+
+        def __getitem__(self, i):
+            return {"x": torch.tensor([float(i)]), "idx": torch.tensor(i)}
+
+    def collate(rows):
+        x = torch.stack([r["x"] for r in rows])
+        # an augmentation drawn in the main process from the global RNG
+        x = x + torch.rand(x.shape) if noise else x
+        return {"x": x, "idx": torch.stack([r["idx"] for r in rows])}
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.out, self.masks = torch.nn.Linear(1, 8), torch.nn.Linear(8, 1), []
+
+        def forward(self, x, idx):
+            h = self.lin(x / 100.0)
+            mask = torch.nn.functional.dropout(torch.ones_like(h), 0.5, self.training) > 0
+            self.masks.append(mask)
+            return {"loss": (self.out(h * mask * 2) ** 2).mean()}
+
+    def train(out, resume=None):
+        torch.manual_seed(0)
+        net = Net()
+        args = transformers.TrainingArguments(
+            str(out), per_device_train_batch_size=1, gradient_accumulation_steps=k,
+            num_train_epochs=2, save_strategy="steps", save_steps=3, logging_strategy="no",
+            report_to=[], use_cpu=True, remove_unused_columns=False, seed=0, disable_tqdm=True,
+        )  # fmt: skip
+        trainer = transformers.Trainer(
+            model=net, args=args, train_dataset=Indexed(), data_collator=collate
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        return net
+
+    full = train(tmp_path / "full")
+    rest = train(tmp_path / "again", resume=tmp_path / "full" / "checkpoint-3")
+    start = len(full.masks) - len(rest.masks)
+    assert start == 3 * k  # resumed mid-epoch, after 3 optimizer steps
+    equal = [torch.equal(a, b) for a, b in zip(full.masks[start:], rest.masks, strict=True)]
+    exact = all(torch.equal(p, q) for p, q in zip(full.parameters(), rest.parameters()))
+    assert (sum(equal), exact) == ((0, False) if noise else (len(equal), True)), (equal, exact)
+
+
+@pytest.mark.slow
+def test_accelerate_save_state_restores_the_accumulate_counter(tmp_path):
+    """Lesson 10, cell 46: save_state keeps accelerator.step (micro-batches this epoch with
+    sync_with_dataloader) and load_state restores it; the loader itself is not moved."""
+    accelerate = pytest.importorskip("accelerate")
+    acc = accelerate.Accelerator(gradient_accumulation_steps=K, cpu=True)
+    model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(7, 1)))
+    model, opt, loader = acc.prepare(model, opt, loader)
+    for read, (x,) in enumerate(loader, start=1):
+        with acc.accumulate(model):
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        if read == 6:
+            break
+    acc.save_state(tmp_path)
+    again = accelerate.Accelerator(gradient_accumulation_steps=K, cpu=True)
+    model2 = again.prepare(torch.nn.Linear(1, 1))
+    again.prepare(torch.optim.SGD(model2.parameters(), lr=0.1))
+    assert again.step == 0
+    again.load_state(tmp_path)
+    assert acc.step == again.step == 6, (acc.step, again.step)
+
+
+@pytest.mark.slow
+def test_lightning_hands_the_divided_loss_to_on_train_batch_end():
+    """Lesson 10, cell 5 (#18464): outputs["loss"] in on_train_batch_end is the loss ÷ k."""
+    L = pytest.importorskip("lightning")
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.raw, self.out = torch.nn.Linear(1, 1), [], []
+
+        def training_step(self, batch, i):
+            loss = (self.lin(batch[0]) ** 2).mean()
+            self.raw.append(loss.item())
+            return loss
+
+        def on_train_batch_end(self, outputs, batch, i):
+            self.out.append(outputs["loss"].item())
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    for k in (1, 4):
+        torch.manual_seed(0)
+        module = Module()
+        data = torch.utils.data.TensorDataset(torch.ones(8, 1))
+        L.Trainer(
+            max_epochs=1, accumulate_grad_batches=k, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+        ).fit(module, torch.utils.data.DataLoader(data))  # fmt: skip
+        assert module.out == pytest.approx([r / k for r in module.raw], rel=1e-6), (k, module.out)
