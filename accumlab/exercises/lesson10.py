@@ -233,6 +233,15 @@ def _true_position(step: int, b: int, k: int) -> int:
     return epochs * b + step_schedule(b, k, 1, "per_epoch").position_after(in_epoch)
 
 
+def _quoted(value) -> str:
+    """The answer's value as the hint quotes it: a huge int by its size (Python refuses to print
+    one of over 4,300 digits), anything else cut to 40 characters."""
+    if isinstance(value, int) and abs(value) > 10**40:
+        return f"an integer of {len(str(abs(value))) if abs(value) < 10**4000 else 'over 4,000'} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 def _resume_cases(rng) -> list[tuple[int, int, int, bool]]:
     """(step, batches per epoch, k, drawn at random?) for 10.3: every step of the fixed cases,
     then the drawn ones."""
@@ -275,7 +284,7 @@ def resume_position(answer):
                 returned.append((integer(got), got))
             except Hint as hint:
                 raise Hint(
-                    f"resume_position({step}, {b}, {k}) returned {got!r:.40}: {hint}"
+                    f"resume_position({step}, {b}, {k}) returned {_quoted(got)}: {hint}"
                 ) from None
     for (step, b, k, drawn), (value, shown) in zip(cases, returned, strict=True):
         got = shown  # quoted by the hint below
@@ -301,4 +310,4 @@ def resume_position(answer):
             "a step ends a window of k inside its epoch; the epoch's leftover "
             "micro-batches come after that epoch's last step"
         )
-    return f"resume_position({step}, {b}, {k}) returned {got!r:.40}; {hint}"
+    return f"resume_position({step}, {b}, {k}) returned {_quoted(got)}; {hint}"
