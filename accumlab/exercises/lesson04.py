@@ -20,6 +20,7 @@ from ._answers import Hint, compare, integer, number
 from ._batchnorm_models import BATCHNORM as _BATCHNORM
 from ._batchnorm_models import INSTANCE as _INSTANCE
 from ._batchnorm_models import model_with_statistics as _model_with_statistics
+from ._batchnorm_models import statistics_or_weights_touched as _statistics_or_weights_touched
 from ._batchnorm_models import why_still_training as _why_still_training
 from ._ghost_judge import GHOST_CASES, GHOST_TOLERANCE, ghost_reference, wrong_ghost
 from ._observe import Modules, Refuse
@@ -193,6 +194,9 @@ def freeze(answer):
     before = {n: b.clone() for n, b in model.named_buffers()}
     rates = {n: m.p for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
     frozen = _run_freeze(answer, model)
+    said = _statistics_or_weights_touched(frozen, before)  # what the answer did, before any forward
+    if said:
+        return said
     training = [
         f"{n} ({type(m).__name__})"
         for n, m in frozen.named_modules()
