@@ -19,6 +19,7 @@ from . import exercise
 from ._answers import Hint, compare, integer, number
 from ._batchnorm_models import BATCHNORM as _BATCHNORM
 from ._batchnorm_models import INSTANCE as _INSTANCE
+from ._batchnorm_models import batchnorm_buffers_changed as _batchnorm_buffers_changed
 from ._batchnorm_models import model_with_statistics as _model_with_statistics
 from ._batchnorm_models import statistics_or_weights_touched as _statistics_or_weights_touched
 from ._batchnorm_models import why_still_training as _why_still_training
@@ -230,13 +231,7 @@ def freeze(answer):
         )
     dropouts = {n: m for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
     seen = _dropped(frozen, dropouts)
-    # InstanceNorm in training mode updates its own running statistics: only BatchNorm's count
-    kept = {n for n, m in frozen.named_modules() if isinstance(m, _BATCHNORM)}
-    if any(
-        not torch.equal(before[n], b)
-        for n, b in frozen.named_buffers()
-        if n.rsplit(".", 1)[0] in kept
-    ):
+    if _batchnorm_buffers_changed(frozen, before):
         return "the running statistics changed during a forward: the layer is not frozen"
     for name, (fraction, scaled) in seen.items():
         if not DROPPED[0] <= fraction <= DROPPED[1] or not scaled:
