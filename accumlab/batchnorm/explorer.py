@@ -80,8 +80,9 @@ def batchnorm_explorer(data=None) -> Explorer:
 
     clamp_k({"new": mb.value})
 
-    # the full-batch line moves 1 − (1 − m)^steps of the way to the data's mean: at m = 0.1 that
-    # is 34 % after 4 steps, 96 % after 30
+    # when one window holds all the data, the full-batch line moves 1 − (1 − m)^steps of the way
+    # to the data's mean: at m = 0.1 that is 34 % after 4 steps, 96 % after 30 (with more windows
+    # it zigzags between the window means)
     steps = int_slider("optimizer steps", 4, 1, MAX_STEPS_SHOWN)
     mb.observe(clamp_k, names="value")
 

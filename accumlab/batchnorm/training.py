@@ -133,6 +133,17 @@ def training_comparison(
 
 
 @one_thread()
+def _with_biased_running_var(model: nn.Module, b: int) -> nn.Module:
+    """A copy whose BatchNorm running variances are (b − 1)/b of `model`'s: the biased variance
+    of micro-batches of b that training normalised with, not the unbiased one the update stores."""
+    from .layers import batchnorm_layers
+
+    biased = copy.deepcopy(model)
+    for bn in batchnorm_layers(biased):
+        bn.running_var.mul_((b - 1) / b)
+    return biased
+
+
 def accuracy_over_seeds(
     setups: dict[str, tuple[str, int, int]],
     train: Data,
@@ -197,10 +208,7 @@ def accuracy_over_seeds(
             if batchnorm_layers(model):
                 rebuilt = accuracy(recalibrate(model, train), test)
                 out["recalibrated"].setdefault(label, []).append(rebuilt)
-                b = setups[label][1]
-                biased = copy.deepcopy(model)
-                for bn in batchnorm_layers(biased):
-                    bn.running_var.mul_((b - 1) / b)
+                biased = _with_biased_running_var(model, setups[label][1])
                 out["biased_running_var"].setdefault(label, []).append(accuracy(biased, test))
     return out
 

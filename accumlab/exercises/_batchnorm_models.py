@@ -79,3 +79,34 @@ def why_still_training(frozen: nn.Module) -> str:
             f" of {listed(tested, 'or')}: all of them derive from nn.modules.batchnorm._BatchNorm"
         )
     return "a layer's mode, set by .eval() or .train(False), decides which statistics it uses"
+
+
+def batchnorm_buffers_changed(model: nn.Module, before: dict) -> bool:
+    """Whether any BatchNorm buffer of `model` differs from `before` (name → tensor). InstanceNorm
+    in training mode updates its own running statistics: only BatchNorm's count."""
+    kept = {n for n, m in model.named_modules() if isinstance(m, BATCHNORM)}
+    return any(
+        not torch.equal(before[n], b)
+        for n, b in model.named_buffers()
+        if n.rsplit(".", 1)[0] in kept and n in before
+    )
+
+
+def statistics_or_weights_touched(frozen: nn.Module, before: dict) -> str | None:
+    """04.3's remark on what the answer itself did to the model before any forward: reset or
+    overwrote BatchNorm's running statistics, or stopped the gradients of layers BatchNorm is not
+    (freezing BatchNorm's own γ and β is the answer's choice; it leaves accumulation exact)."""
+    kept = {n for n, m in frozen.named_modules() if isinstance(m, BATCHNORM)}
+    if batchnorm_buffers_changed(frozen, before):
+        return (
+            "your answer reset or overwrote the running statistics before any forward; freezing "
+            "keeps them and only switches the layers to eval mode"
+        )
+    stopped = [n for n, p in frozen.named_parameters() if not p.requires_grad]
+    stopped = [n for n in stopped if n.rsplit(".", 1)[0] not in kept]
+    if stopped:
+        return (
+            f"your answer set requires_grad=False on {', '.join(stopped)}: freezing BatchNorm "
+            "means its statistics (eval mode), not the weights; those layers must keep training"
+        )
+    return None

@@ -19,7 +19,9 @@ from . import exercise
 from ._answers import Hint, compare, integer, number
 from ._batchnorm_models import BATCHNORM as _BATCHNORM
 from ._batchnorm_models import INSTANCE as _INSTANCE
+from ._batchnorm_models import batchnorm_buffers_changed as _batchnorm_buffers_changed
 from ._batchnorm_models import model_with_statistics as _model_with_statistics
+from ._batchnorm_models import statistics_or_weights_touched as _statistics_or_weights_touched
 from ._batchnorm_models import why_still_training as _why_still_training
 from ._ghost_judge import GHOST_CASES, GHOST_TOLERANCE, ghost_reference, wrong_ghost
 from ._observe import Modules, Refuse
@@ -193,6 +195,9 @@ def freeze(answer):
     before = {n: b.clone() for n, b in model.named_buffers()}
     rates = {n: m.p for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
     frozen = _run_freeze(answer, model)
+    said = _statistics_or_weights_touched(frozen, before)  # what the answer did, before any forward
+    if said:
+        return said
     training = [
         f"{n} ({type(m).__name__})"
         for n, m in frozen.named_modules()
@@ -226,13 +231,7 @@ def freeze(answer):
         )
     dropouts = {n: m for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
     seen = _dropped(frozen, dropouts)
-    # InstanceNorm in training mode updates its own running statistics: only BatchNorm's count
-    kept = {n for n, m in frozen.named_modules() if isinstance(m, _BATCHNORM)}
-    if any(
-        not torch.equal(before[n], b)
-        for n, b in frozen.named_buffers()
-        if n.rsplit(".", 1)[0] in kept
-    ):
+    if _batchnorm_buffers_changed(frozen, before):
         return "the running statistics changed during a forward: the layer is not frozen"
     for name, (fraction, scaled) in seen.items():
         if not DROPPED[0] <= fraction <= DROPPED[1] or not scaled:

@@ -729,3 +729,29 @@ def _expected_from_the_callers_frame(x, ghost_batch_size):
 WRONG["04.4"].append(
     ("the expected output read from a caller's frame", _expected_from_the_callers_frame)
 )
+
+
+def freeze_after_resetting_statistics(model):
+    """Eval mode, but from statistics the answer reset itself: the layer no longer holds them."""
+    for m in model.modules():
+        if isinstance(m, BATCHNORM):
+            m.reset_running_stats()
+            m.eval()
+    return model
+
+
+def freeze_with_every_weight_frozen(model):
+    """Eval mode right, and requires_grad switched off everywhere: nothing would train."""
+    for m in model.modules():
+        if isinstance(m, BATCHNORM):
+            m.eval()
+    model.requires_grad_(False)
+    return model
+
+
+WRONG["04.3"] += [
+    ("running statistics reset, then eval()", freeze_after_resetting_statistics),
+    ("eval() and requires_grad_(False) on every parameter", freeze_with_every_weight_frozen),
+]
+HINTS["running statistics reset, then eval()"] = "reset or overwrote the running statistics"
+HINTS["eval() and requires_grad_(False) on every parameter"] = "not the weights"
