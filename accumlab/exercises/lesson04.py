@@ -300,6 +300,10 @@ def ghost(answer):
         if not isinstance(got, torch.Tensor) or got.shape != x.shape:
             shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
             return f"return a tensor (or numpy array) shaped like x {tuple(x.shape)}, got {shape}"
+        if got.is_complex() or got.is_meta:  # a cast would drop the imaginary part silently
+            return (
+                f"return real numbers computed on the CPU, got a {got.dtype} tensor on {got.device}"
+            )
         returned = got.dtype
         got = got.detach().to(torch.float64)
         # computed only now: no frame the answer ran under held it

@@ -755,3 +755,15 @@ WRONG["04.3"] += [
 ]
 HINTS["running statistics reset, then eval()"] = "reset or overwrote the running statistics"
 HINTS["eval() and requires_grad_(False) on every parameter"] = "not the weights"
+
+
+def _ghost_plus_an_imaginary_part(x, ghost_batch_size):
+    """The right normalisation plus 5j: a cast to float64 would drop the imaginary part."""
+    chunks = x.split(ghost_batch_size)
+    return (
+        torch.cat([(c - c.mean(0)) / (c.var(0, unbiased=False) + 1e-5).sqrt() for c in chunks]) + 5j
+    )
+
+
+WRONG["04.4"].append(("the right values plus an imaginary part", _ghost_plus_an_imaginary_part))
+HINTS["the right values plus an imaginary part"] = "return real numbers"
