@@ -20,6 +20,7 @@ class _GraphsAlive(LiveSavedTensors):
         self._per_forward: dict[int, int] = {}
         self.graphs = 0
         self.peak_graphs = 0
+        self.together: list[frozenset[int]] = []  # the forwards alive whenever two or more were
 
     def _pack(self, t):
         if _graph_task() != -1:  # saved by a forward rerun inside backward (checkpointing)
@@ -35,6 +36,8 @@ class _GraphsAlive(LiveSavedTensors):
                 self._per_forward[index] = 0
                 self.graphs += 1
                 self.peak_graphs = max(self.peak_graphs, self.graphs)
+                if self.graphs > 1:
+                    self.together.append(frozenset(self._per_forward))
             self._per_forward[index] += 1
             weakref.finalize(held, self._drop, index)
         return held

@@ -235,6 +235,13 @@ class Observe:
     def peak_saved_bytes(self) -> int:
         return self._saved.peak if self._saved else 0
 
+    def peak_rows_alive(self) -> int:
+        """The most rows whose forwards' graphs (forwards that recorded one) were alive at once."""
+        rows = [c.rows or 0 if c.graph else 0 for c in self.forwards]
+        sets = self._saved.together if self._saved else []
+        alone = max((r for r in rows), default=0)
+        return max([alone, *(sum(rows[i - 1] for i in s if 0 < i <= len(rows)) for s in sets)])
+
     @property
     def peak_graphs(self) -> int:
         return self._saved.peak_graphs if self._saved else 0

@@ -290,10 +290,11 @@ def gradcache_step(answer):
             "loss ONCE over the cached embeddings; pass 2 backpropagates something linear in each "
             "micro-batch's embeddings, their dot product with the cached d loss / d embedding"
         )
-    if seen.peak_graphs > 2:  # a micro-batch's anchors and positives may be two forwards
+    if seen.peak_rows_alive() > 2 * mb:  # one micro-batch: its anchors and positives, 2 × mb
         raise Hint(
-            f"{seen.graphs_phrase()}: pass 2 backpropagates each micro-batch's graph before the "
-            "next micro-batch's forward, so one encoder graph is alive at a time"
+            f"the graphs of forwards over {seen.peak_rows_alive()} rows were alive at once: pass "
+            "2 backpropagates each micro-batch's graph before the next micro-batch's forward, so "
+            f"one micro-batch's encoder graph ({2 * mb} rows) is alive at a time"
         )
     if seen.peak_saved_bytes > allowed["bound"]:
         raise Hint(

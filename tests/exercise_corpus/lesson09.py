@@ -354,7 +354,7 @@ HINTS = {
     "the first-order approximation, rounded to 5 digits": "first-order approximation",
     "4 digits: too few": "more digits",
     "open_clip's loop, a hand-written InfoNCE": "open_clip's loop",
-    "every pass-2 graph alive, one backward": "one encoder graph is alive at a time",
+    "every pass-2 graph alive, one backward": "encoder graph (16 rows) is alive at a time",
     "open_clip's loop: the whole loss once per micro-batch": "open_clip's loop",
 }
 
