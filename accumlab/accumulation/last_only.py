@@ -26,8 +26,9 @@ def last_only_lengths(model, data: Data, micro_batch_size: int, *, loss: str = "
     - "cosines": the cosine between g_j and g for each j (g_j / k points where g_j points);
     - "k";
     - "mean_square": mean_j |g_j|² / |g|², and "spread": mean_j |g_j − g|² / |g|². Because the
-      micro-batch gradients average to g (equal sizes, mean loss), mean_square = 1 + spread ≥ 1:
-      in root mean square a micro-batch's gradient is at least as long as the full batch's.
+      micro-batch gradients average to g (equal sizes, mean loss, a model and loss that treat each
+      sample on its own), mean_square = 1 + spread ≥ 1: in root mean square a micro-batch's
+      gradient is at least as long as the full batch's.
     """
     _validate.model("model", model)
     _validate.data("data", data)
