@@ -76,3 +76,33 @@ def test_a_pool_started_before_the_check_cannot_run_the_lessons_schedule_unseen(
         for answer in (through_the_pool, checkers_own):
             result = al.check("10.3", answer)
             assert not result.ok and "write it yourself" in result.message, result.message
+
+
+def test_a_thread_started_with__thread_is_seen_too():
+    """threading.enumerate() does not list a thread started with _thread.start_new_thread: the
+    scan reads every running thread's frames instead."""
+    import _thread
+    import time
+
+    from accumlab.exercises._code_guard import unwatched_threads
+
+    stop = threading.Event()
+
+    def learners_worker():  # this file is outside the library: the learner's code
+        while not stop.is_set():
+            time.sleep(0.01)
+
+    _thread.start_new_thread(learners_worker, ())
+    try:
+        deadline = time.monotonic() + 5
+        while not any("_thread" in name for name in unwatched_threads()):
+            assert time.monotonic() < deadline, "the _thread worker was never seen"
+            time.sleep(0.01)
+        result = al.check("10.3", lambda step, b, k: 0)
+        assert not result.ok and "started before al.check" in result.message, result.message
+    finally:
+        stop.set()
+        deadline = time.monotonic() + 5  # gone before the next test checks anything
+        while any("_thread" in name for name in unwatched_threads()):
+            assert time.monotonic() < deadline, "the _thread worker did not stop"
+            time.sleep(0.01)

@@ -83,16 +83,17 @@ def unwatched_threads() -> list[str]:
         os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")
     )
     library += (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
-    frames = sys._current_frames()
+    # every thread the interpreter runs, also one started with _thread, which threading does
+    # not list
+    names = {t.ident: t.name for t in threading.enumerate()}
     found = []
-    for thread in threading.enumerate():
-        if thread.ident == threading.get_ident():
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():
             continue
-        frame = frames.get(thread.ident)
         while frame is not None:
             name = frame.f_code.co_filename
             if not name.startswith("<frozen") and not os.path.abspath(name).startswith(library):
-                found.append(thread.name)
+                found.append(names.get(ident, f"a thread started with _thread ({ident})"))
                 break
             frame = frame.f_back
     return found
