@@ -883,3 +883,36 @@ def test_every_ghost_seed_keeps_04_4s_borderline_answers_apart(monkeypatch):
         for label, answer in corpus.WRONG["04.4"]:
             said = al.check("04.4", answer)
             assert not said.ok and corpus.HINTS.get(label, "") in said.message, (seed, label)
+
+
+def test_every_main_grad_seed_keeps_12_3s_answers_apart(monkeypatch):
+    """12.3 draws its model and data from MAIN_GRAD_SEEDS: on each, every right answer in the
+    corpus passes and every wrong one gets its hint (on other seeds some bfloat16 sums round too
+    close to tell which mistake it was)."""
+    from exercise_corpus import lesson12 as corpus
+
+    from accumlab.exercises import lesson12
+
+    for seed in lesson12.MAIN_GRAD_SEEDS:
+        monkeypatch.setattr(lesson12, "MAIN_GRAD_SEEDS", (seed,))
+        for label, answer in corpus.RIGHT["12.3"]:
+            assert al.check("12.3", answer).ok, (seed, label)
+        for label, answer in corpus.WRONG["12.3"]:
+            said = al.check("12.3", answer)
+            assert not said.ok and corpus.HINTS.get(label, "") in said.message, (seed, label)
+
+
+def test_every_gradcache_seed_keeps_09_4s_answers_apart(monkeypatch):
+    """09.4 draws its data and model from GRADCACHE_SEEDS: on each, every right answer in the
+    corpus passes and every wrong one gets its hint."""
+    from exercise_corpus import lesson09 as corpus
+
+    from accumlab.exercises import lesson09
+
+    for seed in lesson09.GRADCACHE_SEEDS:
+        monkeypatch.setattr(lesson09, "GRADCACHE_SEEDS", (seed,))
+        for label, answer in corpus.RIGHT["09.4"]:
+            assert al.check("09.4", answer).ok, (seed, label)
+        for label, answer in corpus.WRONG["09.4"]:
+            said = al.check("09.4", answer)
+            assert not said.ok and corpus.HINTS.get(label, "") in said.message, (seed, label)
