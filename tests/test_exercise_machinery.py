@@ -868,51 +868,26 @@ def test_lesson08_second_audits_cannot_be_listed_in_advance(size, k, micro_batch
         )
 
 
-def test_every_ghost_seed_keeps_04_4s_borderline_answers_apart(monkeypatch):
-    """04.4 draws its inputs from GHOST_SEEDS: on each, every right answer in the corpus passes
-    (float32 ones included) and every wrong one (a bfloat16 computation, a one-pass float32
-    variance) gets its hint."""
-    from exercise_corpus import lesson04 as corpus
+@pytest.mark.parametrize(
+    "lesson, pool, exercise_id",
+    [
+        ("04", "GHOST_SEEDS", "04.4"),
+        ("09", "GRADCACHE_SEEDS", "09.4"),
+        ("12", "MAIN_GRAD_SEEDS", "12.3"),
+    ],
+)
+def test_every_seed_a_checker_draws_keeps_its_answers_apart(monkeypatch, lesson, pool, exercise_id):
+    """04.4, 09.4 and 12.3 draw their inputs from a pool of seeds: on each seed every right answer
+    in the corpus passes and every wrong one gets its hint (on other seeds 04.4's float32 answers
+    and 12.3's bfloat16 sums round too close to tell which mistake it was)."""
+    import importlib
 
-    from accumlab.exercises import lesson04
-
-    for seed in lesson04.GHOST_SEEDS:
-        monkeypatch.setattr(lesson04, "GHOST_SEEDS", (seed,))
-        for label, answer in corpus.RIGHT["04.4"]:
-            assert al.check("04.4", answer).ok, (seed, label)
-        for label, answer in corpus.WRONG["04.4"]:
-            said = al.check("04.4", answer)
-            assert not said.ok and corpus.HINTS.get(label, "") in said.message, (seed, label)
-
-
-def test_every_main_grad_seed_keeps_12_3s_answers_apart(monkeypatch):
-    """12.3 draws its model and data from MAIN_GRAD_SEEDS: on each, every right answer in the
-    corpus passes and every wrong one gets its hint (on other seeds some bfloat16 sums round too
-    close to tell which mistake it was)."""
-    from exercise_corpus import lesson12 as corpus
-
-    from accumlab.exercises import lesson12
-
-    for seed in lesson12.MAIN_GRAD_SEEDS:
-        monkeypatch.setattr(lesson12, "MAIN_GRAD_SEEDS", (seed,))
-        for label, answer in corpus.RIGHT["12.3"]:
-            assert al.check("12.3", answer).ok, (seed, label)
-        for label, answer in corpus.WRONG["12.3"]:
-            said = al.check("12.3", answer)
-            assert not said.ok and corpus.HINTS.get(label, "") in said.message, (seed, label)
-
-
-def test_every_gradcache_seed_keeps_09_4s_answers_apart(monkeypatch):
-    """09.4 draws its data and model from GRADCACHE_SEEDS: on each, every right answer in the
-    corpus passes and every wrong one gets its hint."""
-    from exercise_corpus import lesson09 as corpus
-
-    from accumlab.exercises import lesson09
-
-    for seed in lesson09.GRADCACHE_SEEDS:
-        monkeypatch.setattr(lesson09, "GRADCACHE_SEEDS", (seed,))
-        for label, answer in corpus.RIGHT["09.4"]:
-            assert al.check("09.4", answer).ok, (seed, label)
-        for label, answer in corpus.WRONG["09.4"]:
-            said = al.check("09.4", answer)
+    checker = importlib.import_module(f"accumlab.exercises.lesson{lesson}")
+    corpus = importlib.import_module(f"exercise_corpus.lesson{lesson}")
+    for seed in getattr(checker, pool):
+        monkeypatch.setattr(checker, pool, (seed,))
+        for label, answer in corpus.RIGHT[exercise_id]:
+            assert al.check(exercise_id, answer).ok, (seed, label)
+        for label, answer in corpus.WRONG[exercise_id]:
+            said = al.check(exercise_id, answer)
             assert not said.ok and corpus.HINTS.get(label, "") in said.message, (seed, label)
