@@ -150,12 +150,20 @@ def wide_graphs(walks: list[list], rows: int, model: torch.nn.Module) -> int:
         meta = getattr(node, "_input_metadata", ())
         return any(sum(d > 1 for d in m.shape) > 1 and max(m.shape) > limit for m in meta)
 
+    # walks hold their nodes, so an id names one node throughout
+    return len(joined({id(n) for n in walk if wide(n)} for walk in walks))
+
+
+def joined(node_sets) -> list[set[int]]:
+    """The non-empty sets of `node_sets` with every two that share a node merged: the graphs that
+    several backward walks ran through, when one graph may have been walked more than once."""
     graphs: list[set[int]] = []
-    for walk in walks:
-        ids = {id(n) for n in walk if wide(n)}  # walks hold their nodes: ids are not reused
-        if ids:
-            for shared in [g for g in graphs if g & ids]:
-                graphs.remove(shared)
-                ids |= shared
-            graphs.append(ids)
-    return len(graphs)
+    for ids in node_sets:
+        if not ids:
+            continue
+        ids = set(ids)
+        for shared in [g for g in graphs if g & ids]:
+            graphs.remove(shared)
+            ids |= shared
+        graphs.append(ids)
+    return graphs

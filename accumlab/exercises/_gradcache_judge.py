@@ -109,24 +109,17 @@ def loss_graphs(walks: list[list], passes: list[dict], model) -> tuple[int, str]
     `autograd.grad` calls). GradCache builds its loss once; open_clip's loop builds it once per
     micro-batch, however it is written (in blocks of any size, by hand) and wherever its gradient
     goes (into the model, or into a copy of the embeddings that a second backward carries on)."""
-    from ._backward_nodes import _reachable
+    from ._backward_nodes import _reachable, joined
 
     exits = {p["node"] for p in passes if p.get("node") is not None}  # (id, kind) of each output
-    graphs: list[set[int]] = []
-    name = ""
+    odd_sets, name = [], ""
     for walk in walks:  # a walk holds its nodes: an id in it names one node
         outputs = [n for n in walk if (id(n), type(n).__name__) in exits]
         inside = {id(n) for n in _reachable(outputs)}
         odd = [n for n in walk if id(n) not in inside and _kind(n) not in LINEAR]
-        if not odd:
-            continue
-        name = name or type(odd[0]).__name__
-        ids = {id(n) for n in odd}
-        for shared in [g for g in graphs if g & ids]:
-            graphs.remove(shared)
-            ids |= shared
-        graphs.append(ids)
-    return len(graphs), name
+        name = name or (type(odd[0]).__name__ if odd else "")
+        odd_sets.append({id(n) for n in odd})
+    return len(joined(odd_sets)), name
 
 
 def _kind(node) -> str:

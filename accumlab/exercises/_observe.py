@@ -237,10 +237,11 @@ class Observe:
 
     def peak_rows_alive(self) -> int:
         """The most rows whose forwards' graphs (forwards that recorded one) were alive at once."""
-        rows = [c.rows or 0 if c.graph else 0 for c in self.forwards]
-        sets = self._saved.together if self._saved else []
-        alone = max((r for r in rows), default=0)
-        return max([alone, *(sum(rows[i - 1] for i in s if 0 < i <= len(rows)) for s in sets)])
+        rows = [(c.rows or 0) if c.graph else 0 for c in self.forwards]
+        # each set of `together` numbers, from 1, the forwards whose saved tensors were alive at once
+        together = self._saved.together if self._saved else []
+        at_once = (sum(rows[i - 1] for i in s if 0 < i <= len(rows)) for s in together)
+        return max([*rows, *at_once], default=0)
 
     @property
     def peak_graphs(self) -> int:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
-import random
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +15,7 @@ from ..models import TinyLM
 from . import exercise
 from ._answers import Hint, compare, integer
 from ._calls import audit_loops
+from ._draws import fresh_rng
 from ._graph_watch import OutputGradients
 from ._observe import Added as _Added
 from ._observe import Observe, Refuse, forwards_phrase, multiple_of, plural
@@ -165,7 +164,7 @@ def fix_loop(answer):
     if not callable(answer):
         return "answer with a function accumulate(model, micro_batches, class_weight)"
     # tokens, class weights and model drawn afresh for every check: a divisor typed in does not fit
-    first, second = random.Random(int.from_bytes(os.urandom(8), "little")).sample(range(1000), 2)
+    first, second = fresh_rng().sample(range(1000), 2)
     for lengths, mb, seed in (([2, 9, 14, 3, 1, 11], 2, first), ([20, 1, 4, 7, 6], 1, second)):
         data, micro = _token_batches(lengths, mb, seed)
         weight = class_weights(seed)

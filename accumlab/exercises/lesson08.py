@@ -9,7 +9,6 @@ the lesson's catalogue loops instead of accumulating is refused.
 
 from __future__ import annotations
 
-import os
 import random
 
 from ..audit import audit, audit_setup
@@ -17,6 +16,7 @@ from ..audit.explain import CLIPPED_AT
 from ..audit.findings import _fmt
 from . import exercise
 from ._calls import audit_loops
+from ._draws import fresh_rng
 from ._observe import Hint, Refuse
 
 # accumlab's own references: an answer must accumulate, not copy their gradient or trajectory
@@ -27,7 +27,7 @@ REFERENCES = ("al.full_batch_grads", "al.accumulated_grads", "al.run", "al.preci
 def _fixed_mystery(answer):
     # the mystery loop's own setup (windows of 4, 4 and 2), then k and the data drawn at random:
     # a fix with window sizes typed in (even a table over k) does not divide by its own
-    rng = _rng()
+    rng = fresh_rng()
     drawn = _data(
         rng, micro_batches="equal", micro_batch_size=4, accumulation_steps=rng.choice((3, 6, 7))
     )
@@ -128,10 +128,6 @@ def _options(options: dict) -> str:
     return data + "".join(f", {k}={v!r}" for k, v in shown.items())
 
 
-def _rng() -> random.Random:
-    return random.Random(int.from_bytes(os.urandom(8), "little"))
-
-
 def _data(rng: random.Random, *, micro_batches: str, **fixed) -> dict:
     """A data set of 30–60 samples drawn at random (and its seed) for the micro-batch size and k
     in `fixed` (k = 4 unless given), whose last window is short, holds more than one micro-batch
@@ -171,7 +167,7 @@ def _setup(setup: str, options: dict) -> dict:
 def _sample_loop(answer):
     # then a data set, micro-batch size and short last micro-batch drawn at random: a loop that
     # divides by counts typed in is not dividing by its window's samples
-    rng = _rng()
+    rng = fresh_rng()
     drawn = _data(rng, micro_batches="short", micro_batch_size=rng.choice((3, 5, 7)))
     return _observed(answer, "uneven") or _observed(answer, "uneven", **drawn)
 
@@ -183,7 +179,7 @@ CAPSTONE = {"max_norm": 0.5, "scheduler": True, "scaler": True}
 def _full_loop(answer):
     # then a data set, micro-batch size and k drawn at random: a loop with window sizes typed in
     # does not divide by its own window's
-    rng = _rng()
+    rng = fresh_rng()
     size, k = rng.choice(((4, 3), (3, 5), (4, 5), (5, 5)))  # each leaves a short last window
     drawn = _data(rng, micro_batches="equal", micro_batch_size=size, accumulation_steps=k)
     return _observed(answer, "regression", **CAPSTONE) or _observed(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 
 import torch
 
@@ -12,6 +11,7 @@ from . import exercise
 from ._answers import compare
 from ._backward_nodes import BackwardWalks, wide_graphs
 from ._calls import CodeWatch
+from ._draws import pool_seed
 from ._gradcache_judge import from_own_backwards, loss_graphs
 from ._graph_watch import OutputGradients
 from ._observe import Added, Hint, Observe, Refuse, Spy, forwards_phrase
@@ -217,7 +217,7 @@ def gradcache_step(answer):
     if not callable(answer):
         return "answer must be a function gradcache_step(model, data, micro_batch_size)"
     # drawn afresh for every check: a gradient computed for known data beforehand does not fit
-    seed = GRADCACHE_SEEDS[int.from_bytes(os.urandom(2), "little") % len(GRADCACHE_SEEDS)]
+    seed = pool_seed(GRADCACHE_SEEDS)
     data, model, mb = pair_data(32, seed=seed), encoder(seed=seed), 8
     expected = batch_loss_grads(model, data, contrastive_loss)
     allowed = _allowed_bytes(model, data, mb)

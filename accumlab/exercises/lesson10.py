@@ -10,6 +10,7 @@ import types
 from . import exercise
 from ._answers import Hint, integer, integers
 from ._calls import Refuse, code_key
+from ._draws import fresh_rng
 
 # 10.1 and 10.2 use other numbers than the lesson's 103 micro-batches, k = 4; 10.1's second case
 # has k dividing the epoch, where a rule that adds one step per epoch (⌊b / k⌋ + 1) goes wrong
@@ -258,11 +259,10 @@ def resume_position(answer):
 
     if not callable(answer):
         return "answer with a function resume_position(step, batches_per_epoch, k) -> int"
-    import random
 
     # the cases only: each right position is computed after every answer has returned, so no
     # frame the answer runs under holds one (nor a schedule that knows them)
-    cases = _resume_cases(random.Random(int.from_bytes(os.urandom(8), "little")))
+    cases = _resume_cases(fresh_rng())
     refused = Refuse(
         "al.bookkeeping.position_from_step",
         "al.bookkeeping.step_schedule",

@@ -3,13 +3,12 @@ and a float32 main gradient for a bfloat16 model."""
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from . import exercise
 from ._answers import integer, items, numbers, too_coarse, within
 from ._calls import Refuse, plural
+from ._draws import pool_seed
 from ._graph_watch import _reentrant_rerun
 
 
@@ -180,7 +179,7 @@ def main_grad(answer) -> str | None:
         return "answer with a function accumulate_fp32(model, micro_batches)"
     k, size = 128, 4
     # drawn afresh for every check: a main gradient computed beforehand for known data does not fit
-    seed = MAIN_GRAD_SEEDS[int.from_bytes(os.urandom(2), "little") % len(MAIN_GRAD_SEEDS)]
+    seed = pool_seed(MAIN_GRAD_SEEDS)
     model = mlp(8, 32, depth=1, seed=seed).to(torch.bfloat16)
     data = regression_data(n=k * size, features=8, seed=seed)
     chunks = data.micro_batches(size)
