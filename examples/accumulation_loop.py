@@ -52,6 +52,8 @@ def train_epoch(model, optimizer, loader, k, *, scaler=None, max_norm=None, sche
             sync = model.no_sync() if hasattr(model, "no_sync") and not last else nullcontext()
             with sync:
                 logits = model(x).flatten(0, -2)
+                if logits.dtype in (torch.float16, torch.bfloat16):
+                    logits = logits.float()  # a 16-bit sum over many tokens rounds or overflows
                 loss_sum = F.cross_entropy(logits, y.flatten(), ignore_index=PAD, reduction="sum")
                 loss = loss_sum / n_tokens  # the window's count, and no ÷ k on top
                 # with float16 autocast around the forward, a GradScaler scales the loss (lesson 06)

@@ -2,8 +2,8 @@
 
 Such a tensor does not grow with the batch: one batched forward saves it once, a loop of n forwards
 n times. Two real cases: `weight_norm` (torch.nn.utils.parametrizations) recomputes each weight
-from its direction and norm on every forward, and autocast casts each weight to a 16-bit copy
-once per autocast region (its cache is emptied when the region ends).
+from its direction and norm on every forward, and autocast casts each leaf weight to a 16-bit copy
+once per autocast region (its weight cache is emptied when the outermost region ends).
 """
 
 from __future__ import annotations
