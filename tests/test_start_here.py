@@ -14,7 +14,7 @@ from accumlab import recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = ROOT / "notebooks" / "00_start_here.ipynb"
-NONE_SHIPS = "None ships with the suite yet"
+NONE_SHIPS = "none ships with the suite yet"
 
 
 def _markdown() -> str:

@@ -14,6 +14,7 @@ from . import exercise
 from ._accelerate_count import AccelerateCounter
 from ._answers import Hint, compare
 from ._calls import audit_loops
+from ._draws import fresh_rng
 from ._graph_watch import OutputGradients
 from ._observe import Added, Observe, Refuse, forwards_phrase, multiple_of, plural
 
@@ -208,13 +209,16 @@ def _accumulate_on(answer, data, model, size: int) -> str | None:
 def _window_optimizer(answer):
     # answer(optimizer, k) -> an object with step() and zero_grad(); the checker runs the loop
     #     for mb in micro_batches: (loss(mb) / k).backward(); opt.step(); opt.zero_grad()
-    # for 2 epochs of 24 samples, with k = 4 (micro-batches of 3) and k = 3 (micro-batches of 2),
+    # with k = 4 (micro-batches of 3) and k = 3 (micro-batches of 2), each over whole windows of a
+    # sample count and a number of epochs (2-4) drawn afresh, so no table of step positions fits,
     # and compares with al.run(Recipe(size, k)). Observed: how often the real optimizer's step()
     # ran (once per window).
     if not callable(answer):
         return "answer with a class or function taking (optimizer, k) and returning a wrapper"
+    rng = fresh_rng()
     for k, size in ((4, 3), (3, 2)):
-        hint = _window_run(answer, k, size)
+        samples = k * size * rng.choice((2, 3, 4, 5))
+        hint = _window_run(answer, k, size, samples=samples, epochs=rng.choice((2, 3, 4)))
         if hint:
             return hint
     return None
@@ -225,14 +229,14 @@ def _all_through(added: torch.Tensor, through: torch.Tensor) -> bool:
     return bool((added - through).abs().max() <= 1e-8 * through.abs().max())
 
 
-def _window_run(answer, k: int, size: int) -> str | None:
+def _window_run(answer, k: int, size: int, *, samples: int, epochs: int) -> str | None:
     import torch.nn.functional as F
 
-    data = regression_data(24, 2, seed=12)
+    data = regression_data(samples, 2, seed=12)
     model = mlp(2, 3, 1, depth=1, seed=12)
     mine = copy.deepcopy(model)
     optimizer = torch.optim.SGD(mine.parameters(), lr=0.05)
-    micro, windows = 2 * len(data) // size, 2 * len(data) // (size * k)  # over 2 epochs
+    micro, windows = epochs * len(data) // size, epochs * len(data) // (size * k)
     # a step hook runs on every route to the optimizer's step (a bound method kept before the
     # wrapper was built, `type(opt).step(opt)`), where a patched attribute sees only one
     steps = []
@@ -246,7 +250,7 @@ def _window_run(answer, k: int, size: int) -> str | None:
                 and callable(getattr(wrapped, "zero_grad", None))
             ):
                 return "the wrapper needs step() and zero_grad() methods"
-            for _ in range(2):
+            for _ in range(epochs):
                 for mb in data.micro_batches(size):
                     (F.mse_loss(mine(mb.x), mb.y) / k).backward()
                     wrapped.step()
@@ -259,7 +263,7 @@ def _window_run(answer, k: int, size: int) -> str | None:
             f"{library.used}: count the micro-batches in your own wrapper"
         )
     got = params_of(mine)
-    want = run(Recipe(size, k), model, data, lr=0.05, epochs=2).params[-1]
+    want = run(Recipe(size, k), model, data, lr=0.05, epochs=epochs).params[-1]
 
     def same(a, b):
         return all(torch.allclose(a[n], b[n], rtol=1e-10, atol=1e-12) for n in b)
