@@ -136,10 +136,17 @@ class Trace:
         return sum(e.kind == kind for e in self.events)
 
 
+def plain_copy(t: torch.Tensor) -> torch.Tensor:
+    """A detached copy that is a plain torch.Tensor: a subclass's own `__torch_function__` (say,
+    one whose `allclose` always answers True) does not follow the copy into later comparisons."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return t.detach().as_subclass(torch.Tensor).clone()
+
+
 def snapshot(tensors: dict[str, torch.Tensor | None], like: dict[str, torch.Tensor]):
-    """Detached copies; a missing .grad (None) becomes zeros so snapshots stay comparable."""
+    """Detached plain copies; a missing .grad (None) becomes zeros so snapshots stay comparable."""
     return {
-        n: (t.detach().clone() if t is not None else torch.zeros_like(like[n]))
+        n: (plain_copy(t) if t is not None else torch.zeros_like(like[n]))
         for n, t in tensors.items()
     }
 
@@ -152,7 +159,7 @@ def grads_of(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def params_of(model: nn.Module) -> dict[str, torch.Tensor]:
     _validate.instance("model", model, nn.Module, "a torch.nn.Module")
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
+    return {n: plain_copy(p) for n, p in model.named_parameters()}
 
 
 # optimizers by name; their state per parameter: none, one momentum buffer, two Adam moments
