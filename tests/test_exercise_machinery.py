@@ -874,10 +874,11 @@ def test_lesson08_second_audits_cannot_be_listed_in_advance(size, k, micro_batch
         ("04", "GHOST_SEEDS", "04.4"),
         ("09", "GRADCACHE_SEEDS", "09.4"),
         ("12", "MAIN_GRAD_SEEDS", "12.3"),
+        ("13", "NOISE_SEEDS", "13.1"),
     ],
 )
 def test_every_seed_a_checker_draws_keeps_its_answers_apart(monkeypatch, lesson, pool, exercise_id):
-    """04.4, 09.4 and 12.3 draw their inputs from a pool of seeds: on each seed every right answer
+    """04.4, 09.4, 12.3 and 13.1 draw their inputs from a pool of seeds: on each seed every right answer
     in the corpus passes and every wrong one gets its hint (on other seeds 04.4's float32 answers
     and 12.3's bfloat16 sums round too close to tell which mistake it was)."""
     import importlib

@@ -123,4 +123,14 @@ def loss_graphs(walks: list[list], passes: list[dict], model) -> tuple[int, str]
 
 
 def _kind(node) -> str:
+    from torch.autograd.function import BackwardCFunction
+    from torch.utils.checkpoint import CheckpointFunction
+
+    if isinstance(node, BackwardCFunction):
+        # a custom autograd.Function computes what its own backward says, whatever its class is
+        # called: only torch's reentrant checkpoint (the model's forward rerun) counts as linear
+        own = getattr(node, "_forward_cls", None)
+        return (
+            "CheckpointFunction" if own is CheckpointFunction else f"Function {type(node).__name__}"
+        )
     return type(node).__name__.rstrip("0123456789").removesuffix("Backward")

@@ -6,16 +6,16 @@ from __future__ import annotations
 import torch
 
 # the two-batch exercise: windows of k micro-batches of b samples at a fixed point of excess loss,
-# on two problems of different noise (exact B_simple 13.5 and 21.5) whose noise the learner is not
+# on three problems of two noises (exact B_simple 13.5 and 21.5) whose noise the learner is not
 # told, each with a minimum w* away from 0 (y carries x·w*, the model's weight is w* + e): the
 # gradients are those of the error e, but |model.weight|² is not |e|², so section 4's closed form
 # d + 1 + dσ²/|e|² cannot be filled in from the model. The learner's number is compared with the
-# estimator asked for, computed by the checker on the same draws. The two problems differ in
+# estimator asked for, computed by the checker on the same draws. The problems differ in
 # micro-batch size b and accumulation steps k too, so an answer must read them from `windows`.
 WINDOWS, EXCESS = 200, 2.0
-PROBLEMS = ((5, 1.5, 4, 8), (6, 2.5, 8, 6))  # (seed, noise σ, b, k)
-NOISE = PROBLEMS[0][1]
-SEEDS = tuple(problem[0] for problem in PROBLEMS)
+# (seed, noise σ, b, k); on seed 24 every partial estimator below lies more than 2 % from the
+# full one and every mistake more than 12 % (the corpus in tests/ runs on all three)
+PROBLEMS = ((5, 1.5, 4, 8), (6, 2.5, 8, 6), (24, 2.5, 4, 8))
 # Relative to the two norms averaged over all 200 windows and all k micro-batches of each, on the
 # same draws. Measured (40 seeds × 3 problems, σ 1.5 or 2.5, excess 1 or 2, b = 4, k = 8): an EMA
 # with β = 0.99 (NoiseScaleEMA's default) lies within ±8.4 % of it (b = 8, k = 6, σ 1.5 and 2.5,

@@ -760,3 +760,54 @@ def _gradcache_trace_surrogate(model, data, micro_batch_size):
 WRONG["09.4"].append(("open_clip's blocks into a copy", _open_clip_blocks_into_a_copy))
 HINTS["open_clip's blocks into a copy"] = "separately built graphs with a nonlinear"
 RIGHT["09.4"].append(("pass 2 as trace(z gᵀ)", _gradcache_trace_surrogate))
+
+
+# --- open_clip's loop with its loss inside a custom autograd.Function named like a linear op ---
+def _nce_and_grads(q, p, temperature=0.1):
+    """InfoNCE of the normalised embeddings and its gradients, worked out without autograd."""
+    nq, npp = q / q.norm(dim=-1, keepdim=True), p / p.norm(dim=-1, keepdim=True)
+    logits, n = nq @ npp.T / temperature, len(q)
+    dl = (torch.softmax(logits, -1) - torch.eye(n, dtype=q.dtype)) / n
+    loss = -torch.log_softmax(logits, -1).diagonal().mean()
+
+    def back(x, unit, g):
+        return (g - unit * (unit * g).sum(-1, keepdim=True)) / x.norm(dim=-1, keepdim=True)
+
+    return loss, back(q, nq, dl @ npp / temperature), back(p, npp, dl.T @ nq / temperature)
+
+
+class Mul(torch.autograd.Function):
+    """One micro-batch's InfoNCE against the cached batch, its backward written by hand."""
+
+    @staticmethod
+    def forward(ctx, zq, zp, q, p, lo, hi):
+        q, p = q.clone(), p.clone()
+        q[lo:hi], p[lo:hi] = zq, zp
+        loss, gq, gp = _nce_and_grads(q, p)
+        ctx.grads = (gq[lo:hi], gp[lo:hi])
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        gq, gp = ctx.grads
+        return g * gq, g * gp, None, None, None, None
+
+
+def _open_clip_in_a_function_named_mul(model, data, micro_batch_size):
+    pair = al.coupling.pair_inputs
+    chunks = data.micro_batches(micro_batch_size)
+    with torch.no_grad():
+        reps = [model(pair(ch)) for ch in chunks]
+    q = torch.cat([z[: len(ch)] for z, ch in zip(reps, chunks)])
+    p = torch.cat([z[len(ch) :] for z, ch in zip(reps, chunks)])
+    lo = 0
+    for ch in chunks:
+        n, z = len(ch), model(pair(ch))
+        Mul.apply(z[:n], z[n:], q, p, lo, lo + n).backward()
+        lo += n
+
+
+WRONG["09.4"].append(
+    ("open_clip's loop, its loss a Function named Mul", _open_clip_in_a_function_named_mul)
+)
+HINTS["open_clip's loop, its loss a Function named Mul"] = "once per micro-batch"
