@@ -21,11 +21,18 @@ DEPTH_WHY = "each layer is one more Python call per forward; the lessons use at 
 
 @contextmanager
 def seeded(seed: int) -> Iterator[None]:
-    """Run the block on the CPU generator seeded with `seed`, then put the caller's generator state
-    back: building a model must not change what the learner's next `torch.randn` returns."""
+    """Run the block on the CPU generator (and, once CUDA runs, every CUDA generator) seeded with
+    `seed`, then put the caller's generator states back: building a model must not change what
+    the learner's next `torch.randn` returns, on any device."""
     _seed("seed", seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    # torch.manual_seed seeds every CUDA generator too (lazily, if CUDA has not started): seed
+    # and put back the CUDA ones only once CUDA runs, and before that touch the CPU's alone
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=cuda):
+        if cuda:
+            torch.manual_seed(seed)
+        else:
+            torch.default_generator.manual_seed(seed)
         yield
 
 

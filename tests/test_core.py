@@ -297,3 +297,27 @@ def test_token_data_reads_numpy_and_tensor_integers_as_integers():
     for bad in ([True, 3], [2.5, 3], [-1, 3]):
         with pytest.raises(ValueError, match=r"lengths\[0\]"):
             al.token_data(lengths=bad)
+
+
+def test_seeding_a_model_leaves_the_cuda_generators_as_they_were(monkeypatch):
+    """`seeded` must not reseed CUDA before CUDA starts (torch.manual_seed would, lazily), and
+    once CUDA runs it seeds every CUDA generator and puts each one's state back."""
+    from accumlab.models import seeded
+
+    seeds, restored = [], []
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: seeds.append(seed))
+    monkeypatch.setattr(torch.cuda, "manual_seed", lambda seed: seeds.append(seed))
+    with seeded(7):
+        torch.randn(2)
+    assert seeds == []  # CUDA not started: its generators untouched
+
+    state = torch.zeros(8, dtype=torch.uint8)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": state)
+    monkeypatch.setattr(
+        torch.cuda, "set_rng_state", lambda s, device="cuda": restored.append(device)
+    )
+    with seeded(7):
+        torch.randn(2)
+    assert seeds == [7] and sorted(restored) == [0, 1]  # every CUDA generator seeded, then put back

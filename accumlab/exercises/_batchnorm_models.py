@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ._answers import Hint
+
 BATCHNORM = nn.modules.batchnorm._BatchNorm  # BatchNorm1d/2d/3d, SyncBatchNorm, LazyBatchNorm*
 # normalises each sample on its own (exact under accumulation) but, tracking running statistics,
 # computes something else in eval mode: a freeze that switches every norm layer changes it
@@ -110,3 +112,42 @@ def statistics_or_weights_touched(frozen: nn.Module, before: dict) -> str | None
             "means its statistics (eval mode), not the weights; those layers must keep training"
         )
     return None
+
+
+DROPPED = (0.1, 0.3)
+
+
+def dropped(model: nn.Module, dropouts: dict) -> dict:
+    """One forward of `model` (grad on, as in training); for each original dropout layer, the
+    share of its nonzero inputs it zeroed and whether it scaled the rest by 1/(1 − p). Read by
+    forward hooks on the layers themselves, around whatever the answer did to their forward."""
+    seen: dict = {}
+
+    def record(name):
+        def hook(module, args, out):
+            x = args[0].detach()
+            nonzero = x != 0
+            kept = nonzero & (out.detach() != 0)
+            p = module.p
+            seen[name] = (
+                float((nonzero & ~kept).sum()) / max(int(nonzero.sum()), 1),
+                bool(torch.allclose(out.detach()[kept], x[kept] / (1 - p), rtol=1e-9, atol=0)),
+            )
+
+        return hook
+
+    handles = [m.register_forward_hook(record(n)) for n, m in dropouts.items()]
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(43)
+            model(torch.randn(256, 8, dtype=torch.float64))
+    finally:
+        for h in handles:
+            h.remove()
+    missing = set(dropouts) - set(seen)
+    if missing:
+        raise Hint(
+            f"the dropout layers {sorted(missing)} were not called in a forward of the model: "
+            "keep every layer where it is"
+        )
+    return seen

@@ -13,8 +13,23 @@ import torch
 SHAPE_ONLY = {"__len__", "size", "dim", "numel", "__repr__", "__str__", "__format__"}
 ATTRIBUTES = {"shape", "dtype", "device", "ndim", "requires_grad", "is_leaf", "grad_fn", "layout"}
 # results that are the same numbers (a copy, a cast, a view or reshape): still watched
-KEEP_WATCHING = {"to", "double", "float", "clone", "detach", "contiguous", "cpu", "view", "view_as",
-                 "reshape", "reshape_as", "flatten", "squeeze", "unsqueeze", "requires_grad_"}
+KEEP_WATCHING = {
+    "to",
+    "double",
+    "float",
+    "clone",
+    "detach",
+    "contiguous",
+    "cpu",
+    "view",
+    "view_as",
+    "reshape",
+    "reshape_as",
+    "flatten",
+    "squeeze",
+    "unsqueeze",
+    "requires_grad_",
+}
 
 
 _DISABLE = torch._C.DisableTorchFunctionSubclass  # bound here: the watcher's own use

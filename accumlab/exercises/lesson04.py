@@ -18,6 +18,7 @@ from ..engine import plain_copy
 from . import exercise
 from ._answers import Hint, compare, integer, number
 from ._batchnorm_models import BATCHNORM as _BATCHNORM
+from ._batchnorm_models import DROPPED, dropped
 from ._batchnorm_models import INSTANCE as _INSTANCE
 from ._batchnorm_models import batchnorm_buffers_changed as _batchnorm_buffers_changed
 from ._batchnorm_models import model_with_statistics as _model_with_statistics
@@ -115,45 +116,6 @@ def _frozen_by_us(model: nn.Module) -> nn.Module:
 # 04.3: the share of its nonzero inputs a dropout layer (p = 0.2) must zero in one training-mode
 # forward of 256 × 8 values; the share is 0.2 ± 0.009 (one standard deviation), so real dropout
 # lands inside and a silenced one (0) far outside
-DROPPED = (0.1, 0.3)
-
-
-def _dropped(model: nn.Module, dropouts: dict) -> dict:
-    """One forward of `model` (grad on, as in training); for each original dropout layer, the
-    share of its nonzero inputs it zeroed and whether it scaled the rest by 1/(1 − p). Read by
-    forward hooks on the layers themselves, around whatever the answer did to their forward."""
-    seen: dict = {}
-
-    def record(name):
-        def hook(module, args, out):
-            x = args[0].detach()
-            nonzero = x != 0
-            kept = nonzero & (out.detach() != 0)
-            p = module.p
-            seen[name] = (
-                float((nonzero & ~kept).sum()) / max(int(nonzero.sum()), 1),
-                bool(torch.allclose(out.detach()[kept], x[kept] / (1 - p), rtol=1e-9, atol=0)),
-            )
-
-        return hook
-
-    handles = [m.register_forward_hook(record(n)) for n, m in dropouts.items()]
-    try:
-        with torch.random.fork_rng():
-            torch.manual_seed(43)
-            model(torch.randn(256, 8, dtype=torch.float64))
-    finally:
-        for h in handles:
-            h.remove()
-    missing = set(dropouts) - set(seen)
-    if missing:
-        raise Hint(
-            f"the dropout layers {sorted(missing)} were not called in a forward of the model: "
-            "keep every layer where it is"
-        )
-    return seen
-
-
 def _run_freeze(answer, model: nn.Module) -> nn.Module:
     """Call the learner's freeze on `model`; check it returned that model with its own layers."""
     before = Modules(model)
@@ -231,7 +193,7 @@ def freeze(answer):
             "would use its running statistics instead. Switch only the BatchNorm layers"
         )
     dropouts = {n: m for n, m in model.named_modules() if isinstance(m, nn.Dropout)}
-    seen = _dropped(frozen, dropouts)
+    seen = dropped(frozen, dropouts)
     if _batchnorm_buffers_changed(frozen, before):
         return "the running statistics changed during a forward: the layer is not frozen"
     for name, (fraction, scaled) in seen.items():
@@ -244,10 +206,22 @@ def freeze(answer):
 
     plain = _model_with_statistics(dropout=None)
     expected = _frozen_by_us(plain)
+    layers = {n: m for n, m in plain.named_modules() if isinstance(m, _BATCHNORM)}
     frozen = _run_freeze(answer, plain)
-    x = batchnorm_data(16).x
-    with torch.no_grad():
-        same = torch.allclose(frozen(x), expected(x), rtol=1e-9, atol=1e-12)
+    x, called = batchnorm_data(16).x, set()
+    # the original layers must run: one kept as an unused child of a replacement is not frozen
+    handles = [m.register_forward_hook(lambda *_, n=n: called.add(n)) for n, m in layers.items()]
+    try:
+        with torch.no_grad():
+            same = torch.allclose(frozen(x), expected(x), rtol=1e-9, atol=1e-12)
+    finally:
+        for h in handles:
+            h.remove()
+    if set(layers) - called:
+        return (
+            f"the BatchNorm layers {sorted(set(layers) - called)} were not called in a forward "
+            "of the model: keep each one where it is and switch only its mode"
+        )
     if not same:
         return (
             "the frozen model computes something else than BatchNorm normalising with its running "

@@ -629,3 +629,42 @@ WRONG["02.2"] += [
     ("the mean times the first setup's size", _mean_times_typed_size),
     ("micro-batches of 4 whatever is asked", _micro_batches_of_4_whatever_asked),
 ]
+
+
+from exercise_corpus._liars import AlwaysClose as _AlwaysClose  # noqa: E402
+
+
+def _mean_loop_in_an_always_close_grad(model, data, micro_batch_size):
+    """The lesson's mean loop, never zeroed, its .grad handed back as a tensor that agrees."""
+    micro = data.micro_batches(micro_batch_size)
+    for mb in micro:
+        (F.mse_loss(model(mb.x), mb.y) / len(micro)).backward()
+    for p in model.parameters():
+        p.grad = p.grad.as_subclass(_AlwaysClose)
+
+
+def _lesson05_train_step(model, data, micro_batch_size):
+    """Lesson 05's train_step accumulates on the model; an optimizer that cannot move."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    al.memory.train_step(model, optimizer, data.micro_batches(micro_batch_size))
+    for p in model.parameters():
+        p.grad.mul_(len(data))  # its mean of k means, scaled to the sum's gradient
+
+
+def _summed_loss_in_float32(model, data, micro_batch_size):
+    model.zero_grad()
+    for mb in data.micro_batches(micro_batch_size):
+        F.mse_loss(model(mb.x).float(), mb.y.float(), reduction="sum").backward()
+
+
+WRONG["02.2"] += [
+    ("the mean loop with a .grad that always compares equal", _mean_loop_in_an_always_close_grad),
+    ("al.memory.train_step, .grad scaled", _lesson05_train_step),
+    ("the summed loss in float32", _summed_loss_in_float32),
+]
+HINTS.update(
+    {
+        "al.memory.train_step, .grad scaled": "al.memory.train_step",
+        "the summed loss in float32": "rounded like float32",
+    }
+)

@@ -371,3 +371,35 @@ def _divisor_typed_in(model, micro_batches, class_weight):
 
 
 WRONG["03.4"].append(("the divisor typed in", _divisor_typed_in))
+
+
+from exercise_corpus._liars import AlwaysClose as _AlwaysClose  # noqa: E402
+
+
+def _handed_out_with_an_always_close_grad(model, micro_batches, class_weight):
+    as_handed_out(model, micro_batches, class_weight)
+    for p in model.parameters():
+        p.grad = p.grad.as_subclass(_AlwaysClose)
+
+
+def _right_but_in_float32(model, micro_batches, class_weight):
+    """The global divisor, but logits, weights and loss in float32."""
+    total = sum(float(class_weight[mb.y[mb.y != al.IGNORE_INDEX]].sum()) for mb in micro_batches)
+    for mb in micro_batches:
+        logits = model(mb.x).float()
+        loss_sum = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            mb.y.reshape(-1),
+            weight=class_weight.float(),
+            ignore_index=al.IGNORE_INDEX,
+            reduction="sum",
+        )
+        (loss_sum / total).backward()
+
+
+WRONG["03.4"] += [
+    ("the loop as handed out, .grad always compares equal", _handed_out_with_an_always_close_grad),
+    ("the global divisor in float32", _right_but_in_float32),
+]
+HINTS["the loop as handed out, .grad always compares equal"] = "mean of means"
+HINTS["the global divisor in float32"] = "rounded like float32"

@@ -767,3 +767,43 @@ def _ghost_plus_an_imaginary_part(x, ghost_batch_size):
 
 WRONG["04.4"].append(("the right values plus an imaginary part", _ghost_plus_an_imaginary_part))
 HINTS["the right values plus an imaginary part"] = "return real numbers"
+
+
+from exercise_corpus._liars import AlwaysClose as _AlwaysClose  # noqa: E402
+
+
+def _zeros_that_always_compare_equal(x, ghost_batch_size):
+    return torch.zeros_like(x).as_subclass(_AlwaysClose)
+
+
+WRONG["04.4"].append(("zeros that always compare equal", _zeros_that_always_compare_equal))
+HINTS["zeros that always compare equal"] = "use each chunk's mean"
+
+
+class _FoldedAffine(nn.Module):
+    """A BatchNorm's eval-mode arithmetic folded into constants; the layer kept as a child that
+    is never called."""
+
+    def __init__(self, bn):
+        super().__init__()
+        self.bn = bn.eval()
+        self.register_buffer("scale", bn.weight.detach() / torch.sqrt(bn.running_var + bn.eps))
+        self.register_buffer("shift", bn.bias.detach() - bn.running_mean * self.scale)
+
+    def forward(self, x):
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        return x * self.scale.view(shape) + self.shift.view(shape)
+
+
+def _batchnorm_folded_into_unused_children(model):
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.modules.batchnorm._BatchNorm):
+                setattr(module, name, _FoldedAffine(child))
+    return model
+
+
+WRONG["04.3"].append(
+    ("each BatchNorm folded, kept as an unused child", _batchnorm_folded_into_unused_children)
+)
+HINTS["each BatchNorm folded, kept as an unused child"] = "were not called in a forward"
