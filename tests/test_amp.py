@@ -364,10 +364,10 @@ def test_huge_sizes_are_refused_before_any_work(call, name):
         call()
 
 
-def test_real_schedulers_stepped_per_micro_batch_climb_back_or_raise():
+def test_real_schedulers_stepped_per_micro_batch_climb_back_stop_or_raise():
     r = al.precision.real_schedules(4, optimizer_steps=40, warmup_steps=8, lr=0.1)
     assert set(r["versions"]) == {"torch", "transformers"}
-    hf, cos, one = al.precision.REAL_SCHEDULERS
+    hf, cos, one, linear = al.precision.REAL_SCHEDULERS
     for name in (hf, cos):
         ok, bad = r["lrs"][name]["optimizer_step"], r["lrs"][name]["micro_step"]
         assert len(ok) == len(bad) == 40 and r["errors"][name]["micro_step"] is None
@@ -390,6 +390,10 @@ def test_real_schedulers_stepped_per_micro_batch_climb_back_or_raise():
     assert len(r["lrs"][one]["micro_step"]) == 10
     assert "total steps is 40" in r["errors"][one]["micro_step"]
     assert r["errors"][one]["optimizer_step"] is None
+    # linear decay (the Trainer's default) does just end early: 0 from window 10 to the end
+    ok, bad = r["lrs"][linear]["optimizer_step"], r["lrs"][linear]["micro_step"]
+    assert len(bad) == 40 and r["errors"][linear]["micro_step"] is None
+    assert bad[40 // 4 - 1] > 0 and max(bad[40 // 4 :]) == 0.0 and ok[-1] > 0
     assert type(al.precision.plot_real_schedules(r)).__name__ == "Figure"
 
 

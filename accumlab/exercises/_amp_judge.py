@@ -7,7 +7,7 @@ from __future__ import annotations
 from ._answers import Hint
 from ._observe import forwards_phrase
 
-# 06.3's third run: this micro-batch's target is inf, so its gradient is too (window 1 of 4)
+# 06.3's third run: this micro-batch's output is made inf, so its gradient is too (window 1 of 4)
 OVERFLOW_06_3 = 5
 
 
@@ -69,7 +69,7 @@ def judge_skip(trained, grads, sched_steps, k, windows):
     import torch
 
     w = OVERFLOW_06_3 // k
-    where = f"micro-batch {OVERFLOW_06_3} (in window {w}) has an inf target"
+    where = f"micro-batch {OVERFLOW_06_3} (in window {w}) overflows (its output is inf)"
     if not all(bool(torch.isfinite(p).all()) for p in trained.parameters()):
         raise Hint(
             f"{where}, and your weights ended inf/NaN: only scaler.step(optimizer) skips a window "

@@ -31,7 +31,8 @@ class GradWatch:
     (None or zero), "kept" (what backward b-1 left, infs and NaNs included) or "changed" (rescaled
     or replaced since); `watch.weights[b]` — the model's weights when backward b began;
     `watch.step_norms`, `watch.step_lrs` — the total `.grad` norm and the first group's lr at each
-    `optimizer.step()` over the model's parameters; `watch.last_norms` — the norm backward by
+    `optimizer.step()` over the model's parameters, and `watch.optimizers` the optimizers stepped;
+    `watch.last_norms` — the norm backward by
     backward, after it wrote `.grad`."""
 
     def __init__(self, model: torch.nn.Module):
@@ -40,6 +41,7 @@ class GradWatch:
         self.found: list[str] = []
         self.step_norms: list[float] = []
         self.step_lrs: list[float] = []
+        self.optimizers: list[torch.optim.Optimizer] = []
         self.weights: list[list[torch.Tensor]] = []
         self.last_norms: list[float] = []
         self._task = None
@@ -78,6 +80,8 @@ class GradWatch:
         if any(id(p) in self.ids for g in optimizer.param_groups for p in g["params"]):
             self.step_norms.append(self._norm())
             self.step_lrs.append(float(optimizer.param_groups[0]["lr"]))
+            if all(o is not optimizer for o in self.optimizers):
+                self.optimizers.append(optimizer)
 
     def __enter__(self) -> GradWatch:
         for p in self.params:
@@ -126,10 +130,37 @@ class ScalerWatch:
         torch.amp.GradScaler.scale = self._original
 
 
-def run_observed(answer, model, batches, k, max_norm, make_scheduler):
+def overflow_on(model: torch.nn.Module, xs) -> list:
+    """Make the model's output inf on the forwards of the inputs `xs`, as a float16 overflow
+    would: nothing in the data shows it, so a loop can learn of it only from the loss, the
+    gradients or the scaler. Layers called one by one overflow too (first and last leaf).
+    Returns the hook handles."""
+    from ._observe import _rows_key
+
+    keys = {_rows_key(x) for x in xs}
+    leaves = [m for m in model.modules() if not any(True for _ in m.children())]
+    hit = [False]
+
+    def enter(module, args):
+        x = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        hit[0] = x is not None and _rows_key(x) in keys
+
+    def leave(module, args, output):
+        if hit[0] and isinstance(output, torch.Tensor):
+            return output + float("inf")  # the gradient still flows: d(out + c)/d out = 1
+        return None
+
+    return [
+        leaves[0].register_forward_pre_hook(enter),
+        leaves[-1].register_forward_hook(leave),
+    ]
+
+
+def run_observed(answer, model, batches, k, max_norm, make_scheduler, overflow=()):
     """Run the answer observed: its forwards and backward passes, what `.grad` held at each
     backward and at each step (GradWatch), the calls it made to GradScaler and its scheduler, and
-    the dtype the model's first layer produced."""
+    the dtype the model's first layer produced. The micro-batches listed in `overflow` produce an
+    inf output (`overflow_on`)."""
     import contextlib
 
     scheduler_calls = []
@@ -146,7 +177,9 @@ def run_observed(answer, model, batches, k, max_norm, make_scheduler):
         return sched
 
     dtypes = []
-    hook = model[0].register_forward_hook(lambda m, a, out: dtypes.append(out.dtype))
+    # before the watchers' hooks, so that they see the overflowing output
+    hooks = overflow_on(model, [batches[i][0] for i in overflow])
+    hooks.append(model[0].register_forward_hook(lambda m, a, out: dtypes.append(out.dtype)))
     spies = {
         name: Spy(torch.amp.GradScaler, name, f"scaler.{name}")
         for name in ("unscale_", "step", "update")
@@ -164,7 +197,8 @@ def run_observed(answer, model, batches, k, max_norm, make_scheduler):
                 stack.enter_context(spy)
             trained = answer(model, batches, k, max_norm, counted_scheduler)
     finally:
-        hook.remove()
+        for hook in hooks:
+            hook.remove()
     counts = {name: spy.calls for name, spy in spies.items()}
     seen.arrived = arrived  # the gradients each forward's output received
     return trained, counts, seen, grads, scale, len(scheduler_calls), dtypes

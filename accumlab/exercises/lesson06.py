@@ -125,7 +125,7 @@ def _train_setup():
 
 def _reference_trace(model, batches, k, max_norm, make_scheduler, lr=0.1, overflow=()):
     """What 06.3 asks for, by `al.precision.amp_train`: the scheduler holds on a skipped step;
-    `overflow` lists micro-batches whose loss is made inf (as an inf target makes it)."""
+    `overflow` lists micro-batches whose loss is made inf (as an inf output makes it)."""
     import torch
 
     from ..data import Data
@@ -144,16 +144,32 @@ def reference_train(model, batches, k, max_norm, make_scheduler, lr=0.1):
     return _reference_trace(model, batches, k, max_norm, make_scheduler, lr).params[-1]
 
 
-def _runs(batches):
-    """06.3's three runs: (max_norm, batches, micro-batches made to overflow). Clipping active
-    (every window's norm is above 0.05); a threshold no gradient reaches (clipping can hide a
-    missing / k, since it caps the norm either way); and one inf target in window 1."""
+def _runs():
+    """06.3's three runs: (max_norm, micro-batches made to overflow). Clipping active (every
+    window's norm is above 0.05); a threshold no gradient reaches (clipping can hide a missing
+    / k, since it caps the norm either way); and one micro-batch in window 1 whose output the
+    checker makes inf (the data stays finite, as in a real float16 overflow)."""
+    return ((0.05, ()), (100.0, ()), (0.05, (OVERFLOW_06_3,)))
+
+
+PLAIN_SGD = {"momentum": 0, "dampening": 0, "weight_decay": 0, "nesterov": False}
+
+
+def _judge_optimizer(optimizers) -> None:
+    """Plain SGD, as asked: a little momentum or weight decay moves the weights by less than the
+    bfloat16 tolerance of the final comparison, so it is read from the optimizer itself."""
     import torch
 
-    poisoned = list(batches)
-    x, y = poisoned[OVERFLOW_06_3]
-    poisoned[OVERFLOW_06_3] = (x, torch.full_like(y, float("inf")))
-    return ((0.05, batches, ()), (100.0, batches, ()), (0.05, poisoned, (OVERFLOW_06_3,)))
+    for opt in optimizers:
+        if type(opt) is not torch.optim.SGD:
+            raise Hint(
+                f"the optimizer was {type(opt).__name__}: build torch.optim.SGD(model.parameters(), "
+                "lr=lr), nothing else set"
+            )
+        for group in opt.param_groups:
+            extra = {key: group[key] for key, plain in PLAIN_SGD.items() if group[key] != plain}
+            if extra:
+                raise Hint(f"the SGD was built with {extra}: plain SGD at lr, nothing else set")
 
 
 @exercise("06.3", 3, "A loop combining AMP, clipping and a scheduler that holds on a skip")
@@ -168,11 +184,12 @@ def full_loop(answer) -> str | None:
     model, clean, sched = _train_setup()
     k = 4
     windows = len(clean) // k
-    for max_norm, batches, overflow in _runs(clean):
+    batches = clean
+    for max_norm, overflow in _runs():
         ref = _reference_trace(model, clean, k, max_norm, sched, overflow=overflow)
         expected = ref.params[-1]
         trained, counts, seen, grads, scale, sched_steps, dtypes = run_observed(
-            answer, copy.deepcopy(model), batches, k, max_norm, sched
+            answer, copy.deepcopy(model), batches, k, max_norm, sched, overflow
         )
         if not isinstance(trained, torch.nn.Module):
             raise Hint("return the trained model")
@@ -180,6 +197,14 @@ def full_loop(answer) -> str | None:
             raise Hint(
                 f"the forward ran in {sorted({str(d) for d in dtypes}) or 'no dtype'}: run it "
                 "under torch.autocast('cpu', dtype=torch.bfloat16)"
+            )
+        low = sorted(
+            {str(p.dtype) for p in (*grads.params, *trained.parameters())} - {"torch.float32"}
+        )
+        if low:
+            raise Hint(
+                f"the parameters were {low}: keep them float32 and let autocast run the forward "
+                "in bfloat16 (16-bit parameters get a 16-bit .grad, accumulated in 16 bits)"
             )
         judge_structure(seen, grads, scale, batches, k, overflow)
         pairs = [SimpleNamespace(x=x, y=y) for x, y in batches]
@@ -235,10 +260,17 @@ def full_loop(answer) -> str | None:
             raise Hint(
                 f"your scheduler stepped {sched_steps} times; once per optimizer step is {windows}"
             )
+        _judge_optimizer(grads.optimizers)
         # the lr each step used, against the schedule's (the skipped window has no step)
         stepped = [lr for lr, s in zip(ref.lrs, ref.skipped, strict=True) if not s]
         lrs = ref.lrs if len(grads.step_lrs) == windows else stepped
         wrong = [j for j, (a, b) in enumerate(zip(grads.step_lrs, lrs)) if abs(a - b) > 1e-9 * b]
+        ratios = [a / b for a, b in zip(grads.step_lrs, lrs) if b]
+        if wrong and ratios and max(ratios) - min(ratios) <= 1e-9 * max(ratios):
+            raise Hint(
+                f"every optimizer step used {ratios[0]:.3g} × the schedule's lr: build SGD with "
+                "lr=lr (the scheduler multiplies the lr it was built with)"
+            )
         if wrong:
             j = wrong[0]
             raise Hint(

@@ -8,8 +8,8 @@ The right order for one window of k micro-batches:
 
 CPU autocast uses bfloat16 by default (float32's exponent range, so scaling is not needed there
 but works the same way); CUDA uses float16, whose small range is what GradScaler exists for. CPU
-autocast also runs float16 (`dtype="float16"`): the CPU stand-in of a GPU run uses it, so it meets
-the overflows a GPU meets.
+autocast also runs float16 (`dtype="float16"`): the CPU stand-in of a GPU run uses it, the same
+code path, though a GPU's kernels round differently and may skip other windows.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Lesson 06's recorder: float16 autocast + GradScaler with accumulation, right order and wrong,
 and how precise accumulation is in each dtype. `python -m accumlab.record amp` on a GPU writes
 accumlab/results/amp.json; `--device cpu --out PATH` runs the same code on the CPU with float16
-autocast too, so the stand-in meets the overflows a GPU meets.
+autocast too: the same code path, but a GPU's float16 kernels round differently, so its skipped
+windows may differ.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from .amp_runs import amp_demo, amp_error
 from .dtypes import accumulation_errors
 
 SIZES = {"full": {"n": 64, "ks": [1, 4, 16, 64, 256]}, "small": {"n": 64, "ks": [1, 4, 16]}}
-DTYPE = "float16"  # what GradScaler exists for; on both devices, so the stand-in predicts the GPU
+DTYPE = "float16"  # what GradScaler exists for; on both devices, so both run the same code path
 
 _TRACE = {
     "micro_scales": [float],

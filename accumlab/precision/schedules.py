@@ -84,6 +84,7 @@ REAL_SCHEDULERS = (
     "transformers get_cosine_schedule_with_warmup",
     "torch CosineAnnealingLR",
     "torch OneCycleLR",
+    "transformers get_linear_schedule_with_warmup",  # the Trainer's default lr_scheduler_type
 )
 
 
@@ -94,6 +95,10 @@ def _real_scheduler(name: str, optimizer, steps: int, warmup: int, lr: float):
         from transformers import get_cosine_schedule_with_warmup
 
         return get_cosine_schedule_with_warmup(optimizer, warmup, steps)
+    if name == REAL_SCHEDULERS[3]:
+        from transformers import get_linear_schedule_with_warmup
+
+        return get_linear_schedule_with_warmup(optimizer, warmup, steps)
     if name == REAL_SCHEDULERS[1]:
         return CosineAnnealingLR(optimizer, T_max=steps)
     return OneCycleLR(optimizer, max_lr=lr, total_steps=steps)
@@ -107,8 +112,8 @@ def real_schedules(
     lr: float = 0.1,
     schedulers: tuple[str, ...] = REAL_SCHEDULERS,
 ) -> dict:
-    """The learning rate each optimizer step uses with real schedulers (Transformers' cosine with
-    warm-up, torch's CosineAnnealingLR and OneCycleLR), all built for `optimizer_steps` optimizer
+    """The learning rate each optimizer step uses with real schedulers (Transformers' cosine and
+    linear with warm-up, torch's CosineAnnealingLR and OneCycleLR), all built for `optimizer_steps` optimizer
     steps, when `scheduler.step()` is called once per optimizer step and once per micro-batch.
     Lesson 06.
 

@@ -580,3 +580,100 @@ WRONG["06.3"].append(("decoy passes, a copy's gradient written in", _decoys_and_
 HINTS["decoy passes, a copy's gradient written in"] = "its own loss's gradient"
 # names the call it counted, not how far the answer is
 HINTS["248 calls: one too many"] = "includes the scheduler call made after"
+
+
+def _loop(
+    model, batches, k, max_norm, make_scheduler, *, opt, forward=None, held=None, scale_k=True
+):
+    """The right loop, with its optimizer, forward, hold test and loss division as given: the
+    pieces the answers below change one at a time."""
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    forward = forward or model
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        window = batches[start : start + k]
+        for x, y in window:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = forward(x)
+            loss = torch.nn.functional.mse_loss(pred.float(), y)
+            scaler.scale(loss / k if scale_k else loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        before = scaler.get_scale()
+        scaler.update()
+        skipped = held(window) if held else scaler.get_scale() < before
+        if not skipped:
+            scheduler.step()
+    return model
+
+
+def layer_by_layer(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Plain SGD with its defaults spelt out; the layers called one by one."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.0, weight_decay=0.0, nesterov=False)
+
+    def forward(x):
+        for layer in model:
+            x = layer(x)
+        return x
+
+    return _loop(model, batches, k, max_norm, make_scheduler, opt=opt, forward=forward)
+
+
+def small_momentum(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """SGD(momentum=0.03): its weights stay within the bfloat16 tolerance of the right loop's."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.03)
+    return _loop(model, batches, k, max_norm, make_scheduler, opt=opt)
+
+
+def small_weight_decay(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """SGD(weight_decay=1e-3), as close to the right loop's weights as momentum 0.03."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, weight_decay=1e-3)
+    return _loop(model, batches, k, max_norm, make_scheduler, opt=opt)
+
+
+def adam(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Adam for SGD."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    return _loop(model, batches, k, max_norm, make_scheduler, opt=opt)
+
+
+def holds_on_inf_targets(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Holds the scheduler when the window's data holds an inf, without asking the scaler: a
+    float16 overflow does not show in the data."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    held = lambda window: any(bool(torch.isinf(y).any()) for _, y in window)  # noqa: E731
+    return _loop(model, batches, k, max_norm, make_scheduler, opt=opt, held=held)
+
+
+def lr_over_k(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """The / k moved from the loss into SGD's lr."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr / k)
+    return _loop(model, batches, k, max_norm, make_scheduler, opt=opt, scale_k=False)
+
+
+def bfloat16_parameters(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """model.bfloat16(): 16-bit parameters, so .grad accumulates in bfloat16."""
+    model.bfloat16()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    return _loop(model, batches, k, max_norm, make_scheduler, opt=opt)
+
+
+RIGHT["06.3"].append(("plain SGD spelt out, the layers one by one", layer_by_layer))
+WRONG["06.3"] += [
+    ("SGD(momentum=0.03)", small_momentum),
+    ("SGD(weight_decay=1e-3)", small_weight_decay),
+    ("Adam", adam),
+    ("the hold read from inf targets", holds_on_inf_targets),
+    ("SGD at lr / k, the loss not divided", lr_over_k),
+    ("model.bfloat16()", bfloat16_parameters),
+]
+HINTS.update({
+    "SGD(momentum=0.03)": "built with {'momentum': 0.03}",
+    "SGD(weight_decay=1e-3)": "built with {'weight_decay': 0.001}",
+    "Adam": "the optimizer was Adam",
+    "the hold read from inf targets": "Hold it on a skipped step",
+    "SGD at lr / k, the loss not divided": "build SGD with lr=lr",
+    "model.bfloat16()": "keep them float32",
+})  # fmt: skip
