@@ -8,7 +8,7 @@ import torch
 from . import exercise
 from ._answers import Hint, number
 from ._calls import Refuse
-from ._draws import fresh_rng, pool_seed
+from ._draws import pool_seed
 from ._inputs_watch import _accumulated, _Inputs, _Watched
 from ._observe import Observe
 from ._two_batch_ref import (  # the checker's estimators: refused by name below
@@ -233,9 +233,10 @@ def two_batch(answer) -> str | None:
     # the same draws to 10 % (TOLERANCE_13_2); partial estimators are refused by name.
     if not callable(answer):
         return "answer with a function noise_scale_of(model, windows) returning a number"
-    # three problems in an order drawn afresh: two (b, k), an answer reads them from `windows`;
-    # two noises at the same (b, k), so no value typed in per b fits both
-    for seed, noise, b, k in fresh_rng().sample(PROBLEMS, len(PROBLEMS)):
+    # two (b, k), which an answer reads from `windows`, and two noises at the same (b, k), so no
+    # value typed in per b fits both; the order is fixed, so each wrong answer meets the problem
+    # that names its mistake first
+    for seed, noise, b, k in PROBLEMS:
         got, ref = _one_problem(answer, seed, noise, b, k)
         full = ref["full"]
         # the partial estimator nearest the answer, if the answer is it and not the full one
