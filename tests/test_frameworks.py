@@ -153,6 +153,25 @@ def test_accelerate_divides_every_window_by_k(table, runs):
     assert run.logged_loss is None
 
 
+def test_accelerate_scheduler_counts_no_skipped_call_even_with_adjust_scheduler_asked():
+    """scheduler.py counts `_step_count` while accumulating only if `GradientState.adjust_scheduler`;
+    state.py reads it from the plugin's `to_kwargs`, which drops values equal to the defaults, so
+    the default True (given or not) is read as False. The lesson's 3.1 says so."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+    from accelerate.utils import GradientAccumulationPlugin
+
+    run = F.run_framework("accelerate", "regression", 4)
+    assert (run.extra["scheduler_counted"], run.extra["scheduler_stepped"]) == (3, 3)
+    plugin = GradientAccumulationPlugin(num_steps=4, adjust_scheduler=True)
+    try:
+        accelerator = Accelerator(gradient_accumulation_plugin=plugin, cpu=True)
+        assert accelerator.gradient_state.adjust_scheduler is False
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
+
+
 def test_accelerate_docs_recipe_is_exact_and_unprepared_loader_drops_the_last_window():
     fixes = F.run_all(("accelerate_global", "accelerate_unprepared"), progress=False)
     for data in F.DATASETS:

@@ -98,6 +98,29 @@ def judge_epoch(run) -> str | None:
         if share["error"] > tol:
             return share_hint(n, share, problem.k)
     last = {w[-1] for w in windows}
+    # accumulate() enters no_sync from sync_gradients as it is entered: a value set by hand later
+    # in the block changes what the optimizer does, not which micro-batches are all-reduced
+    entered = [
+        (n, share["micro_batch"] in last)
+        for n, (call, share) in enumerate(zip(calls, shares), start=1)
+        if call.get("sync_at_entry") is not None
+        and bool(call["sync_at_entry"]) != (share["micro_batch"] in last)
+    ]
+    if entered:
+        n, is_last = entered[0]
+        return (
+            f"accelerator.sync_gradients was {not is_last} when `accelerator.accumulate(model)` "
+            f"was entered for accelerator.backward call {n}, "
+            + (
+                "the last micro-batch of its window: accumulate() entered no_sync, so on several "
+                "processes the window would never be all-reduced"
+                if is_last
+                else "which is not the last micro-batch of its window: accumulate() did not "
+                "enter no_sync, so on several processes it would be all-reduced"
+            )
+            + " — accumulate() decides on entry; setting sync_gradients later inside it does not "
+            "change that"
+        )
     synced = [
         n
         for n, (call, share) in enumerate(zip(calls, shares), start=1)

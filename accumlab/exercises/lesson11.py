@@ -180,6 +180,14 @@ def _trainer_loss(answer):
             "num_items_in_batch"
         )
     cosines = [c.scale * c.reference_norm / c.grad_norm for c in checks if c.grad_norm > 0]
+    if cosines and min(cosines) < 0.99 and min(scales) > 1.5:  # too large, and turned
+        return (
+            f"the steps are too large and point elsewhere (cosine with the reference down to "
+            f"{min(cosines):.3g}, {size}): the Trainer uses a compute_loss_func's loss as it is, "
+            "divided by nothing, so a mean per micro-batch adds every micro-batch's mean in full "
+            "and weighs its tokens by 1 / its own count; every real token of a window weighs "
+            "1 / (the window's real tokens)"
+        )
     if cosines and min(cosines) < 0.99:  # the direction is off, whatever the size
         return (
             f"the steps point elsewhere (cosine with the reference down to {min(cosines):.3g}, "

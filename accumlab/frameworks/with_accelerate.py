@@ -77,16 +77,23 @@ def accelerate_loop(problem: Problem, model, optimizer, scheduler, folder: str) 
     model, optimizer, loader, scheduler = accelerator.prepare(
         model, optimizer, _loader(problem), scheduler
     )
+    inner = scheduler.scheduler  # the torch scheduler the prepared one wraps
+    counted, stepped = inner._step_count, inner.last_epoch
     for x, y in loader:
         with accelerator.accumulate(model):
             loss = problem.mean_loss(model(x), y)
             accelerator.backward(loss)  # divides by k, the configured number
             optimizer.step()  # a no-op until sync_gradients
-            scheduler.step()
+            scheduler.step()  # a no-op until sync_gradients (adjust_scheduler counts nothing)
             optimizer.zero_grad()
     # Accelerate logs only through the trackers `log_with=` sets up (none here): `accelerator.log`
     # goes nowhere without one
-    return {"trackers": len(accelerator.trackers)}
+    return {
+        "trackers": len(accelerator.trackers),
+        # scheduler.step() calls the torch scheduler counted, and the updates it made
+        "scheduler_counted": inner._step_count - counted,
+        "scheduler_stepped": inner.last_epoch - stepped,
+    }
 
 
 def accelerate_global_loop(
@@ -199,7 +206,8 @@ def accelerate_custom_loop(
     Logged for the checker: for each `accelerator.backward` call, the micro-batches forwarded
     since the previous call, the weights, the gradient it added, the loss's dtype (a float32 loss
     is judged to float32's round-off), whether it ran inside
-    `accumulate()`, `sync_gradients` and the configured number of steps as it ran; the forwards
+    `accumulate()`, `sync_gradients` and the configured number of steps as it ran,
+    `sync_gradients` as the innermost `accumulate()` was entered (what chose `no_sync`); the forwards
     run outside `accumulate()`; the `accumulate()` calls not given the prepared model; and how
     many gradients were accumulated by backward passes outside `accelerator.backward`."""
     accelerator = fresh_accelerator(problem.k)
@@ -211,6 +219,7 @@ def accelerate_custom_loop(
     state = {
         "in_backward": False,
         "in_accumulate": 0,
+        "entry_sync": [],  # sync_gradients as each open accumulate() was entered, innermost last
         "forwards": [],
         "outside": 0,
         "forwards_outside": 0,  # DDP's no_sync needs the forward inside it too
@@ -246,6 +255,7 @@ def accelerate_custom_loop(
                     "added": flatten(grads_of(net)) - before,
                     "in_accumulate": state["in_accumulate"] > 0,
                     "sync_gradients": sync,
+                    "sync_at_entry": state["entry_sync"][-1] if state["entry_sync"] else None,
                     "num_steps": steps,
                     "dtype": getattr(loss, "dtype", None),
                 }
@@ -256,11 +266,15 @@ def accelerate_custom_loop(
     def observed_accumulate(*models):
         state["without_model"] += not any(m is model or m is net for m in models)
         with accumulate(*models):
+            # accumulate() chose no_sync (or not) from this value on entry; setting it later
+            # inside the block does not change whether this micro-batch is all-reduced
             state["in_accumulate"] += 1
+            state["entry_sync"].append(accelerator.sync_gradients)
             try:
                 yield
             finally:
                 state["in_accumulate"] -= 1
+                state["entry_sync"].pop()
 
     accelerator.backward, accelerator.accumulate = observed_backward, observed_accumulate
     try:

@@ -556,3 +556,37 @@ WRONG["11.2"].append(
     )
 )
 HINTS["seed 0's counts typed in, the probe read from the frame"] = "another token data set"
+
+
+def _sync_forced_inside_accumulate(accelerator, model, optimizer, scheduler, loader, k):
+    """Every window taken with next() first, the last one too, and sync_gradients set by hand
+    inside accumulate() to True on each window's last micro-batch only. Every step is exact, but
+    the loader had reported its end before the last window's first micro-batch, so accumulate()
+    entered it with sync_gradients True and no no_sync: on several processes it would be
+    all-reduced. At its backward the value is the forced False."""
+    batches = iter(loader)
+    for start in range(0, len(loader), k):  # next() no further than the last batch
+        window = [next(batches) for _ in range(min(k, len(loader) - start))]
+        tokens = sum(int((y != IGNORE).sum()) for _, y in window)
+        for j, (x, y) in enumerate(window):
+            with accelerator.accumulate(model):
+                accelerator.gradient_state._set_sync_gradients(j == len(window) - 1)
+                accelerator.backward(_token_sum(model, x, y) * k / tokens)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+
+
+WRONG["11.3"].append(("sync_gradients forced inside accumulate()", _sync_forced_inside_accumulate))
+HINTS["sync_gradients forced inside accumulate()"] = "accumulate() decides on entry"
+
+
+def _usual_mean_loss(outputs, labels, num_items_in_batch=None):
+    """The stub's commented loss: a mean per micro-batch, which the Trainer does not divide."""
+    logits = outputs["logits"]
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+
+
+WRONG["11.2"].append(("the stub's mean loss", _usual_mean_loss))
+HINTS["the stub's mean loss"] = "uses a compute_loss_func's loss as it is, divided by nothing"
+HINTS["transformers' fixed_cross_entropy without the count"] = "divided by nothing"
