@@ -189,6 +189,32 @@ def test_autocast_switched_off_is_said_and_the_loop_still_checked():
     assert "float64" in report["AUTOCAST_DISABLED"].message
 
 
+def test_cuda_autocast_around_cpu_tensors_is_said_though_pytorch_warns_nothing(monkeypatch):
+    # with CUDA present torch.autocast("cuda") stays on, but casts CUDA tensors only: PyTorch's
+    # own availability test made to pass, so this CPU takes that path too
+    monkeypatch.setattr(torch.cuda.amp.common, "amp_definitely_not_available", lambda: False)
+
+    def cuda_autocast(model, optimizer, batches, k):
+        for i, (x, y) in enumerate(batches):
+            window = min(k, len(batches) - (i - i % k))
+            with torch.autocast("cuda", dtype=torch.float16):
+                assert torch.is_autocast_enabled("cuda")
+                prediction = model(x)
+            (F.mse_loss(prediction, y) / window).backward()
+            if (i + 1) % k == 0 or i + 1 == len(batches):
+                optimizer.step()
+                optimizer.zero_grad()
+
+    report = al.audit(cuda_autocast, **al.audit.audit_setup())
+    assert report.codes == {"AUTOCAST_DISABLED"} and report.ok, str(report)
+    note = report["AUTOCAST_DISABLED"]
+    assert "PyTorch warned" not in note.evidence  # it did not: the audit saw the forwards
+    assert "casts nothing" in note.message and "float64" in note.message
+    assert list(note.evidence.values()) == [20]  # every forward of both epochs
+    # the right loop without autocast gets no note
+    assert al.audit.catalogue_loop("correct_loop").audit().codes == set()
+
+
 def test_the_audits_gradscaler_changes_its_scale_at_every_update():
     # unscale_ and update() after every backward: 4 updates before the first step's scale()s end
     report = al.audit.catalogue_loop("unscale_and_update_every_micro_batch").audit()

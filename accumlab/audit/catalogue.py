@@ -98,7 +98,7 @@ _ENTRIES = [
         correct_loop,
         frozenset(),
         kind="correct",
-        question="Right while every micro-batch holds as many samples. Is it right here?",
+        question="Is it right on this setup?",
     ),
     CatalogueLoop("loss_not_divided", loss_not_divided, frozenset({"LOSS_NOT_DIVIDED"})),
     CatalogueLoop(

@@ -79,11 +79,20 @@ def modified_findings(rec: Recording) -> list[Finding]:
 
 def autocast_findings(rec: Recording, setup: Setup) -> list[Finding]:
     """torch.autocast("cuda") on a machine without CUDA (or a dtype the device's autocast lacks)
-    warns and runs in full precision: the audit then checked the loop, not its lower precision."""
+    warns and runs in full precision; with CUDA present it stays on but leaves the audit's CPU
+    tensors alone, without a warning: either way the audit checked the loop, not its lower
+    precision."""
     warning = next((w for w in rec.warnings if "Disabling autocast" in w), None)
-    if warning is None:
+    if warning is None and not rec.idle_autocast:
         return []
     dtypes = [p.dtype for p in setup.model.parameters() if p.is_floating_point()]
     dtype = str(dtypes[0]).removeprefix("torch.") if dtypes else "float32"
-    text = message("AUTOCAST_DISABLED", warning=warning.split("\n")[0], dtype=dtype)
-    return [Finding("AUTOCAST_DISABLED", text, {"PyTorch warned": warning.split("\n")[0]})]
+    if warning is not None:
+        first = warning.split("\n")[0]
+        text = message("AUTOCAST_DISABLED", "warned", warning=first)
+        evidence = {"PyTorch warned": first}
+    else:
+        text = message("AUTOCAST_DISABLED", "idle", forwards=rec.idle_autocast)
+        evidence = {'forwards under torch.autocast("cuda") on CPU inputs': rec.idle_autocast}
+    text += message("AUTOCAST_DISABLED", "then", dtype=dtype)
+    return [Finding("AUTOCAST_DISABLED", text, evidence)]

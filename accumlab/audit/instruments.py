@@ -185,7 +185,10 @@ class Instruments:
         if not torch.is_grad_enabled():  # a no_grad forward (logging, evaluation) adds no gradient
             return
         self.budget.spend("forwards")
-        b = self._identify(_first_tensor([*args, *kwargs.values()]))  # model(x) or model(input=x)
+        first = _first_tensor([*args, *kwargs.values()])  # model(x) or model(input=x)
+        if first is not None and first.device.type == "cpu" and torch.is_autocast_enabled("cuda"):
+            self.rec.idle_autocast += 1
+        b = self._identify(first)
         if b is None or b not in self.seen:
             self.pending.append(b)
             if b is not None:

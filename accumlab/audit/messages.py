@@ -224,10 +224,11 @@ MESSAGES: dict[str, str | dict[str, str]] = {
     "SCALER_STEP_SKIPPED": (
         "optimizer.step() ran without scaler.step(optimizer) at step(s) {steps}{unscaled}: the "
         "GradScaler's own inf/NaN check, which skips an update whose scaled gradients "
-        "overflowed, did not run there. Unless your loop makes that check itself and skips the "
-        "step, one micro-batch whose scaled gradient overflows writes inf or NaN into every "
-        "weight it reaches, where scaler.step would have skipped that update (scaler.update() "
-        "lowers the scale either way). Call scaler.step(optimizer) in place of optimizer.step()."
+        "overflowed, did not run there: one micro-batch whose scaled gradient overflows then "
+        "writes inf or NaN into every weight it reaches, where scaler.step would have skipped "
+        "that update (scaler.update() lowers the scale either way). Call "
+        "scaler.step(optimizer) in place of optimizer.step(), even where your loop checks for "
+        "inf/NaN itself: the audit reports every step that bypasses scaler.step."
     ),
     "SCALER_SKIPPED_STEPS": (
         "At step(s) {steps} of {total} the scaled gradients held inf or NaN, so scaler.step "
@@ -276,13 +277,20 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         "your loop copies, so your data is untouched here. Compute on new tensors (x * 2, not "
         "x.mul_(2))."
     ),
-    "AUTOCAST_DISABLED": (
-        "PyTorch switched torch.autocast off in your loop (it warned: “{warning}”), so the "
-        "forward ran in the model's {dtype}: the audit checked the loop's accumulation, not what a "
-        "lower precision does to it (rounding, overflows the GradScaler must skip). Where your "
-        "loop really runs, under CUDA autocast, audit it again; on this CPU, "
-        'torch.autocast("cpu", dtype=torch.bfloat16) runs a lower precision on a float32 model.'
-    ),
+    "AUTOCAST_DISABLED": {
+        "warned": "PyTorch switched torch.autocast off in your loop (it warned: “{warning}”), so ",
+        # CUDA present: torch.autocast("cuda") is on, but casts only CUDA tensors, and warns nothing
+        "idle": (
+            'torch.autocast("cuda") was on around {forwards} forward(s) whose inputs were on the '
+            "CPU, where it casts nothing, so "
+        ),
+        "then": (
+            "the forward ran in the model's {dtype}: the audit checked the loop's accumulation, not "
+            "what a lower precision does to it (rounding, overflows the GradScaler must skip). "
+            "Where your loop really runs, under CUDA autocast, audit it again; on the CPU, "
+            'torch.autocast("cpu", dtype=torch.bfloat16) runs a lower precision on a float32 model.'
+        ),
+    },
     "BATCHNORM_STATS": (
         "The model has BatchNorm in training mode: each micro-batch is normalised with its own "
         "mean and variance, so even a correct loop cannot reproduce the big batch's gradient "

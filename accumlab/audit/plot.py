@@ -51,7 +51,7 @@ def plot_audit(report: AuditReport) -> Figure:
     bottom.set_yscale("log")
     bottom.set_ylim(FLOOR / 10, 1e4)
     plain_log_ticks(bottom.yaxis, [1e-16, 1e-12, 1e-8, 1e-4, 1.0, 1e4])
-    bottom.set_xlabel("optimizer step")
+    bottom.set_xlabel(f"optimizer step (an exact match drawn at {FLOOR:g})")
     bottom.set_ylabel("‖seen − ref‖ / ‖ref‖")
     bottom.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     update_audit(fig, report)

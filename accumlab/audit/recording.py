@@ -72,6 +72,7 @@ class Recording:
     error_where: str = ""  # "scaler.unscale_" when the exception came out of an instrumented call
     error_line: str = ""  # the learner's line that raised, when it can be found
     warnings: list[str] = field(default_factory=list)
+    idle_autocast: int = 0  # forwards on CPU inputs inside a torch.autocast("cuda") that is on
     model: nn.Module | None = None
     seconds: float = 0.0
 
@@ -107,13 +108,13 @@ class Recording:
         return len({b for b in self.forwards if b is not None}) + self.forwards.count(None)
 
 
-def limits_for(micro_batches: int) -> dict[str, int]:
-    """How many calls of each kind a loop may make over `micro_batches` (every epoch's) before the
-    audit stops it: generous (a loop forwarding every micro-batch twice, or stepping after each
-    one, stays far inside)."""
+def limits_for(micro_batches: int, samples: int = 0) -> dict[str, int]:
+    """How many calls of each kind a loop may make over `micro_batches` holding `samples` (every
+    epoch's) before the audit stops it: generous (a loop forwarding every micro-batch twice, or
+    every sample alone, or stepping after each micro-batch, stays far inside)."""
     n = micro_batches
     return {
-        "forwards": 4 * n + 16,
+        "forwards": max(4 * n, 2 * samples) + 16,
         "steps": 2 * n + 16,
         "zero_grads": 4 * n + 16,
         "scheduler_steps": 4 * n + 16,

@@ -51,7 +51,7 @@ def record(
     optimizer = optimizer_factory(model.parameters())
     scheduler = scheduler_factory(optimizer) if scheduler_factory else None
     scaler = scaler_factory() if scaler_factory else None
-    budget = Budget(limits_for(len(batches) * epochs))
+    budget = Budget(limits_for(len(batches) * epochs, sum(len(b) for b in batches) * epochs))
     tools = Instruments(rec, model, optimizer, batches, budget)
     tools.install(scheduler, scaler)
 

@@ -760,3 +760,19 @@ def _one_forward_per_window(model, optimizer, batches, k):
 
 WRONG["08.1"].append(("one forward per window", _one_forward_per_window))
 HINTS["one forward per window"] = "the big batch, not accumulation"
+
+
+def _a_forward_per_sample(model, optimizer, batches, k):
+    """Right: one forward and backward per sample, each over the window's count."""
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        n = sum(len(y) for _, y in window)
+        for x, y in window:
+            for row in range(len(y)):
+                rows = slice(row, row + 1)
+                (F.mse_loss(model(x[rows]), y[rows], reduction="sum") / n).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+RIGHT["08.2"].append(("a forward per sample", _a_forward_per_sample))
