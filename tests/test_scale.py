@@ -541,13 +541,15 @@ def test_step_recompiles_depends_on_the_optimizer_and_on_static_grads():
         al.scale.step_recompiles(optimizer="lamb")
 
 
-def test_adamw_refuses_a_float32_grad_dtype_sgd_does_not():
+def test_adamw_and_fused_sgd_refuse_a_float32_grad_dtype_the_others_step():
     steps = al.scale.step_with_grad_dtype()
     if not al.scale.grad_dtype_supported():
         assert steps == {}
         return
-    assert steps["SGD"] == "steps"
-    assert all(v.startswith("RuntimeError") for n, v in steps.items() if n.startswith("AdamW"))
+    assert steps["SGD (for-loop)"] == steps["SGD (foreach)"] == "steps"
+    assert steps["SGD (fused)"].startswith("RuntimeError")
+    adamw = [v for n, v in steps.items() if n.startswith("AdamW")]
+    assert len(adamw) == 3 and all(v.startswith("RuntimeError") for v in adamw)
 
 
 def test_fit_refuses_steps_outside_its_domain():

@@ -24,7 +24,9 @@ def first_lost_integer(answer) -> str | None:
     if n == 256:
         return "that is bfloat16's (8 significant bits); float16 keeps 10 stored bits + 1"
     if n < expected:
-        return "every integer below 2**(significant bits) and its successor is exact in float16"
+        return (
+            f"{n} + 1 is still exact in float16: where does the spacing between neighbours reach 2?"
+        )
     return "find the first n whose neighbours in float16 are 2 apart, then think about the tie"
 
 
@@ -58,6 +60,13 @@ def pipeline_weights(answer) -> str | None:
         return (
             "with scale_grads=True each step() rescales .grad after its backward passes: does "
             "that touch only the new batch's gradient, or everything .grad holds?"
+        )
+    if all(close(x, y) for x, y in zip(w, (1 / 16, 1 / 4, 1.0))):
+        return "that is the rule for n_microbatches = 4; this schedule has n_microbatches = 8"
+    if all(close(x, y / m) for x, y in zip(w, want)):
+        return (
+            "each micro-batch's loss is already a mean: after its own step() a batch's mean "
+            "gradient has weight 1; what do the later step() calls do to it?"
         )
     if close(w[2], 1.0) and close(w[1], 1 / m) and close(w[0], 1 / m):
         return "batch 1's mean is in .grad during the second step() and during the third"

@@ -227,7 +227,9 @@ def accumulator_errors(
 
 
 GRAD_DTYPE_OPTIMIZERS = {
-    "SGD": lambda ps: torch.optim.SGD(ps, lr=0.1),
+    "SGD (for-loop)": lambda ps: torch.optim.SGD(ps, lr=0.1, foreach=False),
+    "SGD (foreach)": lambda ps: torch.optim.SGD(ps, lr=0.1, foreach=True),
+    "SGD (fused)": lambda ps: torch.optim.SGD(ps, lr=0.1, fused=True),
     "AdamW (for-loop)": lambda ps: torch.optim.AdamW(ps, lr=0.1, foreach=False),
     "AdamW (foreach)": lambda ps: torch.optim.AdamW(ps, lr=0.1, foreach=True),
     "AdamW (fused)": lambda ps: torch.optim.AdamW(ps, lr=0.1, fused=True),
@@ -238,7 +240,9 @@ def step_with_grad_dtype() -> dict[str, str]:
     """One optimizer step on bfloat16 parameters whose `.grad` autograd keeps in float32
     (`param.grad_dtype = torch.float32`), for each of GRAD_DTYPE_OPTIMIZERS: "steps", or the
     error the optimizer raised. Lesson 12: a float32 gradient is not a drop-in for an update that
-    runs in the parameter's dtype. Empty where this torch has no `Tensor.grad_dtype`."""
+    runs in the parameter's dtype (fused SGD's kernel, and AdamW's moments, which have the
+    parameter's dtype and whose `lerp_` refuses a float32 gradient). Empty where this torch has no
+    `Tensor.grad_dtype`."""
     if not grad_dtype_supported():
         return {}
     out = {}
@@ -249,7 +253,7 @@ def step_with_grad_dtype() -> dict[str, str]:
         layer(torch.ones(3, 4, dtype=torch.bfloat16)).float().sum().backward()
         try:
             make(list(layer.parameters())).step()
-        except RuntimeError as err:  # what AdamW's kernels say about the mixed dtypes
+        except RuntimeError as err:  # what the optimizer's kernel says about the mixed dtypes
             out[name] = f"{type(err).__name__}: {str(err).splitlines()[0]}"
         else:
             out[name] = "steps"

@@ -6,7 +6,9 @@ it added into float32. Megatron-LM's `gradient_accumulation_fusion` (a CUDA kern
 `fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32`) instead writes the multiply's float32
 result straight into `main_grad`, so the weight gradient is never rounded to bfloat16. That kernel
 is not run here; this module emulates both routes on the CPU for one bfloat16 linear layer, from
-the same bfloat16 inputs and output gradients, against a float64 sum of the same products.
+the same bfloat16 inputs and output gradients, against a float64 sum of the same products, and
+against the float64 gradient of the loss, where the bfloat16 rounding of the activations and output
+gradients, which no weight-gradient kernel removes, counts too.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ def fused_wgrad_errors(
     "bfloat16 wgrad, then float32 add": autograd's weight gradient (a bfloat16 `.grad`) added into
     a float32 buffer, as `MainGrad` does. "float32-output wgrad into float32": the same bfloat16
     input and output gradient multiplied in float32 and added into the float32 buffer, as a fused
-    float32-output weight-gradient kernel does. Both against the float64 sum of the same k
-    products, so the error is the weight gradient's rounding and the float32 adds, nothing else.
+    float32-output weight-gradient kernel does. "errors": both against the float64 sum of the same
+    k products, so the error is the weight gradient's rounding and the float32 adds, nothing else.
+    "errors_vs_loss": both against the float64 gradient of the loss (float64 data, the same
+    weights), where the bfloat16 inputs and output gradients' own rounding remains.
     """
     from ..data import regression_data
 
@@ -58,13 +62,19 @@ def fused_wgrad_errors(
         fused.add_(g.float().t() @ x.float())
         exact.add_(g.double().t() @ x.double())
 
-    def error(got: torch.Tensor) -> float:
-        return float((got.double() - exact).norm() / exact.norm())
+    # the whole batch's mean loss in float64 is the sum of the k micro-batch losses above
+    weight = layer.weight.detach().double().requires_grad_(True)
+    F.mse_loss(data.x.double() @ weight.t(), data.y.double()).backward()
 
+    def error(got: torch.Tensor, reference: torch.Tensor) -> float:
+        return float((got.double() - reference).norm() / reference.norm())
+
+    routes = {
+        "bfloat16 wgrad, then float32 add": unfused,
+        "float32-output wgrad into float32": fused,
+    }
     return {
         "k": k,
-        "errors": {
-            "bfloat16 wgrad, then float32 add": error(unfused),
-            "float32-output wgrad into float32": error(fused),
-        },
+        "errors": {route: error(g, exact) for route, g in routes.items()},
+        "errors_vs_loss": {route: error(g, weight.grad) for route, g in routes.items()},
     }

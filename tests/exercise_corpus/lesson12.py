@@ -237,10 +237,19 @@ WRONG["12.2"] += [
     ("three digits, the third wrong", (0.0155, 0.126, 1.0)),
     ("rounded half up to 2 digits", (0.016, 0.13, 1.0)),
 ]
+WRONG["12.2"] += [
+    ("section 2's m = 4 carried over", (1 / 16, 1 / 4, 1.0)),
+    ("the mean loss divided by m once more", (1 / 512, 1 / 64, 1 / 8)),
+]
+WRONG["12.1"] += [("2047", 2047)]
 HINTS.update(
     {
         "three digits, the third wrong": "off in the third",
         "rounded half up to 2 digits": "give more digits",
+        "section 2's m = 4 carried over": "n_microbatches = 8",
+        "the mean loss divided by m once more": "already a mean",
+        "1024": "1024 + 1 is still exact",
+        "2047": "spacing between neighbours reach 2",
     }
 )
 

@@ -149,7 +149,7 @@ CASES = [
     bad("scale.compiled_accumulation", "recompile_limit=0", lambda: S.compiled_accumulation(recompile_limit=0), "recompile_limit", "0"),
     bad("scale.AccumulationNoise", "ranks=0", lambda: S.AccumulationNoise(al.mlp(), 4, 2, ranks=0), "ranks", "0"),
     bad("scale.AccumulationNoise.window_done", "grad_scale=nan", lambda: S.AccumulationNoise(al.mlp(), 4, 2).window_done(grad_scale=NAN), "grad_scale", "nan"),
-    handled("scale.step_with_grad_dtype", "SGD and AdamW on grad_dtype float32", S.step_with_grad_dtype, lambda r: r == {} or r["SGD"] == "steps"),
+    handled("scale.step_with_grad_dtype", "SGD and AdamW on grad_dtype float32", S.step_with_grad_dtype, lambda r: r == {} or r["SGD (for-loop)"] == "steps"),
     bad("scale.explore_batch", "sweep {}", lambda: S.explore_batch({}, 4, 2), "sweep"),
     bad("scale.explore_batch", "B not in the sweep", lambda: S.explore_batch({"batch_sizes": [1, 2], "steps": [2.0, 1.0], "samples": [2.0, 2.0], "target_excess": 0.05}, 4, 4), "16"),
     bad("scale.batch_explorer", "sweep 'x'", lambda: S.batch_explorer("x"), "sweep", "str"),
