@@ -270,6 +270,43 @@ def test_gradcache_replays_the_cuda_generator_of_cuda_inputs():
     )
 
 
+@pytest.mark.parametrize("replay", [True, False])
+def test_gradcache_replays_the_accelerator_states_it_saved(pairs, monkeypatch, replay):
+    """The accelerator half of the replay, on the CPU: a recorded stand-in for torch.utils.
+    checkpoint's get_device_states / set_device_states. Pass 2 must restore, before each
+    micro-batch's forward, the state saved before that micro-batch's pass-1 forward."""
+    import accumlab.coupling.gradcache as gradcache_module
+
+    saved, restored, forked = [], [], []
+
+    def get_device_states(*tensors):
+        state = torch.tensor([len(saved)])  # one distinct state per save
+        saved.append(state)
+        return [0], [state]
+
+    def set_device_states(devices, states, *, device_type=None):
+        restored.append((list(devices), [int(s) for s in states]))
+
+    real_fork = torch.random.fork_rng
+
+    def fork_rng(devices=None, enabled=True, device_type="cuda", **kwargs):
+        if devices:  # the stand-in device has no generator to fork
+            forked.append(list(devices))
+            devices = []
+        return real_fork(devices=devices, enabled=enabled, **kwargs)
+
+    monkeypatch.setattr(gradcache_module, "get_device_states", get_device_states)
+    monkeypatch.setattr(gradcache_module, "set_device_states", set_device_states)
+    monkeypatch.setattr(torch.random, "fork_rng", fork_rng)
+    C.gradcache_grads(C.encoder(dropout=0.2, seed=0), pairs, 8, seed=7, replay_rng=replay)
+    assert len(saved) == 4  # pass 1: one save per micro-batch
+    if replay:
+        assert restored == [([0], [i]) for i in range(4)], restored
+        assert forked == [[0]] * 4  # the device's generator is put back after each replay
+    else:
+        assert restored == [] and forked == []
+
+
 def test_gradcache_leaves_the_callers_generator_alone(pairs):
     torch.manual_seed(11)
     expected = torch.rand(3)

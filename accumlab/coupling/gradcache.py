@@ -83,8 +83,9 @@ def gradcache_grads(
     seed: int = 0,
 ) -> dict:
     """One GradCache step on a copy of `model`; the CPU generator starts from `seed` and the
-    caller's CPU generator is left as it was (an accelerator's advances by pass 1's draws, as in
-    GradCache).
+    caller's CPU generator is left as it was. `seeded` seeds through `torch.manual_seed`, which
+    also seeds every CUDA generator with `seed` and does not put them back: on a GPU the inputs'
+    device's generator leaves this call at `seed` advanced by pass 1's draws.
 
     Returns {"grads", "loss", "buffers", "first", "second", "same_embeddings",
     "peak_saved_bytes", "saved_bytes"}: the accumulated gradient, the full-batch loss, the model's

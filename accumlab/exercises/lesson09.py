@@ -85,6 +85,48 @@ def _flat(tensors: dict) -> torch.Tensor:
     return torch.cat([t.reshape(-1) for _, t in sorted(tensors.items())])
 
 
+def _flat_grads(params) -> torch.Tensor:
+    return torch.cat(
+        [(torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1) for p in params]
+    )
+
+
+def _window_mean_grad(model, micro_batches) -> torch.Tensor:
+    """The gradient of the mean of the window's micro-batch MSE means, at the model's weights."""
+    twin = copy.deepcopy(model)
+    twin.zero_grad(set_to_none=True)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(twin(mb.x), mb.y) / len(micro_batches)).backward()
+    return _flat_grads(list(twin.parameters()))
+
+
+class _GradAtStep:
+    """Records `.grad` when `optimizer.step` runs. The weights alone cannot tell the mean's
+    gradient from the sum's with the learning rate divided by k (the same SGD step); an optimizer
+    that normalises the gradient (Adam) would then move k times less far than the mean's."""
+
+    def __init__(self, optimizer, params):
+        self.optimizer, self.params, self.seen = optimizer, params, []
+
+    def __enter__(self):
+        self._own = "step" in vars(self.optimizer)
+        self._before = vars(self.optimizer).get("step")
+        original = self.optimizer.step
+
+        def recorded(*args, **kwargs):
+            self.seen.append(_flat_grads(self.params).clone())
+            return original(*args, **kwargs)
+
+        self.optimizer.step = recorded
+        return self
+
+    def __exit__(self, *exc):
+        if self._own:
+            self.optimizer.step = self._before
+        else:
+            del self.optimizer.step  # the class's step again
+
+
 @exercise("09.3", 2, "Fix an EMA loop: one EMA update per optimizer step")
 def ema_loop(answer):
     from ..data import regression_data
@@ -110,8 +152,11 @@ def ema_loop(answer):
     micro = data.micro_batches(mb)
     for w in range(len(micro) // k):
         before = len(calls)
-        with Spy(optimizer, "step", "optimizer.step()") as steps:
-            answer(learner, micro[w * k : (w + 1) * k], optimizer, update_ema)
+        window = micro[w * k : (w + 1) * k]
+        expected_grad = _window_mean_grad(learner, window)
+        with _GradAtStep(optimizer, params) as at_step:
+            with Spy(optimizer, "step", "optimizer.step()") as steps:
+                answer(learner, window, optimizer, update_ema)
         updates = len(calls) - before
         if steps.calls == 0 and updates == 0:
             return (
@@ -136,6 +181,15 @@ def ema_loop(answer):
                 "window trains the same weights, but between windows .grad would still hold this "
                 "window's gradient, for whatever reads it there (a logged norm, an evaluation's "
                 "backward adding to it)"
+            )
+        seen = at_step.seen[0]
+        if (seen - expected_grad).norm() > 1e-10 * expected_grad.norm():
+            ratio = float(seen @ expected_grad / (expected_grad @ expected_grad))
+            return (
+                f"in window {w + 1}, .grad at optimizer.step() was not the gradient of the mean "
+                f"of the window's micro-batch MSE means (it was {ratio:.3g}× it along that "
+                "direction; checked to a relative 1e-10). Scaling the learning rate instead gives "
+                "the same SGD step, but not with an optimizer that normalises the gradient (Adam)"
             )
     weights, expected_ema = _ema_reference(model, data, mb, k)
     got = _flat(dict(zip(names, (p.detach() for p in params), strict=True)))

@@ -99,6 +99,33 @@ def _ema_before_step(model, micro_batches, optimizer, update_ema):
     optimizer.zero_grad()
 
 
+def _ema_summed_lr_divided(model, micro_batches, optimizer, update_ema):
+    # the same SGD weights, but the step sees the sum of the micro-batch gradients: with an
+    # optimizer that normalises the gradient (Adam) the window would move k times less far
+    k = len(micro_batches)
+    for mb in micro_batches:
+        torch.nn.functional.mse_loss(model(mb.x), mb.y).backward()
+    for group in optimizer.param_groups:
+        group["lr"] /= k
+    optimizer.step()
+    for group in optimizer.param_groups:
+        group["lr"] *= k
+    update_ema()
+    optimizer.zero_grad()
+
+
+def _ema_summed_then_divided(model, micro_batches, optimizer, update_ema):
+    # another right form: the sum of the micro-batch gradients, divided by k before the step
+    for mb in micro_batches:
+        torch.nn.functional.mse_loss(model(mb.x), mb.y).backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.grad /= len(micro_batches)
+    optimizer.step()
+    update_ema()
+    optimizer.zero_grad()
+
+
 # --- 09.4: GradCache -----------------------------------------------------------------------------
 
 
@@ -286,6 +313,7 @@ RIGHT = {
         ("update after zero_grad", _ema_after_zero_grad),
         ("one backward of the mean of the means", _ema_one_backward),
         ("gradients zeroed in place", _ema_zeroed_by_hand),
+        ("summed, .grad divided by k before the step", _ema_summed_then_divided),
     ],
     "09.4": [
         ("torch.autograd.grad, then backward(z, cached)", _gradcache_autograd_grad),
@@ -321,6 +349,7 @@ WRONG = {
         ("SGD by hand: the optimizer never steps", _ema_by_hand),
         ("gradients never zeroed", _ema_never_zeroed),
         ("zeroed at the start: gradients left in .grad", _ema_zeroed_at_the_start),
+        ("summed, the learning rate divided by k", _ema_summed_lr_divided),
     ],
     "09.4": [
         ("all graphs alive: big-batch memory", _gradcache_all_graphs_alive),
@@ -347,6 +376,7 @@ STUBS = {
 # the words each of these wrong answers' hint must contain (tests/test_exercises.py)
 HINTS = {
     "zeroed at the start: gradients left in .grad": "still hold a gradient in .grad",
+    "summed, the learning rate divided by k": "4× it along that direction",
     "open_clip's loop, info_nce imported": "open_clip's loop",
     "open_clip's loop, info_nce bound before the check": "open_clip's loop",
     "a copy of gradcache_grads' body": "write it yourself",
