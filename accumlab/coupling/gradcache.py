@@ -82,10 +82,8 @@ def gradcache_grads(
     replay_rng: bool = True,
     seed: int = 0,
 ) -> dict:
-    """One GradCache step on a copy of `model`; the CPU generator starts from `seed` and the
-    caller's CPU generator is left as it was. `seeded` seeds through `torch.manual_seed`, which
-    also seeds every CUDA generator with `seed` and does not put them back: on a GPU the inputs'
-    device's generator leaves this call at `seed` advanced by pass 1's draws.
+    """One GradCache step on a copy of `model`; the CPU generator (and, once CUDA runs, every
+    CUDA generator) starts from `seed`, and the caller's generators are left as they were.
 
     Returns {"grads", "loss", "buffers", "first", "second", "same_embeddings",
     "peak_saved_bytes", "saved_bytes"}: the accumulated gradient, the full-batch loss, the model's
