@@ -499,6 +499,37 @@ def test_accelerate_steps_a_prepared_scheduler_once_per_optimizer_step():
 
 
 @pytest.mark.slow
+def test_accelerate_steps_a_prepared_scheduler_per_rank_per_sync(monkeypatch):
+    """Lesson 10, cell 19: the prepared scheduler steps `num_processes` times per sync, and each
+    rank syncs once per k of its own ceil(N / P) batches plus once at the epoch's end, so an epoch
+    is P * ceil(ceil(N / P) / k) steps: ceil(N / k) only when k divides each rank's share. One
+    process stands in for rank 0 of 4: the scheduler reads the world size from the shared state."""
+    accelerate = pytest.importorskip("accelerate")
+    from accelerate.state import AcceleratorState, PartialState
+
+    n, ranks, k = 103, 4, 4
+    acc = accelerate.Accelerator(cpu=True, gradient_accumulation_steps=k)
+    model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+    per_rank = -(-n // ranks)  # even_batches=True: every rank reads ceil(N / P) batches
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(per_rank, 1)))
+    model, opt, sched, loader = acc.prepare(model, opt, sched, loader)
+    monkeypatch.setitem(PartialState._shared_state, "num_processes", ranks)
+    monkeypatch.setitem(AcceleratorState._shared_state, "num_processes", ranks)
+    assert AcceleratorState().num_processes == ranks
+    for (x,) in loader:
+        with acc.accumulate(model):
+            acc.backward(model(x).sum())
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+    acc.free_memory()
+    assert sched.scheduler.last_epoch == ranks * math.ceil(per_rank / k) == 28
+    assert sched.scheduler.last_epoch > math.ceil(n / k) == 26
+
+
+@pytest.mark.slow
 # (3, 4, 2): an epoch shorter than k — Lightning steps once per epoch, on its last batch
 @pytest.mark.parametrize("batches, k, epochs", [(B, K, EPOCHS), (3, 4, 2)])
 def test_lightning_accumulate_grad_batches(batches, k, epochs):
@@ -608,6 +639,69 @@ def test_transformers_trainer_steps_and_resumes_where_the_lesson_says(tmp_path):
     start = bk.position_from_step(38, B, K, "trainer")
     assert start == 151 and resumed.seen == full.seen[start:]
     assert resumed.steps == [end - start for end in ends[38:]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["random", "group_by_length"])
+def test_a_trainer_resume_reads_the_same_order_unless_grouped_by_length(tmp_path, strategy):
+    """Lesson 10, cell 46: the seedable sampler seeds each epoch's shuffle; `group_by_length`'s
+    LengthGroupedSampler has no generator and draws its order from the global RNG at `iter`, so a
+    resume mid-epoch reads another order of the epoch and re-reads some of its samples."""
+    transformers = pytest.importorskip("transformers")
+    B, K, EPOCHS = 103, 4, 3
+
+    class Sized(torch.utils.data.Dataset):
+        def __len__(self):
+            return B
+
+        def __getitem__(self, i):
+            if i >= B:
+                raise IndexError(i)
+            length = 1 + (i * 37) % 11  # lengths for group_by_length to sort by
+            return {"input_ids": torch.zeros(length), "x": torch.tensor([float(i)]), "idx": i}
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(1, 1)
+            self.seen = []
+
+        def forward(self, input_ids, x, idx):
+            self.seen.append(int(idx))
+            return {"loss": (self.lin(x / 100.0) ** 2).mean()}
+
+    def train(out, resume=None):
+        torch.manual_seed(0)
+        net = Net()
+        args = transformers.TrainingArguments(
+            str(out),
+            per_device_train_batch_size=1,
+            gradient_accumulation_steps=K,
+            num_train_epochs=EPOCHS,
+            save_strategy="steps",
+            save_steps=38,
+            logging_strategy="no",
+            report_to=[],
+            use_cpu=True,
+            remove_unused_columns=False,
+            seed=0,
+            disable_tqdm=True,
+            train_sampling_strategy=strategy,
+        )
+        transformers.Trainer(model=net, args=args, train_dataset=Sized()).train(
+            resume_from_checkpoint=resume
+        )
+        return net
+
+    full = train(tmp_path / "full")
+    resumed = train(tmp_path / "again", resume=str(tmp_path / "full" / "checkpoint-38"))
+    start = bk.position_from_step(38, B, K, "trainer")  # 151: 48 micro-batches into epoch 2
+    read_before = set(full.seen[B:start])
+    reread = read_before & set(resumed.seen[: 2 * B - start])
+    if strategy == "random":
+        assert resumed.seen == full.seen[start:] and not reread
+    else:
+        assert resumed.seen != full.seen[start:] and reread
 
 
 # practice.py, and the checks lesson 10 relies on ----------------------------------------------
@@ -821,6 +915,58 @@ def test_skipped_fp16_steps_leave_the_step_count_ahead_of_the_schedule():
     ):
         with pytest.raises(ValueError, match=name):
             bk.skipped_step_counts(**{"windows": 6, **kwargs})
+
+
+@pytest.mark.slow
+def test_the_trainer_counts_a_skipped_step_but_does_not_step_its_schedule(tmp_path, monkeypatch):
+    """Lesson 10, cell 19: when the optimizer step was skipped (an fp16 overflow), the installed
+    Trainer skips lr_scheduler.step() yet adds 1 to global_step, as skipped_step_counts models.
+    The skip is faked through the flag the Trainer reads, so no fp16 device is needed."""
+    transformers = pytest.importorskip("transformers")
+    accelerate = pytest.importorskip("accelerate")
+    windows, k, overflow_in = 12, 4, (3, 7)
+    calls = []
+
+    def skipped(self):
+        calls.append(None)
+        return len(calls) - 1 in overflow_in
+
+    monkeypatch.setattr(accelerate.Accelerator, "optimizer_step_was_skipped", property(skipped))
+
+    class Items(torch.utils.data.Dataset):
+        def __len__(self):
+            return windows * k
+
+        def __getitem__(self, i):
+            return {"x": torch.tensor([float(i)])}
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(1, 1)
+
+        def forward(self, x):
+            return {"loss": (self.lin(x / 100.0) ** 2).mean()}
+
+    args = transformers.TrainingArguments(
+        str(tmp_path),
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=k,
+        num_train_epochs=1,
+        lr_scheduler_type="linear",
+        save_strategy="no",
+        logging_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        remove_unused_columns=False,
+        disable_tqdm=True,
+    )
+    trainer = transformers.Trainer(model=Net(), args=args, train_dataset=Items())
+    trainer.train()
+    counts = al.bookkeeping.skipped_step_counts(windows=windows, k=k, overflow_in=overflow_in)
+    assert len(calls) == windows  # the Trainer asked once per window
+    assert trainer.state.global_step == counts["global_step"] == windows
+    assert trainer.lr_scheduler.last_epoch == counts["scheduler_steps"] == windows - 2
 
 
 @pytest.mark.slow
