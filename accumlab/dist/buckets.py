@@ -17,6 +17,7 @@ import contextlib
 import gc
 
 import torch
+import torch.distributed as dist
 
 from ..device import MemoryMeter, synchronize
 from .ddp import _wrap, timing_model
@@ -28,12 +29,15 @@ def _input(ctx, micro_batch: int, features: int, seed: int) -> torch.Tensor:
 
 
 def _warm_up(ctx, features: int, hidden: int, seed: int) -> None:
-    """One forward and backward on the device before any meter starts. On a GPU, cuBLAS takes
-    its workspace from the caching allocator at a handle's first matmul and keeps it, one per
-    (thread, stream): the forward's thread and autograd's device thread. Measured first, those
-    megabytes would read as copies of the gradients DDP does not keep."""
+    """One forward and backward, and one collective, on the device before any meter starts. On
+    a GPU, cuBLAS takes its workspace from the caching allocator at a handle's first matmul and
+    keeps it, one per (thread, stream): the forward's thread and autograd's device thread.
+    Measured first, those megabytes would read as copies of the gradients DDP does not keep."""
     model = timing_model(features, hidden, seed).to(ctx.ddp_device)
     model(_input(ctx, 8, features, seed)).sum().backward()
+    # the group's first collective sets its backend up (NCCL: the communicator, on first use);
+    # here, before any meter, whatever of it stays allocated is not read as DDP's
+    dist.all_reduce(torch.zeros(1, device=ctx.ddp_device), group=ctx.group)
     synchronize(ctx.ddp_device)
 
 
@@ -160,7 +164,6 @@ def bucket_caps() -> dict:
     layers, whose gradients are ready first) is capped at `first_bucket_bytes`, later ones at
     `bucket_cap_mb` MiB. A model whose gradients fit under the first cap gets one bucket: its
     all-reduce can start only after the whole backward, so there is nothing to overlap."""
-    import torch.distributed as dist
     from torch.nn.parallel import distributed as ddp_module
 
     return {
