@@ -62,6 +62,9 @@ def test_bucket_memory_passes_the_lessons_check_on_a_gpu(one_rank):
     # the views survive zero_grad (set_to_none=False), from the second window on
     window = [k for k in found if k.startswith("DDP buckets under no_sync")]
     assert window and found[window[0]], buckets["window"]
+    # the high point per window: the kept views hold no fresh .grad from the second window on
+    high = [k for k in found if k.startswith("DDP buckets' high point")]
+    assert high and found[high[0]], buckets["window_peak"]
 
 
 # matrix products that take a cuBLAS handle on a real GPU

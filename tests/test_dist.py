@@ -618,7 +618,12 @@ def _buckets(after_backward_false=2, window_true_none_false=None, g=297_988, n=6
         held["view_true_set_to_none_false"] = [c * g for c in window_true_none_false]
     view = {"false": {"after_wrap": g, "after_backward": after_backward_false * g},
             "true": {"after_wrap": g, "after_backward": g}}  # fmt: skip
-    peak = {key: 3 * g for key in held} | {"view_true_sync_each": 2 * g}
+    # the most held at once per window, as measured: 2.97 copies while fresh .grad tensors sit
+    # beside the buckets, 2 once every .grad is a view
+    peak = {key: [2.97 * g] * 2 for key in held}
+    peak["view_true_sync_each"] = [2 * g] * 2
+    peak["view_true_set_to_none_false"] = [2.97 * g, 2 * g]
+    peak = {key: [int(x) for x in xs] for key, xs in peak.items()}
     return {"grad_bytes": g, "n_params": n, "k": 4, "device": "cpu",
             "gradient_as_bucket_view": view, "window": held, "window_peak": peak}  # fmt: skip
 
@@ -640,10 +645,19 @@ def test_bucket_checks_count_whole_copies_and_refuse_a_third_or_a_missing_one():
     off_by_a_little = _buckets()
     off_by_a_little["gradient_as_bucket_view"]["false"]["after_backward"] += 64
     assert not all(bucket_checks(off_by_a_little).values())  # on the CPU, not a whole copy
-    # syncing every micro-step: one copy with the view, and a lower high point than no_sync's
+    # the high point per window: syncing every micro-step with the view stays at two copies
     flat = _buckets()
-    flat["window_peak"]["view_true_sync_each"] = 3 * 297_988
+    flat["window_peak"]["view_true_sync_each"] = [2 * 297_988, 2 * 297_988 + 17]
     assert not all(bucket_checks(flat).values())
+    # ... and so do the kept views from the second window on, but not in the first
+    for peaks in ([2 * 297_988] * 2, [int(2.97 * 297_988)] * 2, [int(2.97 * 297_988)]):
+        kept = _buckets()
+        kept["window_peak"]["view_true_set_to_none_false"] = peaks
+        assert not all(bucket_checks(kept).values()), peaks
+    # the views dropped (set_to_none=True) but a window at two copies: refused
+    dropped = _buckets()
+    dropped["window_peak"]["view_true_set_to_none_true"] = [int(2.97 * 297_988), 2 * 297_988]
+    assert not all(bucket_checks(dropped).values())
     two = _buckets()
     two["window"]["view_true_sync_each"] = [2 * 297_988] * 8
     assert not all(bucket_checks(two).values())

@@ -17,6 +17,7 @@ import contextlib
 import gc
 
 import torch
+import torch.distributed as dist
 
 from ..device import MemoryMeter, synchronize
 from .ddp import _wrap, timing_model
@@ -28,12 +29,15 @@ def _input(ctx, micro_batch: int, features: int, seed: int) -> torch.Tensor:
 
 
 def _warm_up(ctx, features: int, hidden: int, seed: int) -> None:
-    """One forward and backward on the device before any meter starts. On a GPU, cuBLAS takes
-    its workspace from the caching allocator at a handle's first matmul and keeps it, one per
-    (thread, stream): the forward's thread and autograd's device thread. Measured first, those
-    megabytes would read as copies of the gradients DDP does not keep."""
+    """One forward and backward, and one collective, on the device before any meter starts. On
+    a GPU, cuBLAS takes its workspace from the caching allocator at a handle's first matmul and
+    keeps it, one per (thread, stream): the forward's thread and autograd's device thread.
+    Measured first, those megabytes would read as copies of the gradients DDP does not keep."""
     model = timing_model(features, hidden, seed).to(ctx.ddp_device)
     model(_input(ctx, 8, features, seed)).sum().backward()
+    # the group's first collective sets its backend up (NCCL: the communicator, on first use);
+    # here, before any meter, whatever of it stays allocated is not read as DDP's
+    dist.all_reduce(torch.zeros(1, device=ctx.ddp_device), group=ctx.group)
     synchronize(ctx.ddp_device)
 
 
@@ -53,7 +57,7 @@ def bucket_memory(
     by wrapping the model (DDP's communication buckets) and after one backward (the .grad
     tensors), with `gradient_as_bucket_view` False (the default) and True; then `window`: the
     bytes held after each micro-step of `windows` windows of k micro-steps, and `window_peak`:
-    the most held at once over them (see `window_memory`)."""
+    the most held at once in each window (see `window_memory`)."""
     _warm_up(ctx, features, hidden, seed)
     out = {}
     for view in (False, True):
@@ -100,19 +104,23 @@ WINDOW_LOOPS = {
 def window_memory(
     ctx, *, features: int = 32, hidden: int = 256, seed: int = 0, k: int = 4, windows: int = 2
 ) -> tuple[dict, dict]:
-    """({loop: bytes held after each micro-step}, {loop: the most held at once}) over `windows`
-    windows of k micro-steps for each of WINDOW_LOOPS, each window ending with
+    """({loop: bytes held after each micro-step}, {loop: the most held at once in each window})
+    over `windows` windows of k micro-steps for each of WINDOW_LOOPS, each window ending with
     `optimizer.step()` and `optimizer.zero_grad(set_to_none=...)` (plain SGD: no optimizer
-    state). Measured from before the wrap, so the buckets are included."""
+    state). Measured from before the wrap, so the buckets are included. The high point restarts
+    at each window: the first window's (no views yet) would otherwise hide every later one, and
+    DDP's docstring says to check the view's saving after the first iteration."""
     held, peak = {}, {}
     for key, (view, to_none, sync_each) in WINDOW_LOOPS.items():
         model = timing_model(features, hidden, seed).to(ctx.ddp_device)
         x = _input(ctx, 8, features, seed)
-        after = []
-        with MemoryMeter(ctx.ddp_device) as meter:
+        after, peaks = [], []
+        with _WindowMeter(ctx.ddp_device) as meter:
             ddp = _wrap(model, ctx, gradient_as_bucket_view=view, **_no_init_broadcast())
             opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
             for _ in range(windows):
+                collected_now(meter)
+                meter.restart_peak()
                 for i in range(k):
                     sync = sync_each or i == k - 1
                     with contextlib.nullcontext() if sync else ddp.no_sync():
@@ -120,9 +128,22 @@ def window_memory(
                     after.append(collected_now(meter))
                 opt.step()
                 opt.zero_grad(set_to_none=to_none)
-        held[key], peak[key] = after, meter.peak
+                peaks.append(meter.peak)
+        held[key], peak[key] = after, peaks
         del ddp, opt
     return held, peak
+
+
+class _WindowMeter(MemoryMeter):
+    """A MemoryMeter whose high point can restart inside the block (bytes stay counted from the
+    block's start)."""
+
+    def restart_peak(self) -> None:
+        if self.device.type == "cuda":
+            synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)  # the peak is now what is allocated
+        else:
+            self._cpu.peak = self._cpu.now
 
 
 def _no_init_broadcast() -> dict:
@@ -143,7 +164,6 @@ def bucket_caps() -> dict:
     layers, whose gradients are ready first) is capped at `first_bucket_bytes`, later ones at
     `bucket_cap_mb` MiB. A model whose gradients fit under the first cap gets one bucket: its
     all-reduce can start only after the whole backward, so there is nothing to overlap."""
-    import torch.distributed as dist
     from torch.nn.parallel import distributed as ddp_module
 
     return {

@@ -72,11 +72,11 @@ PARTS = {
         },
         "window_peak": {
             **{
-                f"view_{v}_set_to_none_{n}": int
+                f"view_{v}_set_to_none_{n}": nonempty([int])
                 for v in ("false", "true")
                 for n in ("true", "false")
             },
-            **{f"view_{v}_sync_each": int for v in ("false", "true")},
+            **{f"view_{v}_sync_each": nonempty([int]) for v in ("false", "true")},
         },
         "gradient_as_bucket_view": {
             v: {"after_wrap": int, "after_backward": int} for v in ("false", "true")

@@ -251,9 +251,11 @@ def _buckets(raw, world, k, micro_batch, seed) -> dict:
             "window_copies": {
                 key: [copies(x, g, n, block) for x in xs] for key, xs in b["window"].items()
             },
-            # the most held at once, in copies of the gradients (not a whole number: a backward
-            # holds new gradients beside the old ones for a moment)
-            "window_peak_copies": {key: x / g for key, x in b["window_peak"].items()},
+            # the most held at once in each window, in copies of the gradients (not a whole
+            # number: a backward holds new gradients beside the old ones for a moment)
+            "window_peak_copies": {
+                key: [x / g for x in xs] for key, xs in b["window_peak"].items()
+            },
         }
     }
 

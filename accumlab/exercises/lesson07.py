@@ -8,6 +8,7 @@ from types import CodeType
 from . import exercise
 from ._answers import Hint, compare, integers, number, tolerance_words
 from ._calls import Refuse, code_key
+from ._draws import fresh_rng
 
 # 07.1: a model DDP splits into BUCKETS buckets, K micro-steps per optimizer step
 BUCKETS, K = 3, 6
@@ -73,7 +74,28 @@ def which_loops(answer):
 
 # 07.3: (local tokens, global tokens, ranks, k) cases; every rank's loss SUM is divided by the
 # answer, the framework's backward divides by k as well, DDP averages the ranks
-CASES_07_3 = [(61, 96, 2, 4), (35, 96, 2, 4), (10, 10, 1, 2), (7, 40, 4, 8), (0, 12, 3, 3)]
+def cases_07_3() -> list[tuple[int, int, int, int]]:
+    """Drawn afresh at every check, so a table of typed-in divisors does not fit: two cases of
+    several ranks whose divisor is no binary or decimal fraction (so rounding it shows) and differs from
+    the rank's own count, one rank alone, and a rank with no tokens. Counts stay below 256,
+    which a 16-bit float holds exactly: only the division can round."""
+    rng = fresh_rng()
+    cases = []
+    while len(cases) < 2:
+        world, k = rng.randint(2, 8), rng.randint(2, 8)
+        total = rng.randint(world * k, 250)
+        local = rng.randint(1, total - 1)
+        odd = world * k // math.gcd(total, world * k)
+        while odd % 2 == 0 or odd % 5 == 0:
+            odd //= 2 if odd % 2 == 0 else 5
+        if odd > 1 and local * world * k != total and local * world != total:
+            cases.append((local, total, world, k))
+    alone = rng.randint(3, 200)
+    cases.append((alone, alone, 1, rng.choice((3, 5, 6, 7))))
+    world, k = rng.randint(2, 8), rng.choice((3, 5, 6, 7))
+    return [*cases, (0, rng.randint(world * k + 1, 250), world, k)]  # a divisor other than 1
+
+
 REL_07_3 = 1e-6  # float32 arithmetic (an all-reduced count in a tensor) is right too
 CLOSE_07_3 = 1e-2  # closer than this, but not within REL_07_3: the method, in too little precision
 
@@ -86,7 +108,7 @@ def token_divisor(answer):
     if not callable(answer):
         raise Hint("answer with a function divisor(local_tokens, global_tokens, world_size, k)")
     words = tolerance_words(rel=REL_07_3)
-    for local, total, world, k in CASES_07_3:
+    for local, total, world, k in cases_07_3():
         try:
             raw = answer(local, total, world, k)
             got = number(raw)
@@ -102,8 +124,17 @@ def token_divisor(answer):
         if math.isclose(got, want, rel_tol=REL_07_3):
             continue
         coarse = compare(raw, want, rel=REL_07_3)  # right to its digits, but rounded too far?
-        if coarse.startswith("close"):
+        # a 16-bit tensor's value is not typed-in digits: its hint is the precision one below
+        sixteen_bits = getattr(getattr(raw, "dtype", None), "itemsize", 8) <= 2
+        # only near the value: 1 for 4/3 is "right to one digit" but not a rounding of the method
+        close = math.isclose(got, want, rel_tol=CLOSE_07_3)
+        if coarse.startswith("close") and close and not sixteen_bits:
             raise Hint(f"divisor({local}, {total}, {world}, {k}) = {got:g}: {coarse}")
+        if local == 0:
+            raise Hint(
+                f"divisor(0, {total}, {world}, {k}) = {got:g}: a rank with no tokens divides "
+                "by what every other rank divides by; the divisor does not depend on its own count"
+            )
         weight = want / got  # each token then weighs weight / global_tokens
         if math.isclose(got, local, rel_tol=REL_07_3) or math.isclose(
             got, local / k, rel_tol=REL_07_3

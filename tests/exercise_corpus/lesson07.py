@@ -25,6 +25,24 @@ def divisor_global(local_tokens, global_tokens, world_size, k):
     return global_tokens  # forgets both DDP's average and the backward's k
 
 
+# the divisors of the cases the checker once always used, typed in: they fit no fresh draw
+_TYPED_07_3 = {(96, 2, 4): 12.0, (10, 1, 2): 5.0, (40, 4, 8): 1.25, (12, 3, 3): 4 / 3}
+
+
+def divisor_typed_in(local_tokens, global_tokens, world_size, k):
+    return _TYPED_07_3.get((global_tokens, world_size, k), 1.0)
+
+
+def divisor_one_without_tokens(local_tokens, global_tokens, world_size, k):
+    """Right where the rank has tokens; 1 where it has none (no longer 'close — more digits')."""
+    return global_tokens / (world_size * k) if local_tokens else 1.0
+
+
+def divisor_integer_parts(local_tokens, global_tokens, world_size, k):
+    """Another right form: a numpy float64 from integer parts, the ranks' product first."""
+    return np.float64(global_tokens) / np.int64(world_size * k)
+
+
 def divisor_bfloat16(local_tokens, global_tokens, world_size, k):
     """The right method in bfloat16 (a count kept in a 16-bit tensor): 12 / 9 is 1.3359 there."""
     return torch.tensor(float(global_tokens), dtype=torch.bfloat16) / (world_size * k)
@@ -130,6 +148,7 @@ RIGHT = {
             lambda local_tokens, global_tokens, world_size, k: global_tokens / world_size / k,
         ),
         ("float32 tensors", divisor_float32),
+        ("a numpy float64 from integer parts", divisor_integer_parts),
     ],
     "07.4": [
         ("ceil by negative floor division, numpy and torch integers", grad_bytes_by_chunks),
@@ -169,6 +188,8 @@ WRONG = {
             ),
         ),
         ("the right method in bfloat16 (close: more precision)", divisor_bfloat16),
+        ("the old fixed cases' divisors typed in", divisor_typed_in),
+        ("1 for a rank without tokens", divisor_one_without_tokens),
     ],
     "07.4": [
         ("the whole gradient either way", grad_bytes_unsharded_both),
@@ -191,6 +212,7 @@ HINTS = {
     "the flag set after the forward too": _SAME_07_2,
     "the right method in bfloat16 (close: more precision)": "close — compute it in more precision",
     "is the repository's answer key": "the solutions folder's",
+    "1 for a rank without tokens": "a rank with no tokens divides by what every other rank",
 }
 STUBS = {
     "07.1": [("the notebook's cell", None), ("a tuple of Nones", (None, None, None))],
