@@ -134,6 +134,24 @@ def test_the_probe_warms_up_the_multi_row_matmul_workspace_before_measuring():
     assert first.needed == second.needed and first.tried == second.tried
 
 
+def test_the_probe_warms_up_the_forward_and_the_backward_workspaces_before_measuring():
+    # cuBLAS keeps one workspace per (thread, stream) and backward runs on a thread of its own
+    # (modelled by FirstMatmulWorkspace): a warm-up without its backward would leave the backward's
+    # workspace inside the first candidate's measurement, so the first probe in a process would
+    # measure more than the second
+    from cuda_layer import SimulatedGpu
+    from cuda_layer.workspaces import FirstMatmulWorkspace
+
+    gpu = SimulatedGpu()
+    with FirstMatmulWorkspace(gpu, 2**20) as workspaces, gpu:
+        model, data = al.memory.memory_setup(width=32, depth=2, global_batch=64, device="cuda")
+        budget = al.memory.floor_bytes(model, "adam") + 20_000
+        first = al.memory.choose_micro_batch(model, data, budget, method="probe")
+        assert len(workspaces.blocks) == 2  # the forward's and the backward's
+        second = al.memory.choose_micro_batch(model, data, budget, method="probe")
+    assert first.needed == second.needed and first.tried == second.tried
+
+
 def test_the_probe_refuses_a_budget_the_device_has_no_room_for():
     # the CUDA context (and other processes) hold memory the allocator does not count
     from cuda_layer import SimulatedGpu

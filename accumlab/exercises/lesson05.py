@@ -10,7 +10,7 @@ import torch
 from . import exercise
 from ._answers import Hint, compare, integer, integers, number
 from ._calls import audit_loops
-from ._graph_watch import GraphsReferenced, OutputGradients
+from ._graph_watch import GraphsReferenced, OutputGradients, _recomputing, _reentrant_rerun
 from ._observe import Observe, Refuse, forwards_phrase
 
 # 05.1: a model of 3,000,000 bfloat16 parameters, Adam with amsgrad=True: exp_avg, exp_avg_sq and
@@ -119,6 +119,28 @@ def _one_micro_batch_saved(model, micro) -> int:
     )
 
 
+class _GradientsIntoModel(OutputGradients):
+    """The gradient that enters the model's last layer, after the tensor hooks on its output
+    have run: a node pre-hook on the output's grad_fn runs after them. A right answer may apply
+    the ÷ k in a hook on the output (`out.register_hook(lambda g: g / k)`), and what its backward
+    then carries into the model is the mean loss's gradient."""
+
+    def _exit(self, module, args, output) -> None:
+        if _recomputing() and not _reentrant_rerun():
+            return
+        if not self.passes or not isinstance(output, torch.Tensor) or output.grad_fn is None:
+            return
+        record = self.passes[-1]
+        record.update(out=output.detach().clone(), grad=torch.zeros_like(output))
+        slot = output.output_nr
+
+        def arrived(grad_outputs, record=record, slot=slot):
+            if grad_outputs[slot] is not None:
+                record["grad"] = record["grad"] + grad_outputs[slot].detach()
+
+        output.grad_fn.register_prehook(arrived)
+
+
 _UNPACK = ("unpack", "not iterable")
 INTERFACE = (
     "micro_batches is a list of al.Data, one per micro-batch: use mb.x (inputs) and mb.y "
@@ -145,7 +167,7 @@ def accumulate_lean(answer):
             Refuse(*refused),
             Observe(mine, inputs=True) as seen,
             GraphsReferenced(mine) as referenced,
-            OutputGradients(mine) as arrived,
+            _GradientsIntoModel(mine) as arrived,
         ):
             result = answer(mine, micro)
     except (TypeError, ValueError) as err:

@@ -1,14 +1,19 @@
 """What a real step holds beyond the parts `parts.py` names (lesson 05), each measured apart:
 
 - the loss tensor's own storage. `F.mse_loss(..., reduction="sum" or "mean")` returns a 0-d
-  tensor whose storage keeps one float per output element: its kernel computes the squared
-  errors into a full-size output, reduces them into it and resizes it to 0-d, which keeps the
-  storage (`TORCH_META_FUNC(mse_loss)` in aten/src/ATen/native/Loss.cpp, device-generic). It lives
-  as long as the loss tensor, or any `.detach()` of it (a view of the same storage);
+  tensor whose storage keeps one float per output element: its meta function allocates a
+  full-size output and resizes its shape, not its storage, to 0-d (`TORCH_META_FUNC(mse_loss)` in
+  aten/src/ATen/native/Loss.cpp, device-generic). It lives as long as the loss tensor, or any
+  `.detach()` of it (a view of the same storage);
+- the loss kernel's own temporary: `TORCH_IMPL_FUNC(mse_loss_out)` writes the squared errors into
+  a second full-size buffer, reduces it into the output and frees it before returning. A storage
+  tracker at the Python dispatch level never sees it (it is allocated below it); a GPU's caching
+  allocator counts it, so a GPU peak that falls inside the loss is higher than the tracker's;
 - what exists during `optimizer.step()` of a real step, read at the step itself.
 
 Backward's temporaries (the gradients flowing between layers) are what a step's measured peak holds
-beyond the estimate once the loss's buffer is gone: `step_peak_bytes(..., compact_loss=True)`.
+beyond the estimate once the loss's buffer is gone, as far as the tracker sees:
+`step_peak_bytes(..., compact_loss=True)`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import copy
 
 import torch
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 from .. import _validate
 from .. import device as dev
@@ -32,7 +38,11 @@ def loss_storage(model: nn.Module, batch: Data, *, loss: str | Loss = "mse") -> 
     device): "output", the model's output; "loss", the storage of the 0-d loss tensor the loss
     function returns; "detached", the storage `loss.detach()` keeps alive; "clone", the storage of
     `loss.clone()`, a copy of the one number. (`loss.item()` keeps a Python float: no device
-    memory.) Lesson 05."""
+    memory.) "temporary": the bytes the loss function's kernels allocate and free before it
+    returns, from the profiler's allocation counts (what its inner operations allocate, plus the
+    returned storage, less what the call still holds when it returns). For `F.mse_loss` that is
+    one output-sized buffer allocated inside its kernel, which a dispatch-level storage tracker
+    does not see. Lesson 05."""
     _validate.model("model", model)
     _validate.data("batch", batch)
     loss_fn = get_loss(loss)
@@ -40,13 +50,31 @@ def loss_storage(model: nn.Module, batch: Data, *, loss: str | Loss = "mse") -> 
     batch = batch.to(device_of(net))
     with torch.no_grad():  # the storages are the same with a graph; none is needed here
         output = net(batch.x)
-        loss_sum, _ = loss_fn(output, batch.y)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            loss_sum, _ = loss_fn(output, batch.y)
+    returned = tensor_bytes([loss_sum])
     return {
         "output": tensor_bytes([output]),
-        "loss": tensor_bytes([loss_sum]),
+        "loss": returned,
         "detached": tensor_bytes([loss_sum.detach()]),
         "clone": tensor_bytes([loss_sum.clone()]),
+        "temporary": _freed_inside(prof.events(), returned),
     }
+
+
+def _freed_inside(events, returned: int) -> int:
+    """Bytes allocated and freed inside the profiled calls: the allocations of their inner
+    operations plus the `returned` storage (allocated by the outer operation itself), less the
+    net bytes the outer operations still hold. An operation's own count is net of its frees, so
+    the outer one's allocation is not in the events apart from what it returns."""
+    tops = [e for e in events if e.cpu_parent is None]
+    inner, stack = 0, [c for e in tops for c in e.cpu_children]
+    while stack:
+        e = stack.pop()
+        inner += max(e.self_cpu_memory_usage, 0)
+        stack.extend(e.cpu_children)
+    held = sum(e.cpu_memory_usage for e in tops)
+    return inner + returned - held
 
 
 def step_phase_bytes(

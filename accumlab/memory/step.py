@@ -65,8 +65,8 @@ def train_step(
     computed is on the device. Before `step()` the loop deletes its last micro-batch; with
     `hold_last_batch=True` it keeps it bound, as a plain `for x, y in loader` loop does, so one
     micro-batch's data is alive during the step (lesson 05 measures the difference).
-    `F.mse_loss` returns a 0-d loss whose storage keeps one float per output element (its kernel
-    reduces inside a full-size output); `compact_loss=True` copies the loss into a storage of its
+    `F.mse_loss` returns a 0-d loss whose storage keeps one float per output element (its meta
+    function shrinks a full-size output's shape, not its storage); `compact_loss=True` copies the loss into a storage of its
     own before backward, so that buffer is freed at once (lesson 05 measures it apart). Returns the
     window's summed loss as a detached tensor: no `.item()` inside the loop, so a GPU never waits
     for the CPU here."""

@@ -21,8 +21,10 @@ cells, `al.dist.choose_plan`) executes here, with CUDA's memory semantics:
   `torch.amp.GradScaler("cuda")` runs its real code on the marked tensors.
 
 What it does not prove: anything about speed, kernels (cuBLAS workspaces, fused kernels), CUDA's
-own autocast op list and float16 numerics, NCCL, or memory allocated by C++ outside the ATen
-dispatcher. It proves that the CUDA code paths run, read the counters they mean to read, and
+own autocast op list and float16 numerics, NCCL, or memory allocated by C++ below the Python
+dispatch level: a buffer a kernel allocates and frees inside itself (`F.mse_loss`'s squared
+errors) is counted by a GPU's allocator and not here. `cuda_layer.workspaces` adds a model of
+cuBLAS's per-thread workspaces for the tests that need one. It proves that the CUDA code paths run, read the counters they mean to read, and
 count what a GPU would count (including a copy made inside a measured block).
 
 Nothing in `accumlab/` imports this package; only tests do.

@@ -393,3 +393,36 @@ RIGHT["05.3"] += [
     ("activation checkpointing", _checkpointed_lean),
     ("the loss logged by a no_grad forward", _logged_under_no_grad),
 ]
+
+
+def _divided_in_an_output_hook(model, micro_batches):
+    """÷ k applied to the gradient at the output by a tensor hook: the same gradient enters the
+    model as with loss / k."""
+    k = len(micro_batches)
+    total = 0.0
+    for mb in micro_batches:
+        out = model(mb.x)
+        out.register_hook(lambda g: g / k)
+        loss = F.mse_loss(out, mb.y)
+        loss.backward()
+        total += loss.item() / k
+    return total
+
+
+def _multiplied_in_an_output_hook(model, micro_batches):
+    """loss / k, then the gradient multiplied back by k at the output: each forward receives k
+    times the mean loss's gradient (and .grad is the sum of the micro-batch means)."""
+    k = len(micro_batches)
+    total = 0.0
+    for mb in micro_batches:
+        out = model(mb.x)
+        out.register_hook(lambda g: g * k)
+        loss = F.mse_loss(out, mb.y) / k
+        loss.backward()
+        total += loss.item()
+    return total
+
+
+RIGHT["05.3"].append(("÷ k in a hook on the output", _divided_in_an_output_hook))
+WRONG["05.3"].append(("× k in a hook on the output", _multiplied_in_an_output_hook))
+HINTS["× k in a hook on the output"] = "what is each micro-batch's loss divided by?"
