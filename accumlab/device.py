@@ -8,7 +8,8 @@ already executed somewhere.
 - `MemoryMeter(device)`: bytes allocated above the moment it started, now and at most. CUDA reads
   the caching allocator (`memory_allocated`, `max_memory_allocated`, and `max_memory_reserved`:
   the segments it holds from the device, which is what runs out); the CPU has no such counter, so
-  a dispatch-level tracker sees every tensor storage an operation creates and when it is freed;
+  a dispatch-level tracker sees every tensor storage an operation returns and when it is freed
+  (a buffer a kernel allocates and frees inside itself is not seen; a GPU's allocator counts it);
 - `measure_peak(fn, device)`: `fn()` under a meter;
 - `run_capped(fn, device, extra_bytes)`: `fn()` allowed at most `extra_bytes` more. CUDA enforces it
   with `set_per_process_memory_fraction` (a real `torch.OutOfMemoryError`); the CPU allocator has no
@@ -132,9 +133,10 @@ class _CpuStorages(TorchDispatchMode):
 
 class MemoryMeter:
     """`with MemoryMeter(device) as m: ...` then `m.now()` and `m.peak`: bytes allocated above the
-    start (CUDA: the caching allocator's own counters; CPU: every storage operations create).
+    start (CUDA: the caching allocator's own counters; CPU: every storage operations return).
     On CUDA, `m.start` and `m.start_reserved` are the allocator's allocated and reserved bytes
-    when the block began."""
+    when the block began. CUDA's peak counters are the process's own, one set per device: the
+    meter resets them as it starts (and in `restart_peak`), for every reader of them."""
 
     def __init__(self, device):
         self.device = torch.device(device)
@@ -163,6 +165,15 @@ class MemoryMeter:
             self._peak_reserved = self.peak_reserved
         else:
             self._cpu.__exit__(*exc)
+
+    def restart_peak(self) -> None:
+        """Let the high point start again from what is allocated now (bytes stay counted from the
+        block's start): the peak of one window of a loop, say, not of every window so far."""
+        if self.device.type == "cuda":
+            synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._cpu.peak = self._cpu.now
 
     def now(self) -> int:
         """Bytes allocated now, above the start (negative when more was freed than allocated)."""
@@ -230,10 +241,12 @@ def run_capped(fn: Callable[[], object], device, extra_bytes: int) -> tuple[obje
         return result, peak
     free_cache(device)
     total = total_memory(device)
-    # the fraction caps memory the allocator RESERVES: what it holds now plus the allowance
-    fraction = min(1.0, (torch.cuda.memory_reserved(device) + extra_bytes) / total)
+    # the fraction caps memory the allocator RESERVES: what it holds now plus the allowance,
+    # never above a cap the caller set, which is put back afterwards
+    before = torch.cuda.get_per_process_memory_fraction(device)
+    fraction = min(before, (torch.cuda.memory_reserved(device) + extra_bytes) / total)
     torch.cuda.set_per_process_memory_fraction(fraction, device)
     try:
         return measure_peak(fn, device)
     finally:
-        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        torch.cuda.set_per_process_memory_fraction(before, device)

@@ -231,3 +231,23 @@ def test_the_generic_accelerator_queries_answer_as_the_simulated_device(simulate
     (w - 1).pow(2).sum().backward()
     opt.step()
     assert simulated_gpu.on_gpu(w) and float(w.detach().cpu().sum()) > 0
+
+
+def test_run_capped_keeps_a_cap_the_caller_set(simulated_gpu):
+    a = simulated_gpu.allocator
+    torch.cuda.set_per_process_memory_fraction(0.5)
+    seen = []
+    dev.run_capped(lambda: seen.append(a.fraction), "cuda", a.total_memory)  # asks for it all
+    assert seen == [0.5] and a.fraction == 0.5  # never above the caller's cap, which is put back
+    torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+def test_a_meter_restarts_its_peak_from_what_is_allocated(simulated_gpu):
+    with dev.MemoryMeter("cuda") as meter:
+        big = torch.empty(MB, device="cuda")
+        del big
+        kept = torch.empty(MB // 4, device="cuda")
+        assert meter.peak >= 4 * MB // 4 * 4 > meter.now()
+        meter.restart_peak()
+        assert meter.peak == meter.now()  # the high point starts again here
+    del kept

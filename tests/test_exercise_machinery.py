@@ -811,7 +811,7 @@ def test_a_number_subclass_does_not_judge_itself():
     assert not al.check("10.2", (always(1), always(2), always(3))).ok
     assert not al.check("10.3", lambda step, n, k: always(0)).ok
     assert not al.check("04.1", always(1)).ok
-    assert al.check("04.1", always(11)).ok  # its value still counts
+    assert al.check("04.1", always(10)).ok  # its value still counts
 
 
 @pytest.mark.parametrize("exercise_id", ["04.3", "08.1", "10.3"])

@@ -115,7 +115,7 @@ def window_memory(
         model = timing_model(features, hidden, seed).to(ctx.ddp_device)
         x = _input(ctx, 8, features, seed)
         after, peaks = [], []
-        with _WindowMeter(ctx.ddp_device) as meter:
+        with MemoryMeter(ctx.ddp_device) as meter:
             ddp = _wrap(model, ctx, gradient_as_bucket_view=view, **_no_init_broadcast())
             opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
             for _ in range(windows):
@@ -132,18 +132,6 @@ def window_memory(
         held[key], peak[key] = after, peaks
         del ddp, opt
     return held, peak
-
-
-class _WindowMeter(MemoryMeter):
-    """A MemoryMeter whose high point can restart inside the block (bytes stay counted from the
-    block's start)."""
-
-    def restart_peak(self) -> None:
-        if self.device.type == "cuda":
-            synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)  # the peak is now what is allocated
-        else:
-            self._cpu.peak = self._cpu.now
 
 
 def _no_init_broadcast() -> dict:

@@ -188,6 +188,9 @@ class SimulatedGpu:
             ),
             "empty_cache": a.empty_cache,
             "set_per_process_memory_fraction": set_fraction,
+            "get_per_process_memory_fraction": lambda device=None: (
+                1.0 if a.fraction is None else a.fraction
+            ),
             "get_rng_state": rng_state,
             "set_rng_state": lambda state, device="cuda": None,
             "get_rng_state_all": lambda: [rng_state() for _ in range(self.devices)],

@@ -250,8 +250,8 @@ def ghost_stub(x, ghost_batch_size):
 
 
 def steps_by_logarithm():
-    """Solved for s, then rounded up: 4·s·ln 0.9 < ln 0.01."""
-    return int(np.ceil(np.log(0.01) / (4 * np.log(0.9))))
+    """Solved for s, then rounded up: 4·s·ln 0.9 < ln 0.02."""
+    return int(np.ceil(np.log(0.02) / (4 * np.log(0.9))))
 
 
 def _ghost_made_by_new(x, size):
@@ -267,11 +267,11 @@ def _ghost_made_by_new(x, size):
 
 RIGHT = {
     "04.1": [
-        ("an int", 11),
+        ("an int", 10),
         ("through logarithms, rounded up", steps_by_logarithm()),
-        ("numpy int64", np.int64(11)),
-        ("0-d tensor", torch.tensor(11)),
-        ("a float", 11.0),
+        ("numpy int64", np.int64(10)),
+        ("0-d tensor", torch.tensor(10)),
+        ("a float", 10.0),
     ],
     "04.2": [
         ("rounded to 3 digits", 0.185),
@@ -299,10 +299,10 @@ RIGHT = {
 
 WRONG = {
     "04.1": [
-        ("counted forwards: 44", 44),
-        ("rounded down: 10", 10),
-        ("the real solution, not rounded up", float(np.log(0.01) / (4 * np.log(0.9)))),
-        ("forwards as a real number", np.float64(np.log(0.01) / np.log(0.9))),
+        ("counted forwards: 38", 38),
+        ("rounded to the nearest step: 9", round(float(np.log(0.02) / (4 * np.log(0.9))))),
+        ("the real solution, not rounded up", float(np.log(0.02) / (4 * np.log(0.9)))),
+        ("forwards as a real number", np.float64(np.log(0.02) / np.log(0.9))),
         ("calls the package: one step's old weight", al.batchnorm.old_weight_formula(0.1, 4)),
     ],
     "04.2": [
@@ -439,7 +439,8 @@ HINTS = {
     "BatchNorm1d and 2d: misses BatchNorm3d and SyncBatchNorm": "BatchNorm3d and SyncBatchNorm are not subclasses of BatchNorm1d or BatchNorm2d",
     "requires_grad_(False) on the BatchNorm layers, modes unchanged": "set by .eval()",
     "calls the package: al.batchnorm.micro_batch_stats": "al.batchnorm.micro_batch_stats",
-    "counted forwards: 44": "number of forwards",
+    "counted forwards: 38": "number of forwards",
+    "rounded to the nearest step: 9": "rounding 9.28",
     "the real solution, not rounded up": "whole",
     "calls the package: matching_momentum, the other direction": "other direction",
 }
