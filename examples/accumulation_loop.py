@@ -21,7 +21,8 @@ PAD = -100  # the label of a padding position: cross_entropy skips it
 
 def pad_batch(samples):
     """DataLoader collate_fn: (tokens, labels) pairs of different lengths -> padded x, y. Right
-    padding: a causal model needs no mask; one that mixes positions needs attention_mask=y != PAD."""
+    padding: a causal model needs no mask; one that mixes positions needs a mask of the padding
+    built from the lengths (y == PAD also marks real tokens left unlearned, such as a prompt)."""
     tokens, labels = zip(*samples)
     x = torch.nn.utils.rnn.pad_sequence(tokens, batch_first=True)
     y = torch.nn.utils.rnn.pad_sequence(labels, batch_first=True, padding_value=PAD)

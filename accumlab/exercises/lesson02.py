@@ -142,8 +142,9 @@ def _accumulate_on(answer, data, model, size: int) -> str | None:
         j = next((j for j in unmatched if multiple_of(v, own[j], rel=1e-8)), None)
         if j is None and any(multiple_of(v, own[i], rel=1e-5) for i in unmatched):
             raise Hint(
-                "each backward pass added its micro-batch's own gradient, but rounded like float32 "
-                "(about 1e-7 off): keep the loss in the model's float64, no .float() on the way"
+                "each backward pass added nearly its micro-batch's own gradient, off by about 1e-7 "
+                "relative, as if rounded like float32: keep the loss in the model's float64, no "
+                ".float() on the way (or is a scale off in its 7th digit?)"
             )
         if j is None:
             raise Hint(

@@ -213,8 +213,9 @@ def fix_loop(answer):
             j = next((j for j in unmatched if multiple_of(v, own[j], rel=1e-8)), None)
             if j is None and any(multiple_of(v, own[i], rel=1e-5) for i in unmatched):
                 return (
-                    "each backward pass added its micro-batch's own gradient, but rounded like "
-                    "float32 (about 1e-7 off): keep the logits, weights and loss in float64"
+                    "each backward pass added nearly its micro-batch's own gradient, off by about "
+                    "1e-7 relative, as if rounded like float32: keep the logits, weights and loss "
+                    "in float64 (or is a divisor off in its 7th digit?)"
                 )
             if j is None:
                 return (
