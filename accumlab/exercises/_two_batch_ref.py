@@ -13,7 +13,7 @@ import torch
 # estimator asked for, computed by the checker on the same draws. The problems differ in
 # micro-batch size b and accumulation steps k too, so an answer must read them from `windows`.
 WINDOWS, EXCESS = 200, 2.0
-# (seed, noise σ, b, k); on seed 24 every partial estimator below lies more than 2 % from the
+# (seed, noise σ, b, k); on seed 24 every partial estimator below lies more than 1.9 % from the
 # full one and every mistake more than 12 % (the corpus in tests/ runs on all three)
 PROBLEMS = ((5, 1.5, 4, 8), (6, 2.5, 8, 6), (24, 2.5, 4, 8))
 # Relative to the two norms averaged over all 200 windows and all k micro-batches of each, on the
@@ -112,6 +112,9 @@ def _same_draws(e, shift, windows) -> dict:
             "each window's last micro-batch alone": ratio(
                 float(small[:, -1].mean()), float(big.mean())
             ),
+            # an off-by-one around `.grad is None`: close to the full estimate, but not it
+            "every micro-batch of each window but its first": part(slice(None), slice(1, None)),
+            "every micro-batch of each window but its last": part(slice(None), slice(None, -1)),
         },
         "mistakes": {
             "mean of per-window ratios": sum(t / g for t, g in zip(tr, g2)) / n,

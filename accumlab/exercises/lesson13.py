@@ -247,10 +247,9 @@ def two_batch(answer) -> str | None:
             return (
                 f"got {got:.3g}, which matches what {what} gives on these draws (to "
                 f"{PARTIAL:.1%}; that estimator is not the average over all {WINDOWS} windows "
-                f"and all {k} micro-batches of each, and one that keeps only "
-                "part of the loop's gradients lands anywhere within ±20-60 % from one draw to the "
-                "next): average every micro-batch's |G_small|² and every window's |G_big|² (a "
-                "plain mean, or an EMA with β ≥ 0.99)"
+                f"and all {k} micro-batches of each, so whether it lands near that average "
+                "depends on the draw): average every micro-batch's |G_small|² and every window's "
+                "|G_big|² (a plain mean, or an EMA with β ≥ 0.99)"
             )
         if abs(got / full - 1) <= TOLERANCE_13_2:
             continue

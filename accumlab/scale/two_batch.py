@@ -89,7 +89,8 @@ class AccumulationNoise(NoiseScaleEMA):
         for window in windows:
             for x, y in window:
                 (loss_fn(model(x), y) / k).backward()
-            meter.window_done()  # after the window's last backward, before zero_grad
+            meter.window_done()  # after the last backward, before clipping or zero_grad
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # if the loop clips
             optimizer.step()
             optimizer.zero_grad()
         print(meter.b_simple)
@@ -102,15 +103,18 @@ class AccumulationNoise(NoiseScaleEMA):
     branch or expert a micro-batch skips counts as a zero gradient there (conditional models). A
     `Tensor.register_hook` per parameter sees each micro-batch's gradient on its way into `.grad`
     (no extra buffer); its squared norm is summed on the gradients' device, and read back once per
-    window, in `window_done`.
+    window, in `window_done`. Call it before anything that changes `.grad` (clipping,
+    `unscale_`, `zero_grad`): the hooks saw the gradients unchanged, so a clip that bites in
+    between makes the reading far too high.
 
-    Data parallelism: `.grad` at `window_done` then holds the mean over every rank's k·b samples,
-    while the hooks see this rank's micro-batches before any all-reduce, so pass `ranks` = the
-    number of processes whose gradients are averaged (B_big = ranks·k·b). With a process group of
-    more than one process initialised and no `ranks`, the meter refuses to guess.
+    For one process or DDP; sharded parameters (FSDP) are untested. Under DDP, `.grad` at
+    `window_done` holds the mean over every rank's k·b samples, while the hooks see this rank's
+    micro-batches before any all-reduce, so pass `ranks` = the number of processes whose
+    gradients are averaged (B_big = ranks·k·b). With a process group of more than one process
+    initialised and no `ranks`, the meter refuses to guess.
     GradScaler: call `window_done(grad_scale=scaler.get_scale())` before `scaler.unscale_` or
-    `scaler.step`; a window whose gradients overflowed is skipped (counted in `skipped`), as the
-    scaler skips its step.
+    `scaler.step` (`get_scale` reads the scale back: one host sync per window); a window whose
+    gradients overflowed is skipped (counted in `skipped`), as the scaler skips its step.
     """
 
     def __init__(

@@ -685,3 +685,41 @@ def _b_simple_by_two_batch(grads):
 
 WRONG["13.1"].append(("accumlab's two-batch estimate at sizes 1 and n", _b_simple_by_two_batch))
 HINTS["accumlab's two-batch estimate at sizes 1 and n"] = "al.scale.two_batch_estimate"
+
+
+def _skips_one_micro_batch(last: bool):
+    """The right loop, but |G_small|² over k − 1 micro-batches of each window: the first (its
+    .grad was None, the off-by-one) or the last skipped; within 3 % of the full estimate."""
+
+    def answer(model, windows):
+        k, b = len(windows[0]), len(windows[0][0][0])
+        small = big = 0.0
+        for window in windows:
+            for i, (x, y) in enumerate(window):
+                before = model.weight.grad
+                before = before.clone() if before is not None else None
+                (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+                if (i == k - 1) if last else before is None:
+                    continue
+                change = model.weight.grad - (0.0 if before is None else before)
+                small += float((change * k).pow(2).sum()) / (k - 1)
+            big += float(model.weight.grad.pow(2).sum())
+            model.zero_grad()
+        small, big = small / len(windows), big / len(windows)
+        g2 = (k * b * big - b * small) / (k * b - b)
+        return ((small - big) / (1 / b - 1 / (k * b))) / g2
+
+    return answer
+
+
+WRONG["13.2"] += [
+    ("every micro-batch but the first (.grad None skipped)", _skips_one_micro_batch(last=False)),
+    ("every micro-batch but the last", _skips_one_micro_batch(last=True)),
+]
+HINTS.update(
+    {
+        "every micro-batch but the first (.grad None skipped)": "every micro-batch of each "
+        "window but its first",
+        "every micro-batch but the last": "every micro-batch of each window but its last",
+    }
+)
