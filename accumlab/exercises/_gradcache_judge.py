@@ -2,7 +2,9 @@
 into the learner's model added one micro-batch's share (the encoder's vector-Jacobian product with
 that micro-batch's rows of d loss / d embedding), and .grad is what those passes added, so a
 gradient computed elsewhere (a copy, another thread, hand-written layers) and copied or
-back-propagated in is refused."""
+back-propagated in is refused. Also: how many separately built loss graphs the backward walks ran
+through (`loss_graphs`), calls to accumlab's InfoNCE (`LossCalls`) and the bytes a GradCache step
+may hold at once (`allowed_bytes`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import copy
 import torch
 
 from ._answers import Hint
+from ._calls import CodeWatch
 from ._model_effects import multiple_of
 
 
@@ -134,3 +137,51 @@ def _kind(node) -> str:
             "CheckpointFunction" if own is CheckpointFunction else f"Function {type(node).__name__}"
         )
     return type(node).__name__.rstrip("0123456789").removesuffix("Backward")
+
+
+class LossCalls:
+    """Counts calls to accumlab's InfoNCE (`accumlab.coupling.contrastive.info_nce`, however the
+    answer reached it: `al.coupling.info_nce`, a name imported from its module before the check,
+    a copy of its code) that build a graph (grad enabled, an input that requires grad): GradCache
+    evaluates the loss once, open_clip's loop once per micro-batch. Counted by code identity
+    (`_calls.CodeWatch`), so no binding of the function needs patching."""
+
+    def __init__(self):
+        self.calls = 0
+        self.rows: list[int] = []  # each counted call's rows of q: a micro-batch's, or the batch's
+
+    def _judge(self, frame, name: str) -> None:
+        tensors = [frame.f_locals.get(a) for a in ("q", "k")]
+        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            self.calls += 1
+            self.rows.append(len(tensors[0]) if tensors[0].dim() else 0)
+
+    def __enter__(self):
+        from ..coupling.contrastive import info_nce
+
+        self._watch = CodeWatch({info_nce.__code__: "info_nce"}, self._judge).start()
+        return self
+
+    def __exit__(self, *exc):
+        self._watch.stop()
+
+
+def allowed_bytes(model, data, micro_batch_size) -> dict:
+    """What a GradCache step may hold for backward at once: the loss graph over all cached
+    embeddings with at most one micro-batch's encoder graph (one micro-batch kept with its graph
+    through the loss saves its second forward), or later one micro-batch's encoder graph with at
+    most all the cached gradients. Several micro-batch graphs alive, one backward at the end, are
+    big-batch memory (open_clip's loop, one loss per micro-batch, is refused before this)."""
+    from ..coupling.contrastive import info_nce, pair_inputs
+    from ..coupling.gradcache import encoder_saved_bytes
+    from ..saved import saved_tensor_bytes
+
+    with torch.no_grad():
+        z = model(pair_inputs(data))
+    n = len(data)
+    q, k = z[:n].clone().requires_grad_(), z[n:].clone().requires_grad_()
+    loss = saved_tensor_bytes(lambda: info_nce(q, k))
+    chunk = encoder_saved_bytes(model, data[:micro_batch_size])
+    cached = 2 * z.numel() * z.element_size()
+    return {"loss": loss, "chunk": chunk, "cached": cached, "bound": chunk + max(loss, cached)}

@@ -10,11 +10,11 @@ import torch
 from . import exercise
 from ._answers import compare
 from ._backward_nodes import BackwardWalks, wide_graphs
-from ._calls import CodeWatch
 from ._draws import pool_seed
-from ._gradcache_judge import from_own_backwards, loss_graphs
+from ._ema_judge import GradAtStep, ema_reference, flat, window_mean_grad
+from ._gradcache_judge import LossCalls, allowed_bytes, from_own_backwards, loss_graphs
 from ._graph_watch import OutputGradients
-from ._observe import Added, Hint, Observe, Refuse, Spy, forwards_phrase
+from ._observe import Added, Hint, Observe, Refuse, forwards_phrase, plural
 
 # 09.1: the old EMA's share per optimizer step must be KEPT, with K updates per step
 KEPT, K = 0.9, 16
@@ -74,59 +74,6 @@ def invariant_aggregations(answer):
     return None
 
 
-def _ema_reference(model, data, micro_batch_size, k):
-    from ..coupling.ema import ema_run
-
-    run = ema_run(model, data, micro_batch_size, k, beta=0.9, lr=0.05)
-    return run["params"][-1], run["ema"][-1]
-
-
-def _flat(tensors: dict) -> torch.Tensor:
-    return torch.cat([t.reshape(-1) for _, t in sorted(tensors.items())])
-
-
-def _flat_grads(params) -> torch.Tensor:
-    return torch.cat(
-        [(torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1) for p in params]
-    )
-
-
-def _window_mean_grad(model, micro_batches) -> torch.Tensor:
-    """The gradient of the mean of the window's micro-batch MSE means, at the model's weights."""
-    twin = copy.deepcopy(model)
-    twin.zero_grad(set_to_none=True)
-    for mb in micro_batches:
-        (torch.nn.functional.mse_loss(twin(mb.x), mb.y) / len(micro_batches)).backward()
-    return _flat_grads(list(twin.parameters()))
-
-
-class _GradAtStep:
-    """Records `.grad` when `optimizer.step` runs. The weights alone cannot tell the mean's
-    gradient from the sum's with the learning rate divided by k (the same SGD step); an optimizer
-    that normalises the gradient (Adam) would then move k times less far than the mean's."""
-
-    def __init__(self, optimizer, params):
-        self.optimizer, self.params, self.seen = optimizer, params, []
-
-    def __enter__(self):
-        self._own = "step" in vars(self.optimizer)
-        self._before = vars(self.optimizer).get("step")
-        original = self.optimizer.step
-
-        def recorded(*args, **kwargs):
-            self.seen.append(_flat_grads(self.params).clone())
-            return original(*args, **kwargs)
-
-        self.optimizer.step = recorded
-        return self
-
-    def __exit__(self, *exc):
-        if self._own:
-            self.optimizer.step = self._before
-        else:
-            del self.optimizer.step  # the class's step again
-
-
 @exercise("09.3", 2, "Fix an EMA loop: one EMA update per optimizer step")
 def ema_loop(answer):
     from ..data import regression_data
@@ -153,18 +100,20 @@ def ema_loop(answer):
     for w in range(len(micro) // k):
         before = len(calls)
         window = micro[w * k : (w + 1) * k]
-        expected_grad = _window_mean_grad(learner, window)
-        with _GradAtStep(optimizer, params) as at_step:
-            with Spy(optimizer, "step", "optimizer.step()") as steps:
-                answer(learner, window, optimizer, update_ema)
-        updates = len(calls) - before
-        if steps.calls == 0 and updates == 0:
+        expected_grad = window_mean_grad(learner, window)
+        with GradAtStep(optimizer, params) as at_step:
+            answer(learner, window, optimizer, update_ema)
+        updates, stepped = len(calls) - before, len(at_step.seen)
+        if stepped == 0 and updates == 0:
             return (
                 "not answered yet — this loop never steps the optimizer and never updates the "
                 "EMA: complete train_window"
             )
-        if steps.calls != 1:
-            return f"{steps.sentence(expected=1)} in one window of {k} micro-batches"
+        if stepped != 1:
+            return (
+                f"the optimizer stepped {plural(stepped, 'time')} (1 expected) in one window of {k} "
+                "micro-batches"
+            )
         if updates != 1:
             return (
                 f"update_ema() ran {updates} times in one window of {k} micro-batches; the "
@@ -191,69 +140,21 @@ def ema_loop(answer):
                 "direction; checked to a relative 1e-10). Scaling the learning rate instead gives "
                 "the same SGD step, but not with an optimizer that normalises the gradient (Adam)"
             )
-    weights, expected_ema = _ema_reference(model, data, mb, k)
-    got = _flat(dict(zip(names, (p.detach() for p in params), strict=True)))
+    weights, expected_ema = ema_reference(model, data, mb, k)
+    got = flat(dict(zip(names, (p.detach() for p in params), strict=True)))
     if (got - weights).norm() > 1e-10 * weights.norm():
         return (
             "the weights after 4 windows differ from the reference (checked to a relative 1e-10): "
             "each step must use the mean of the window's micro-batch MSE means, and the "
             "gradients must start from zero in every window"
         )
-    got = _flat(dict(zip(names, ema, strict=True)))
+    got = flat(dict(zip(names, ema, strict=True)))
     if (got - expected_ema).norm() > 1e-10 * expected_ema.norm():
         return (
             "the weights are right but the EMA is not (checked to a relative 1e-10): which "
             "weights does your update_ema() average in, the old ones or this window's?"
         )
     return None
-
-
-class _LossCalls:
-    """Counts calls to accumlab's InfoNCE (`accumlab.coupling.contrastive.info_nce`, however the
-    answer reached it: `al.coupling.info_nce`, a name imported from its module before the check,
-    a copy of its code) that build a graph (grad enabled, an input that requires grad): GradCache
-    evaluates the loss once, open_clip's loop once per micro-batch. Counted by code identity
-    (`_calls.CodeWatch`), so no binding of the function needs patching."""
-
-    def __init__(self):
-        self.calls = 0
-        self.rows: list[int] = []  # each counted call's rows of q: a micro-batch's, or the batch's
-
-    def _judge(self, frame, name: str) -> None:
-        tensors = [frame.f_locals.get(a) for a in ("q", "k")]
-        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            self.calls += 1
-            self.rows.append(len(tensors[0]) if tensors[0].dim() else 0)
-
-    def __enter__(self):
-        from ..coupling.contrastive import info_nce
-
-        self._watch = CodeWatch({info_nce.__code__: "info_nce"}, self._judge).start()
-        return self
-
-    def __exit__(self, *exc):
-        self._watch.stop()
-
-
-def _allowed_bytes(model, data, micro_batch_size) -> dict:
-    """What a GradCache step may hold for backward at once: the loss graph over all cached
-    embeddings with at most one micro-batch's encoder graph (one micro-batch kept with its graph
-    through the loss saves its second forward), or later one micro-batch's encoder graph with at
-    most all the cached gradients. Several micro-batch graphs alive, one backward at the end, are
-    big-batch memory (open_clip's loop, one loss per micro-batch, is refused before this)."""
-    from ..coupling.contrastive import info_nce, pair_inputs
-    from ..coupling.gradcache import encoder_saved_bytes
-    from ..saved import saved_tensor_bytes
-
-    with torch.no_grad():
-        z = model(pair_inputs(data))
-    n = len(data)
-    q, k = z[:n].clone().requires_grad_(), z[n:].clone().requires_grad_()
-    loss = saved_tensor_bytes(lambda: info_nce(q, k))
-    chunk = encoder_saved_bytes(model, data[:micro_batch_size])
-    cached = 2 * z.numel() * z.element_size()
-    return {"loss": loss, "chunk": chunk, "cached": cached, "bound": chunk + max(loss, cached)}
 
 
 # 09.4 draws its data and model from these seeds: on each, every corpus answer gets its verdict and
@@ -274,7 +175,7 @@ def gradcache_step(answer):
     seed = pool_seed(GRADCACHE_SEEDS)
     data, model, mb = pair_data(32, seed=seed), encoder(seed=seed), 8
     expected = batch_loss_grads(model, data, contrastive_loss)
-    allowed = _allowed_bytes(model, data, mb)
+    allowed = allowed_bytes(model, data, mb)
     learner = copy.deepcopy(model)
     refused = Refuse(
         "al.coupling.gradcache_grads",
@@ -291,7 +192,7 @@ def gradcache_step(answer):
     with (
         refused,
         Observe(learner) as seen,
-        _LossCalls() as losses,
+        LossCalls() as losses,
         Added(learner) as added,
         OutputGradients(learner) as arrived,
         BackwardWalks() as walks,

@@ -99,13 +99,12 @@ class AccumulationNoise(NoiseScaleEMA):
     default). Equal micro-batches only: the formulas take every micro-batch to hold
     `micro_batch_size` samples, so a window whose forwards (with grad enabled, first argument's
     dim 0) saw unequal sizes — a short last micro-batch — raises ValueError naming them, and its
-    norms are dropped. Gradients must be zeroed after every window, as every accumulation loop does. A
-    branch or expert a micro-batch skips counts as a zero gradient there (conditional models). A
-    `Tensor.register_hook` per parameter sees each micro-batch's gradient on its way into `.grad`
-    (no extra buffer); its squared norm is summed on the gradients' device, and read back once per
-    window, in `window_done`. Call it before anything that changes `.grad` (clipping,
-    `unscale_`, `zero_grad`): the hooks saw the gradients unchanged, so a clip that bites in
-    between makes the reading far too high.
+    norms are dropped. Zero the gradients after every window. A branch or expert a micro-batch
+    skips counts as a zero gradient there. A hook per parameter sees each micro-batch's gradient
+    on its way into `.grad`; squared norms are summed on the gradients' device and read back in
+    `window_done`. Call it before anything that changes `.grad` (clipping, `unscale_`,
+    `zero_grad`): the hooks saw the gradients unchanged, so a clip that bites in between makes the
+    reading far too high.
 
     For one process or DDP; sharded parameters (FSDP) are untested. Under DDP, `.grad` at
     `window_done` holds the mean over every rank's k·b samples, while the hooks see this rank's
@@ -225,12 +224,10 @@ class AccumulationNoise(NoiseScaleEMA):
         self._handles = []
 
 
-# --- on lesson 13's regression problem, where the exact B_simple is known ------------------------
-
-
 def linear_model(problem, excess: float, seed: int = 0) -> nn.Module:
-    """`nn.Linear(d, 1, bias=False)` whose weight is `problem.point(excess, seed)`: with w* = 0
-    the weights ARE the error, so the exact B_simple here is `problem.b_simple(excess)`."""
+    """On lesson 13's regression problem, where the exact B_simple is known: `nn.Linear(d, 1,
+    bias=False)` whose weight is `problem.point(excess, seed)`; with w* = 0 the weights ARE the
+    error, so the exact B_simple here is `problem.b_simple(excess)`."""
     from .noise import check_problem
 
     check_problem(problem)

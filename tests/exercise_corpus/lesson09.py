@@ -841,3 +841,16 @@ WRONG["09.4"].append(
     ("open_clip's loop, its loss a Function named Mul", _open_clip_in_a_function_named_mul)
 )
 HINTS["open_clip's loop, its loss a Function named Mul"] = "once per micro-batch"
+
+
+def _ema_stepped_through_the_class(model, micro_batches, optimizer, update_ema):
+    """The step called on the optimizer's class, not through the instance's attribute."""
+    k = len(micro_batches)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+    type(optimizer).step(optimizer)
+    update_ema()
+    optimizer.zero_grad()
+
+
+RIGHT["09.3"].append(("type(optimizer).step(optimizer)", _ema_stepped_through_the_class))
