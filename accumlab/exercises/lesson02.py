@@ -144,7 +144,7 @@ def _accumulate_on(answer, data, model, size: int) -> str | None:
             raise Hint(
                 "each backward pass added nearly its micro-batch's own gradient, off by about 1e-7 "
                 "relative, as if rounded like float32: keep the loss in the model's float64, no "
-                ".float() on the way (or is a scale off in its 7th digit?)"
+                ".float() on the way"
             )
         if j is None:
             raise Hint(
@@ -206,6 +206,11 @@ def _accumulate_on(answer, data, model, size: int) -> str | None:
     for factor, says in named.items():
         if abs(ratio - factor) <= 1e-9 * factor:
             raise Hint(says)
+    if abs(ratio - 1) < 1e-3:  # "1 × the gradient" would read as right
+        raise Hint(
+            f"your .grad is {abs(ratio - 1):.1g} off the summed loss's gradient, relatively (checked "
+            "to 1e-10): a scale slightly off — each micro-batch's summed loss needs no divisor"
+        )
     raise Hint(
         f"your .grad is {ratio:.4g} × the summed loss's gradient: each micro-batch's loss needs "
         "another scale"

@@ -57,8 +57,7 @@ def steps_to_forget(answer):
         38: "that is the number of forwards (or of full-batch steps, one forward each); each "
         "optimizer step here makes 4 forwards in training mode",
         37: "that counts forwards, and one too few: 0.9^37 is still above 2 %",
-        9: "after 9 steps 0.9^36 ≈ 2.3 % is left, still above 2 % (rounding 9.28 to the nearest "
-        "whole step is not enough: the count must pass it)",
+        9: "after 9 steps 0.9^36 ≈ 2.3 % is left, still above 2 %",
         1: "one step leaves 0.9^4 ≈ 66 %: the old mean fades, but not that fast",
     }
     if steps == STEPS_BELOW:

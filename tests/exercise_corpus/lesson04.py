@@ -440,7 +440,7 @@ HINTS = {
     "requires_grad_(False) on the BatchNorm layers, modes unchanged": "set by .eval()",
     "calls the package: al.batchnorm.micro_batch_stats": "al.batchnorm.micro_batch_stats",
     "counted forwards: 38": "number of forwards",
-    "rounded to the nearest step: 9": "rounding 9.28",
+    "rounded to the nearest step: 9": "still above 2 %",
     "the real solution, not rounded up": "whole",
     "calls the package: matching_momentum, the other direction": "other direction",
 }
