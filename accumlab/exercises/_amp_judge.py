@@ -69,7 +69,7 @@ def judge_skip(trained, grads, sched_steps, k, windows):
     import torch
 
     w = OVERFLOW_06_3 // k
-    where = f"micro-batch {OVERFLOW_06_3} (in window {w}) overflows (its output is inf)"
+    where = f"micro-batch {OVERFLOW_06_3} (in window {w}) overflows (its backward is inf)"
     if not all(bool(torch.isfinite(p).all()) for p in trained.parameters()):
         raise Hint(
             f"{where}, and your weights ended inf/NaN: only scaler.step(optimizer) skips a window "

@@ -130,11 +130,24 @@ class ScalerWatch:
         torch.amp.GradScaler.scale = self._original
 
 
+class _InfBackward(torch.autograd.Function):
+    """Identity forward; backward multiplies the incoming gradient by inf (0 · inf = NaN, also
+    non-finite), as the scaled backward of a float16 overflow does."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("inf")
+
+
 def overflow_on(model: torch.nn.Module, xs) -> list:
-    """Make the model's output inf on the forwards of the inputs `xs`, as a float16 overflow
-    would: nothing in the data shows it, so a loop can learn of it only from the loss, the
-    gradients or the scaler. Layers called one by one overflow too (first and last leaf).
-    Returns the hook handles."""
+    """Make the backward of the forwards of the inputs `xs` inf, as a float16 overflow in the
+    scaled backward would: the data, the output and the loss stay finite, so a loop can learn of
+    it only from the gradients or the scaler. Layers called one by one overflow too (first and
+    last leaf). Returns the hook handles."""
     from ._observe import _rows_key
 
     keys = {_rows_key(x) for x in xs}
@@ -146,8 +159,8 @@ def overflow_on(model: torch.nn.Module, xs) -> list:
         hit[0] = x is not None and _rows_key(x) in keys
 
     def leave(module, args, output):
-        if hit[0] and isinstance(output, torch.Tensor):
-            return output + float("inf")  # the gradient still flows: d(out + c)/d out = 1
+        if hit[0] and isinstance(output, torch.Tensor) and output.requires_grad:
+            return _InfBackward.apply(output)  # same values; the watchers see its own gradient
         return None
 
     return [
@@ -159,8 +172,8 @@ def overflow_on(model: torch.nn.Module, xs) -> list:
 def run_observed(answer, model, batches, k, max_norm, make_scheduler, overflow=()):
     """Run the answer observed: its forwards and backward passes, what `.grad` held at each
     backward and at each step (GradWatch), the calls it made to GradScaler and its scheduler, and
-    the dtype the model's first layer produced. The micro-batches listed in `overflow` produce an
-    inf output (`overflow_on`)."""
+    the dtype the model's first layer produced. The micro-batches listed in `overflow` overflow in
+    backward (`overflow_on`)."""
     import contextlib
 
     scheduler_calls = []
@@ -177,7 +190,7 @@ def run_observed(answer, model, batches, k, max_norm, make_scheduler, overflow=(
         return sched
 
     dtypes = []
-    # before the watchers' hooks, so that they see the overflowing output
+    # before the watchers' hooks, so that their output is the overflowing one
     hooks = overflow_on(model, [batches[i][0] for i in overflow])
     hooks.append(model[0].register_forward_hook(lambda m, a, out: dtypes.append(out.dtype)))
     spies = {

@@ -125,7 +125,8 @@ def _train_setup():
 
 def _reference_trace(model, batches, k, max_norm, make_scheduler, lr=0.1, overflow=()):
     """What 06.3 asks for, by `al.precision.amp_train`: the scheduler holds on a skipped step;
-    `overflow` lists micro-batches whose loss is made inf (as an inf output makes it)."""
+    `overflow` lists micro-batches whose loss is made inf (its gradient is then inf, as the
+    checker's backward-only overflow makes it)."""
     import torch
 
     from ..data import Data
@@ -147,8 +148,9 @@ def reference_train(model, batches, k, max_norm, make_scheduler, lr=0.1):
 def _runs():
     """06.3's three runs: (max_norm, micro-batches made to overflow). Clipping active (every
     window's norm is above 0.05); a threshold no gradient reaches (clipping can hide a missing
-    / k, since it caps the norm either way); and one micro-batch in window 1 whose output the
-    checker makes inf (the data stays finite, as in a real float16 overflow)."""
+    / k, since it caps the norm either way); and one micro-batch in window 1 whose backward the
+    checker makes inf (its data, output and loss stay finite, as in a float16 overflow of the
+    scaled backward)."""
     return ((0.05, ()), (100.0, ()), (0.05, (OVERFLOW_06_3,)))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 
 import torch
 
@@ -113,8 +114,9 @@ def trainer_skip_check() -> dict:
     trainer = _source("transformers.trainer")
     # where the optimizer is built: trainer_optimizer.py in recent versions, trainer.py before
     builder = _source("transformers.trainer_optimizer") + trainer
-    fused_name = (
-        "optim == OptimizerNames.ADAMW_TORCH_FUSED" in builder and '"fused": True' in builder
+    # the `"fused": True` must be the statement under that name's test, not one of another branch
+    fused_name = bool(
+        re.search(r"optim == OptimizerNames\.ADAMW_TORCH_FUSED:\s*\n[^\n]*\"fused\": True", builder)
     )
     return {
         "version": transformers.__version__,

@@ -647,6 +647,42 @@ def holds_on_inf_targets(model, batches, k, max_norm, make_scheduler, lr=0.1):
     return _loop(model, batches, k, max_norm, make_scheduler, opt=opt, held=held)
 
 
+def _hold_loop(model, batches, k, max_norm, make_scheduler, lr, *, on_loss):
+    """The right loop, holding the scheduler on a non-finite window loss (`on_loss`) or on a
+    non-finite norm from clip_grad_norm_, without asking the scaler."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        finite_loss = True
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            loss = torch.nn.functional.mse_loss(pred.float(), y) / k
+            finite_loss &= bool(torch.isfinite(loss))
+            scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        scaler.update()
+        if finite_loss if on_loss else bool(torch.isfinite(norm)):
+            scheduler.step()
+    return model
+
+
+def holds_on_inf_loss(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Holds when a window's loss is non-finite: a float16 overflow in the scaled backward leaves
+    the loss finite."""
+    return _hold_loop(model, batches, k, max_norm, make_scheduler, lr, on_loss=True)
+
+
+def holds_on_inf_clip_norm(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Holds when clip_grad_norm_ (after unscale_) returns a non-finite norm: the same test as the
+    scaler's found_inf."""
+    return _hold_loop(model, batches, k, max_norm, make_scheduler, lr, on_loss=False)
+
+
 def lr_over_k(model, batches, k, max_norm, make_scheduler, lr=0.1):
     """The / k moved from the loss into SGD's lr."""
     opt = torch.optim.SGD(model.parameters(), lr=lr / k)
@@ -660,8 +696,12 @@ def bfloat16_parameters(model, batches, k, max_norm, make_scheduler, lr=0.1):
     return _loop(model, batches, k, max_norm, make_scheduler, opt=opt)
 
 
-RIGHT["06.3"].append(("plain SGD spelt out, the layers one by one", layer_by_layer))
+RIGHT["06.3"] += [
+    ("plain SGD spelt out, the layers one by one", layer_by_layer),
+    ("the hold read from clip_grad_norm_'s non-finite norm", holds_on_inf_clip_norm),
+]
 WRONG["06.3"] += [
+    ("the hold read from an inf loss", holds_on_inf_loss),
     ("SGD(momentum=0.03)", small_momentum),
     ("SGD(weight_decay=1e-3)", small_weight_decay),
     ("Adam", adam),
@@ -674,6 +714,7 @@ HINTS.update({
     "SGD(weight_decay=1e-3)": "built with {'weight_decay': 0.001}",
     "Adam": "the optimizer was Adam",
     "the hold read from inf targets": "Hold it on a skipped step",
+    "the hold read from an inf loss": "Hold it on a skipped step",
     "SGD at lr / k, the loss not divided": "build SGD with lr=lr",
     "model.bfloat16()": "keep them float32",
 })  # fmt: skip
