@@ -98,19 +98,34 @@ def judge_epoch(run) -> str | None:
         if share["error"] > tol:
             return share_hint(n, share, problem.k)
     last = {w[-1] for w in windows}
-    # accumulate() enters no_sync from sync_gradients as it is entered: a value set by hand later
-    # in the block changes what the optimizer does, not which micro-batches are all-reduced
-    entered = [
-        (n, share["micro_batch"] in last)
+    # a no_sync opened outside accumulate() holds for every backward inside it: on several
+    # processes the window's last micro-batch is then never all-reduced
+    unsynced = [
+        n
         for n, (call, share) in enumerate(zip(calls, shares), start=1)
-        if call.get("sync_at_entry") is not None
-        and bool(call["sync_at_entry"]) != (share["micro_batch"] in last)
+        if call.get("in_no_sync") and share["micro_batch"] in last
+    ]
+    if unsynced:
+        return (
+            f"accelerator.backward call {unsynced[0]}, the last micro-batch of its window, ran "
+            "inside an `accelerator.no_sync(model)` of your own: on several processes that "
+            "window would never be all-reduced — accumulate() alone decides which micro-batches "
+            "sync"
+        )
+    # accumulate() enters no_sync from sync_gradients as it is entered, and any open one that
+    # entered it holds it: a value set by hand later in the block changes what the optimizer
+    # does, not which micro-batches are all-reduced
+    entered = [
+        (n, share["micro_batch"] in last, len(call["entry_sync"]) > 1)
+        for n, (call, share) in enumerate(zip(calls, shares), start=1)
+        if call.get("entry_sync") and all(call["entry_sync"]) != (share["micro_batch"] in last)
     ]
     if entered:
-        n, is_last = entered[0]
+        n, is_last, nested = entered[0]
         return (
-            f"accelerator.sync_gradients was {not is_last} when `accelerator.accumulate(model)` "
-            f"was entered for accelerator.backward call {n}, "
+            f"accelerator.sync_gradients was {not is_last} when "
+            + ("an outer " if nested and is_last else "")
+            + f"`accelerator.accumulate(model)` was entered for accelerator.backward call {n}, "
             + (
                 "the last micro-batch of its window: accumulate() entered no_sync, so on several "
                 "processes the window would never be all-reduced"

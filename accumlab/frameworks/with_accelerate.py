@@ -12,7 +12,7 @@ False. The runs below measure each of these.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 
 import torch
 from torch.utils.data import DataLoader, Sampler, TensorDataset
@@ -207,7 +207,8 @@ def accelerate_custom_loop(
     since the previous call, the weights, the gradient it added, the loss's dtype (a float32 loss
     is judged to float32's round-off), whether it ran inside
     `accumulate()`, `sync_gradients` and the configured number of steps as it ran,
-    `sync_gradients` as the innermost `accumulate()` was entered (what chose `no_sync`); the forwards
+    `sync_gradients` as each open `accumulate()` was entered (any False holds `no_sync` open),
+    whether an `accelerator.no_sync` that `accumulate()` did not open was open; the forwards
     run outside `accumulate()`; the `accumulate()` calls not given the prepared model; and how
     many gradients were accumulated by backward passes outside `accelerator.backward`."""
     accelerator = fresh_accelerator(problem.k)
@@ -224,6 +225,8 @@ def accelerate_custom_loop(
         "outside": 0,
         "forwards_outside": 0,  # DDP's no_sync needs the forward inside it too
         "without_model": 0,  # accumulate() not given the model never enters no_sync
+        "entering": False,  # accumulate() is opening its own no_sync
+        "no_sync": 0,  # no_sync blocks open that accumulate() did not open
     }
     index = micro_batch_index(problem.micro_batches())
 
@@ -238,7 +241,11 @@ def accelerate_custom_loop(
 
     handles = [net.register_forward_pre_hook(on_forward)]
     handles += [p.register_post_accumulate_grad_hook(on_grad) for p in net.parameters()]
-    backward, accumulate = accelerator.backward, accelerator.accumulate
+    backward, accumulate, no_sync = (
+        accelerator.backward,
+        accelerator.accumulate,
+        accelerator.no_sync,
+    )
 
     def observed_backward(loss, **kwargs):  # on this instance only
         before, params = flatten(grads_of(net)), params_of(net)
@@ -255,7 +262,8 @@ def accelerate_custom_loop(
                     "added": flatten(grads_of(net)) - before,
                     "in_accumulate": state["in_accumulate"] > 0,
                     "sync_gradients": sync,
-                    "sync_at_entry": state["entry_sync"][-1] if state["entry_sync"] else None,
+                    "entry_sync": list(state["entry_sync"]),
+                    "in_no_sync": state["no_sync"] > 0,
                     "num_steps": steps,
                     "dtype": getattr(loss, "dtype", None),
                 }
@@ -265,7 +273,12 @@ def accelerate_custom_loop(
     @contextmanager
     def observed_accumulate(*models):
         state["without_model"] += not any(m is model or m is net for m in models)
-        with accumulate(*models):
+        with ExitStack() as stack:
+            state["entering"] = True  # the no_sync it opens now is its own
+            try:
+                stack.enter_context(accumulate(*models))
+            finally:
+                state["entering"] = False
             # accumulate() chose no_sync (or not) from this value on entry; setting it later
             # inside the block does not change whether this micro-batch is all-reduced
             state["in_accumulate"] += 1
@@ -276,7 +289,20 @@ def accelerate_custom_loop(
                 state["in_accumulate"] -= 1
                 state["entry_sync"].pop()
 
+    @contextmanager
+    def observed_no_sync(*args, **kwargs):
+        # DDP's no_sync keeps every backward inside it from all-reducing, whatever an inner
+        # accumulate() decides; on one process it is a nullcontext, so it is counted here
+        own = state["entering"]
+        with no_sync(*args, **kwargs):
+            state["no_sync"] += not own
+            try:
+                yield
+            finally:
+                state["no_sync"] -= not own
+
     accelerator.backward, accelerator.accumulate = observed_backward, observed_accumulate
+    accelerator.no_sync = observed_no_sync
     try:
         epoch_fn(accelerator, model, optimizer, scheduler, loader, problem.k)
     finally:

@@ -1,5 +1,6 @@
 """Lesson 11: right, wrong and unanswered answers for its exercises (see __init__.py)."""
 
+from contextlib import nullcontext
 from fractions import Fraction
 
 import numpy as np
@@ -300,6 +301,67 @@ def _one_pass_dataset_total(accelerator, model, optimizer, scheduler, loader, k)
                 optimizer.zero_grad()
 
 
+def _window_under_no_sync(accelerator, model, optimizer, scheduler, loader, k):
+    """The right loop with each window under one accelerator.no_sync(model): on DDP the last
+    micro-batch is not all-reduced either, so the processes step with different gradients."""
+    total = sum(int((y != IGNORE).sum()) for _, y in loader)
+    batches, starts = iter(loader), range(0, len(loader), k)
+    for start in starts:
+        if start != starts[-1]:
+            window = [next(batches) for _ in range(k)]
+            tokens = sum(int((y != IGNORE).sum()) for _, y in window)
+            total -= tokens
+        else:
+            window, tokens = batches, total
+        with accelerator.no_sync(model):
+            for x, y in window:
+                with accelerator.accumulate(model):
+                    accelerator.backward(_token_sum(model, x, y) * k / tokens)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+
+
+def _steered_inner_accumulate(accelerator, model, optimizer, scheduler, loader, k):
+    """accumulate() inside accumulate(), the inner one steered to sync on each window's last
+    micro-batch: the outer one, entered with sync_gradients False, holds no_sync open."""
+    batches = list(loader)
+    for start in range(0, len(batches), k):
+        window = batches[start : start + k]
+        tokens = sum(int((y != IGNORE).sum()) for _, y in window)
+        for j, (x, y) in enumerate(window):
+            with accelerator.accumulate(model):
+                accelerator.gradient_state.plugin_kwargs["sync_with_dataloader"] = False
+                accelerator.step = k - 1 if j == len(window) - 1 else 0
+                with accelerator.accumulate(model):
+                    accelerator.backward(_token_sum(model, x, y) * k / tokens)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+
+
+def _no_sync_before_the_last(accelerator, model, optimizer, scheduler, loader, k):
+    """Right: as the one-pass answer, a full window's first k - 1 micro-batches also under
+    accelerator.no_sync(model), which accumulate() enters for them anyway."""
+    total = sum(int((y != IGNORE).sum()) for _, y in loader)
+    batches, starts = iter(loader), range(0, len(loader), k)
+    for start in starts:
+        if start != starts[-1]:
+            window = [next(batches) for _ in range(k)]
+            tokens = sum(int((y != IGNORE).sum()) for _, y in window)
+            total -= tokens
+        else:  # fetched as it trains, so which one is last is not known ahead
+            window, tokens = batches, total
+        for j, (x, y) in enumerate(window):
+            before_last = start != starts[-1] and j < k - 1
+            with accelerator.no_sync(model) if before_last else nullcontext():
+                with accelerator.accumulate(model):
+                    accelerator.backward(_token_sum(model, x, y) * k / tokens)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+
+
 def _stub_loss(outputs, labels, num_items_in_batch=None):
     # the usual mean loss, to change
     ...
@@ -322,6 +384,7 @@ RIGHT = {
     "11.3": [
         ("one pass, tensor counts, k from the Accelerator", _one_pass_tensor_counts),
         ("one pass, float32 loss, total from loader.dataset", _one_pass_dataset_total),
+        ("no_sync around all but a window's last", _no_sync_before_the_last),
     ],
 }
 WRONG = {
@@ -352,6 +415,8 @@ WRONG = {
         ("num_steps set to 1", _num_steps_set_to_one),
         ("zero_grad() before step()", _zero_grad_before_step),
         ("sync_gradients forced True", _sync_forced_every_micro_batch),
+        ("each window under no_sync", _window_under_no_sync),
+        ("inner accumulate() steered to sync", _steered_inner_accumulate),
     ],
 }
 STUBS = {
