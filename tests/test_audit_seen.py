@@ -210,6 +210,8 @@ def test_cuda_autocast_around_cpu_tensors_is_said_though_pytorch_warns_nothing(m
     note = report["AUTOCAST_DISABLED"]
     assert "PyTorch warned" not in note.evidence  # it did not: the audit saw the forwards
     assert "casts nothing" in note.message and "float64" in note.message
+    # the advice names what the learner can do: the audit itself never runs on a GPU
+    assert "cannot run a loop on a GPU" in note.message and "audit it again" not in note.message
     assert list(note.evidence.values()) == [20]  # every forward of both epochs
     # the right loop without autocast gets no note
     assert al.audit.catalogue_loop("correct_loop").audit().codes == set()

@@ -287,7 +287,8 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         "then": (
             "the forward ran in the model's {dtype}: the audit checked the loop's accumulation, not "
             "what a lower precision does to it (rounding, overflows the GradScaler must skip). "
-            "Where your loop really runs, under CUDA autocast, audit it again; on the CPU, "
+            "The audit cannot run a loop on a GPU: where yours runs under CUDA autocast, compare a "
+            "few of its steps against a float32 run there; on the CPU, "
             'torch.autocast("cpu", dtype=torch.bfloat16) runs a lower precision on a float32 model.'
         ),
     },
