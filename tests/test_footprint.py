@@ -138,6 +138,19 @@ def test_the_mse_loss_holds_one_float_per_output_element_until_it_is_freed(small
     assert plain > compact and estimate.resting + compact >= estimate.estimate
 
 
+def test_the_loss_temporary_comes_from_the_profiler_not_from_the_returned_storage(small):
+    model, data = small
+
+    class Written(al.losses.Loss):  # separate operations: each buffer is one an operation returns
+        def sum(self, pred, target):
+            return ((pred - target) ** 2).sum()
+
+    kept = al.memory.loss_storage(model, data[:8], loss=Written("mse"))
+    # no kernel frees a buffer of its own here, and the 4-B loss is not counted as one
+    assert kept["loss"] == 4 and kept["temporary"] == 0
+    assert al.memory.loss_storage(model, data[:8])["temporary"] == kept["output"]  # F.mse_loss
+
+
 def test_the_floor_is_what_exists_during_optimizer_step(small):
     model, data = small
     floor = al.memory.floor_bytes(model, "adam")

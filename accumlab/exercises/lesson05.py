@@ -262,6 +262,8 @@ def accumulate_lean(answer):
         raise Hint(
             f"the gradient is right, but {missed} of the 4 micro-batches' forwards did not "
             "receive the mean loss's gradient at their output: each micro-batch's gradient must "
-            "come from the backward of its own forward through the model (not from another graph)"
+            "come from the backward of its own forward through the model (not from another graph), "
+            "with ÷ k applied before backward reaches the model (to the loss, or to the gradient "
+            "at the output)"
         )
     return None

@@ -426,3 +426,39 @@ def _multiplied_in_an_output_hook(model, micro_batches):
 RIGHT["05.3"].append(("÷ k in a hook on the output", _divided_in_an_output_hook))
 WRONG["05.3"].append(("× k in a hook on the output", _multiplied_in_an_output_hook))
 HINTS["× k in a hook on the output"] = "what is each micro-batch's loss divided by?"
+
+
+def _divided_after_the_backwards(model, micro_batches):
+    """The summed means' gradient enters the model, then .grad is divided by k: the .grad is
+    right, but the prompt asks for ÷ k before backward reaches the model."""
+    k = len(micro_batches)
+    total = 0.0
+    for mb in micro_batches:
+        loss = F.mse_loss(model(mb.x), mb.y)
+        loss.backward()
+        total += loss.item() / k
+    for p in model.parameters():
+        p.grad /= k
+    return total
+
+
+def _divided_in_a_node_prehook(model, micro_batches):
+    """÷ k in a pre-hook on the output's grad_fn: it runs inside the model's first node, after
+    the gradient at the output is measured."""
+    k = len(micro_batches)
+    total = 0.0
+    for mb in micro_batches:
+        out = model(mb.x)
+        out.grad_fn.register_prehook(lambda g: tuple(x / k for x in g))
+        loss = F.mse_loss(out, mb.y)
+        loss.backward()
+        total += loss.item() / k
+    return total
+
+
+for _name, _fn in (
+    ("÷ k on .grad after the backwards", _divided_after_the_backwards),
+    ("÷ k in a pre-hook on the output's grad_fn", _divided_in_a_node_prehook),
+):
+    WRONG["05.3"].append((_name, _fn))
+    HINTS[_name] = "before backward reaches the model"
