@@ -7,6 +7,11 @@ bucket only when a synced backward writes it there. `zero_grad(set_to_none=True)
 drops that view, so the next window's no_sync micro-steps allocate fresh `.grad` tensors beside
 the buckets again: two copies, as with the view off (the `batched_grad_copy` note in DDP's
 docstring says the same). Only `set_to_none=False` keeps the views, from the second window on.
+DDP also rebuilds its buckets once, in backward order, at the first forward after its first
+synced backward (`_pre_forward` calls `reducer._rebuild_buckets()`), allocating the new buckets
+before it frees the old: two copies of the buckets for a moment. Under no_sync that forward is
+window 2's first, syncing every micro-step window 1's second, so the views' high point matches
+syncing every micro-step only from window 3: hence three windows.
 Syncing every micro-step (what Accelerate's `sync_each_batch=True` does) turns each fresh `.grad`
 into a view at once, so with the view it holds one copy whatever `zero_grad` does.
 """
@@ -51,7 +56,7 @@ def collected_now(meter: MemoryMeter) -> int:
 
 
 def bucket_memory(
-    ctx, *, features: int = 32, hidden: int = 256, seed: int = 0, k: int = 4, windows: int = 2
+    ctx, *, features: int = 32, hidden: int = 256, seed: int = 0, k: int = 4, windows: int = 3
 ) -> dict:
     """Bytes this rank allocates for gradients with DDP, measured (`accumlab.device.MemoryMeter`):
     by wrapping the model (DDP's communication buckets) and after one backward (the .grad
@@ -109,7 +114,7 @@ def window_memory(
     `optimizer.step()` and `optimizer.zero_grad(set_to_none=...)` (plain SGD: no optimizer
     state). Measured from before the wrap, so the buckets are included. The high point restarts
     at each window: the first window's (no views yet) would otherwise hide every later one, and
-    DDP's docstring says to check the view's saving after the first iteration."""
+    the second's holds DDP's one-time bucket rebuild (old and new buckets at once) under no_sync."""
     held, peak = {}, {}
     for key, (view, to_none, sync_each) in WINDOW_LOOPS.items():
         model = timing_model(features, hidden, seed).to(ctx.ddp_device)
@@ -148,9 +153,11 @@ def _no_init_broadcast() -> dict:
 
 
 def bucket_caps() -> dict:
-    """DDP's default bucket sizes in the installed torch: the first bucket (filled by the last
-    layers, whose gradients are ready first) is capped at `first_bucket_bytes`, later ones at
-    `bucket_cap_mb` MiB. A model whose gradients fit under the first cap gets one bucket: its
+    """DDP's default bucket sizes in the installed torch: once DDP rebuilds its buckets in
+    backward order (at the forward after its first synced backward; before that, by default,
+    every gradient is in one bucket), the first bucket (filled by the last layers, whose
+    gradients are ready first) is capped at `first_bucket_bytes`, later ones at `bucket_cap_mb`
+    MiB. A model whose gradients fit under the first cap gets one bucket either way: its
     all-reduce can start only after the whole backward, so there is nothing to overlap."""
     from torch.nn.parallel import distributed as ddp_module
 

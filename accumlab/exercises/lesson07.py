@@ -24,6 +24,13 @@ def rounds(answer):
             "those count the backward passes that sync; each of them all-reduces every bucket "
             f"({BUCKETS} here)"
         )
+    first = 1 + (K - 1) * BUCKETS  # until its rebuild, DDP holds every gradient in one bucket
+    if (every, no_sync, backward_only) == (first, 1, first):
+        raise Hint(
+            "those are the first optimizer step's: DDP starts with every gradient in one bucket "
+            "and splits them into its buckets at the forward after the first synced backward; "
+            "count a later step"
+        )
     if every != K * BUCKETS:
         raise Hint(
             f"syncing every micro-step: how many backward passes does one optimizer step run "
@@ -170,12 +177,39 @@ def fsdp_bytes_expected(shapes, world_size, element_size):
 
 
 REFERENCE_07_4 = "al.exercises.lesson07.fsdp_bytes_expected"
-CASES_07_4 = [
-    ([(64, 16), (64,), (64, 64), (64,), (1, 64), (1,)], 2, 8),
-    ([(10, 3), (10,)], 4, 4),
-    ([(7,)], 3, 2),
-    ([(128, 128)], 1, 4),
-]
+# the lesson's FSDP model on its 2 ranks (float64), which the notebook's numbers reproduce
+LESSON_07_4 = ([(64, 16), (64,), (64, 64), (64,), (1, 64), (1,)], 2, 8)
+
+
+def _rows_not_dividing(rng, world: int, low: int = 1) -> int:
+    """A row count that is no multiple of `world` (2 or more), so its shard is padded."""
+    while True:
+        rows = rng.randint(low, 200)
+        if rows % world:
+            return rows
+
+
+def cases_07_4() -> list[tuple[list[tuple[int, ...]], int, int]]:
+    """Drawn afresh at every check, so a table of typed-in byte counts does not fit: the lesson's
+    model first, then several parameters on 2-8 ranks with at least one padded shard, a single
+    vector whose rows the ranks do not divide, and one rank (nothing padded)."""
+    rng = fresh_rng()
+
+    def shape(rows: int) -> tuple[int, ...]:
+        return (rows, *(rng.randint(1, 40) for _ in range(rng.randint(0, 2))))
+
+    world = rng.randint(2, 8)
+    many = [shape(rng.randint(1, 200)) for _ in range(rng.randint(1, 3))]
+    many.insert(rng.randint(0, len(many)), shape(_rows_not_dividing(rng, world)))
+    alone = rng.randint(3, 8)
+    single = [(_rows_not_dividing(rng, alone),)]
+    one = [shape(rng.randint(1, 200)) for _ in range(rng.randint(1, 2))]
+    return [
+        LESSON_07_4,
+        (many, world, rng.choice((2, 4, 8))),
+        (single, alone, rng.choice((2, 4, 8))),
+        (one, 1, rng.choice((2, 4, 8))),
+    ]
 
 
 @exercise("07.4", 3, "FSDP2 gradient memory per rank")
@@ -197,7 +231,7 @@ def fsdp_memory(answer):
             f"this exercise asks you to write it yourself — your answer is {owner} "
             f"{getattr(answer, '__qualname__', 'function')}"
         )
-    for shapes, world, esize in CASES_07_4:
+    for shapes, world, esize in cases_07_4():
         where = f"for shapes {shapes}, {world} rank(s), {esize}-byte elements"
         try:
             with Refuse(REFERENCE_07_4):  # a call to the checker's own reference, from the answer

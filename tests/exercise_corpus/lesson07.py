@@ -94,6 +94,25 @@ def grad_bytes_swapped(shapes, world_size, element_size):
     return full, sharded
 
 
+# four cases answered from a table, the formula nowhere: drawn cases must refuse it
+_TABLE_07_4 = {
+    (((64, 16), (64,), (64, 64), (64,), (1, 64), (1,)), 2, 8): (21_512, 42_504),
+    (((10, 3), (10,)), 4, 4): (48, 160),
+    (((7,),), 3, 2): (6, 14),
+    (((128, 128),), 1, 4): (65_536, 65_536),
+}
+
+
+def grad_bytes_typed_in(shapes, world_size, element_size):
+    return _TABLE_07_4.get((tuple(tuple(s) for s in shapes), world_size, element_size), (0, 0))
+
+
+def grad_bytes_unpadded(shapes, world_size, element_size):
+    """Each rank's share of the elements, as if dimension 0 were split without padding."""
+    full = sum(math.prod(s) for s in shapes) * element_size
+    return full // world_size, full
+
+
 def grad_bytes_stub(shapes, world_size, element_size):
     return None  # your code
 
@@ -163,6 +182,7 @@ WRONG = {
         ("no_sync saves nothing", (18, 18, 18)),
         ("a string", "18, 3, 18"),
         ("two numbers", (18, 3)),
+        ("the first optimizer step, before DDP's bucket rebuild", (16, 1, 16)),
     ],
     "07.2": [
         ("the flag set after the forward too", "ABCD"),
@@ -198,6 +218,8 @@ WRONG = {
         ("calls accumlab's own reference", grad_bytes_calls_accumlab),
         ("is accumlab's own reference", _reference_07_4()),
         ("is the repository's answer key", _answer_key_07_4()),
+        ("four cases typed in", grad_bytes_typed_in),
+        ("dimension 0 split without padding", grad_bytes_unpadded),
     ],
 }
 # the words each of these wrong answers' hints must contain (tests/test_exercises.py); 07.2's
@@ -213,6 +235,8 @@ HINTS = {
     "the right method in bfloat16 (close: more precision)": "close — compute it in more precision",
     "is the repository's answer key": "the solutions folder's",
     "1 for a rank without tokens": "a rank with no tokens divides by what every other rank",
+    "dimension 0 split without padding": "FSDP2 pads dimension 0",
+    "the first optimizer step, before DDP's bucket rebuild": "count a later step",
 }
 STUBS = {
     "07.1": [("the notebook's cell", None), ("a tuple of Nones", (None, None, None))],
