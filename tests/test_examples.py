@@ -303,19 +303,20 @@ def test_the_file_runs_as_a_script():
     assert all(line.count("'") == 6 for line in lines)  # three optimizer steps per epoch
 
 
-def test_sixteen_bit_logits_are_summed_in_float32(loop):
-    """A bfloat16 model's logits: the loop casts them to float32 before the summed loss, so the
-    logged window loss keeps float32's digits (a bfloat16 sum would round it to 3 digits)."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sixteen_bit_logits_are_summed_in_float32(loop, dtype):
+    """A 16-bit model's logits: the loop casts them to float32 before the summed loss, so the
+    logged window loss keeps float32's digits (a 16-bit sum would round it to 3 or 4 digits)."""
     lengths = [40, 37, 33, 29, 40, 38, 35, 31, 26, 40, 39, 34]
     data = al.token_data(lengths=lengths, vocab=16, seed=0)
     loader = torch.utils.data.DataLoader(
         al.scaling.unpadded(data), batch_size=2, collate_fn=loop.pad_batch
     )
-    model = al.TinyLM(vocab=16, dim=8, seed=0).to(torch.bfloat16)
+    model = al.TinyLM(vocab=16, dim=8, seed=0).to(dtype)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # the model stays where it is
     losses = loop.train_epoch(model, optimizer, loader, 3)
     exact = []
-    with torch.no_grad():  # float64 sums of the same bfloat16 logits, one per window of 3 × 2
+    with torch.no_grad():  # float64 sums of the same 16-bit logits, one per window of 3 × 2
         for w in range(0, len(lengths), 6):
             x, y = loop.pad_batch(al.scaling.unpadded(data)[w : w + 6])
             logits = model(x).flatten(0, -2).double()

@@ -35,8 +35,9 @@ def window_mean_grad(model, micro_batches) -> torch.Tensor:
 
 
 class GradAtStep:
-    """Records `.grad` each time the optimizer steps, by a step pre-hook, which every route to
-    the step runs (`optimizer.step()`, `type(optimizer).step(optimizer)`). The weights alone cannot
+    """Records `.grad` each time the optimizer steps, by a step post-hook, which every route to
+    the step runs (`optimizer.step()`, `type(optimizer).step(optimizer)`), after a closure has
+    computed the gradient and before the answer's zero_grad. The weights alone cannot
     tell the mean's gradient from the sum's with the learning rate divided by k (the same SGD
     step); an optimizer that normalises the gradient (Adam) would then move k times less far."""
 
@@ -47,7 +48,7 @@ class GradAtStep:
         def record(optimizer, args, kwargs):
             self.seen.append(flat_grads(self.params).clone())
 
-        self._handle = self.optimizer.register_step_pre_hook(record)
+        self._handle = self.optimizer.register_step_post_hook(record)
         return self
 
     def __exit__(self, *exc):

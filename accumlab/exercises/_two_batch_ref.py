@@ -26,6 +26,9 @@ PROBLEMS = ((5, 1.5, 4, 8), (6, 2.5, 8, 6), (24, 2.5, 4, 8))
 # recognised on the same draws and refused by name, whatever the seed.
 TOLERANCE_13_2 = 0.10
 PARTIAL_BETAS = (0.9, 0.95, 0.96, 0.97, 0.98)  # accepted: β ≥ 0.99, or a plain mean (β = 1)
+# every β the prompt allows, on a grid fine enough that an EMA between two of them lies nearer
+# the accepted ones than any partial estimator does (a β of 0.992 or 0.996 was refused with 3)
+ACCEPTED_BETAS = tuple(round(0.99 + 0.0005 * i, 4) for i in range(20)) + (0.9998,)
 PARTIAL = 0.005  # an answer this close to a partial estimator (and farther from the full one) is it
 
 
@@ -93,7 +96,7 @@ def _same_draws(e, shift, windows) -> dict:
         "full": ratio(float(small.mean()), float(big.mean())),
         # the estimators asked for: every window, plainly or by an EMA with β ≥ 0.99
         "accepted": [ratio(float(small.mean()), float(big.mean()))]
-        + [ratio(ema(beta, small.mean(1)), ema(beta, big)) for beta in (0.99, 0.995, 0.999)],
+        + [ratio(ema(beta, small.mean(1)), ema(beta, big)) for beta in ACCEPTED_BETAS],
         "partial": {
             **{
                 f"an EMA with β = {beta}": ratio(ema(beta, small.mean(1)), ema(beta, big))

@@ -50,8 +50,8 @@ REFUSED = (
 
 
 def _stale(model) -> dict:
-    """What `.grad` holds as the answer is called: another batch's gradient, as a loop leaves it
-    after a step (an answer must zero it first)."""
+    """What `.grad` holds as the answer is called: another batch's gradient, as a loop that zeroes
+    at the top of its next iteration leaves it (an answer must zero it first)."""
     return full_batch_grads(model, regression_data(12, 3, seed=13))
 
 

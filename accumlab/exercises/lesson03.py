@@ -215,7 +215,7 @@ def fix_loop(answer):
                 return (
                     "each backward pass added nearly its micro-batch's own gradient, off by about "
                     "1e-7 relative, as if rounded like float32: keep the logits, weights and loss "
-                    "in float64 (or is a divisor off in its 7th digit?)"
+                    "in float64"
                 )
             if j is None:
                 return (

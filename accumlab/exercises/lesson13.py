@@ -222,7 +222,8 @@ def _one_problem(answer, seed: int, noise: float, b: int, k: int) -> tuple[float
     return got, _same_draws(e, shift, plain)
 
 
-@exercise("13.2", 3, "B_simple from your own accumulation loop")
+# three problems of 200 windows each: about 10 s of the checker's own work on a quiet 2-core CPU
+@exercise("13.2", 3, "B_simple from your own accumulation loop", time_limit=90.0)
 def two_batch(answer) -> str | None:
     # answer(model, windows) -> number: accumulate each window (loss / k per micro-batch, the loss
     # ½ mean (model(x) − y)²), read |G_small|² and |G_big|², and return B_simple from averages over

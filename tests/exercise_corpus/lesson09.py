@@ -854,3 +854,19 @@ def _ema_stepped_through_the_class(model, micro_batches, optimizer, update_ema):
 
 
 RIGHT["09.3"].append(("type(optimizer).step(optimizer)", _ema_stepped_through_the_class))
+
+
+def _ema_stepped_with_a_closure(model, micro_batches, optimizer, update_ema):
+    """The window's backwards inside the closure optimizer.step(closure) calls."""
+    k = len(micro_batches)
+
+    def closure():
+        for mb in micro_batches:
+            (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+
+    optimizer.step(closure)
+    update_ema()
+    optimizer.zero_grad()
+
+
+RIGHT["09.3"].append(("optimizer.step(closure)", _ema_stepped_with_a_closure))

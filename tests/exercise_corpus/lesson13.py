@@ -723,3 +723,31 @@ HINTS.update(
         "every micro-batch but the last": "every micro-batch of each window but its last",
     }
 )
+
+
+def _solution_loop_with_beta(beta):
+    """The solution's loop with another β the prompt allows (β ≥ 0.99)."""
+
+    def noise_scale_of(model, windows):
+        k, b = len(windows[0]), len(windows[0][0][0])
+        ema_g2 = ema_tr = 0.0
+        for window in windows:
+            small_sq = 0.0
+            for x, y in window:
+                before = model.weight.grad.clone() if model.weight.grad is not None else 0.0
+                (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+                small_sq += float(((model.weight.grad - before) * k).pow(2).sum()) / k
+            big_sq = float(model.weight.grad.pow(2).sum())
+            model.zero_grad()
+            g2 = (k * b * big_sq - b * small_sq) / (k * b - b)
+            tr = (small_sq - big_sq) / (1 / b - 1 / (k * b))
+            ema_g2, ema_tr = beta * ema_g2 + (1 - beta) * g2, beta * ema_tr + (1 - beta) * tr
+        return ema_tr / ema_g2
+
+    return noise_scale_of
+
+
+RIGHT["13.2"] += [
+    ("an EMA with β = 0.992", _solution_loop_with_beta(0.992)),
+    ("an EMA with β = 0.996", _solution_loop_with_beta(0.996)),
+]
