@@ -33,7 +33,7 @@ def _data(value) -> dict:
 
 
 def plot_batch_explorer(sweep: dict, data: dict) -> Figure:
-    """Left: optimizer steps to the target against B; middle: samples (time on one device). The
+    """Left: optimizer steps to the target against B; middle: samples processed. The
     sweep's points, the current B, the exact B_simple and the measured one. Right: at the current
     B, steps and forward-backward passes against the micro-batch size b."""
     result("sweep", sweep, SWEEP, "what al.scale.batch_size_sweep(...) returns")

@@ -180,7 +180,7 @@ def plot_batch_sweep(
     bs = sweep["batch_sizes"]
     for ax, key, label in (
         (a, "steps", "optimizer steps"),
-        (b, "samples", "samples (= time on one device)"),
+        (b, "samples", "samples processed"),
     ):
         ax.plot(bs, sweep[key], "o", label="measured (best learning rate)")
         ax.plot(curve["batch_sizes"], curve[key], "-", color="grey", label="fit: S_min, E_min")
