@@ -4,13 +4,10 @@ inside the measured block is invisible there; on a GPU it is an allocation. The 
 tests/cuda_layer makes it one here too, with DDP itself running (one gloo rank, in this process).
 """
 
-import threading
-
 import pytest
-import torch
 import torch.distributed as dist
 from cuda_layer import SimulatedGpu
-from torch.utils._python_dispatch import TorchDispatchMode
+from cuda_layer.workspaces import FirstMatmulWorkspace
 
 from accumlab.device import MemoryMeter
 
@@ -65,31 +62,6 @@ def test_bucket_memory_passes_the_lessons_check_on_a_gpu(one_rank):
     # the high point per window: the kept views hold no fresh .grad from the second window on
     high = [k for k in found if k.startswith("DDP buckets' high point")]
     assert high and found[high[0]], buckets["window_peak"]
-
-
-# matrix products that take a cuBLAS handle on a real GPU
-_MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv"}
-
-
-class FirstMatmulWorkspace(TorchDispatchMode):
-    """A MODEL of cuBLAS's first-use workspace, not cuBLAS: on a real GPU a handle's first matmul
-    takes its workspace from the caching allocator and keeps it, one per (thread, stream), and
-    backward runs on autograd's own device thread. Here, under the simulated GPU's own modes, the
-    first matmul on it of each thread, and of backward, takes `nbytes` from the simulated
-    allocator and never gives them back."""
-
-    def __init__(self, gpu, nbytes: int):
-        super().__init__()
-        self.gpu, self.nbytes = gpu, nbytes
-        self.blocks: dict[tuple[int, bool], object] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if func._schema.name in _MATMULS and any(self.gpu.on_gpu(t) for t in tensors):
-            key = (threading.get_ident(), torch._C._current_autograd_node() is not None)
-            if key not in self.blocks:
-                self.blocks[key] = self.gpu.allocator.malloc(self.nbytes)
-        return func(*args, **(kwargs or {}))
 
 
 def test_bucket_memory_warms_up_before_its_meter(one_rank, monkeypatch):

@@ -49,6 +49,10 @@ class GradAtStep:
             self.seen.append(flat_grads(self.params).clone())
 
         self._handle = self.optimizer.register_step_post_hook(record)
+        # first among the post-hooks: one the answer registered earlier (a zero_grad) runs after
+        hooks = getattr(self.optimizer, "_optimizer_step_post_hooks", None)
+        if hooks is not None and self._handle.id in hooks:
+            hooks.move_to_end(self._handle.id, last=False)
         return self
 
     def __exit__(self, *exc):

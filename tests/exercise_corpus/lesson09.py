@@ -870,3 +870,18 @@ def _ema_stepped_with_a_closure(model, micro_batches, optimizer, update_ema):
 
 
 RIGHT["09.3"].append(("optimizer.step(closure)", _ema_stepped_with_a_closure))
+
+
+def _ema_zeroed_by_its_own_step_hook(model, micro_batches, optimizer, update_ema):
+    """zero_grad() in a step post-hook the answer registers once: it runs after the step."""
+    if not getattr(optimizer, "_zeroes_after_step", False):
+        optimizer.register_step_post_hook(lambda opt, args, kwargs: opt.zero_grad())
+        optimizer._zeroes_after_step = True
+    k = len(micro_batches)
+    for mb in micro_batches:
+        (torch.nn.functional.mse_loss(model(mb.x), mb.y) / k).backward()
+    optimizer.step()
+    update_ema()
+
+
+RIGHT["09.3"].append(("zero_grad in its own step post-hook", _ema_zeroed_by_its_own_step_hook))
