@@ -254,8 +254,8 @@ def fix_loop(answer):
                 )
             if math.isclose(scale, 1, rel_tol=1e-5):  # float32 round-off in the divisor
                 return (
-                    f"the size is {scale:.9f}× the full batch's, off by float32 round-off: sum "
-                    "the divisor in the loss's own float64, not in float32"
+                    f"the size is {scale:.9f}× the full batch's: a divisor summed in float32 "
+                    "(sum it in the loss's own float64), or shifted by an added ε?"
                 )
             return (
                 f"the direction is right but the size is {scale:.3g}× the full batch's: check "

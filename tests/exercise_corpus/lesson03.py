@@ -358,7 +358,7 @@ def _divisor_summed_in_float32(model, micro_batches, class_weight):
 
 
 WRONG["03.4"].append(("the divisor in float32", _divisor_summed_in_float32))
-HINTS["the divisor in float32"] = "float32 round-off"
+HINTS["the divisor in float32"] = "a divisor summed in float32"
 HINTS["the mean forgotten: k × the last share of tokens"] = "share of the tokens"
 
 
