@@ -292,3 +292,18 @@ def test_adams_step_counters_count_only_where_they_live():
     with SimulatedGpu():
         model, _ = al.memory.memory_setup(width=16, depth=2, global_batch=8, device="cuda")
         assert al.memory.optimizer_state_bytes(model, "adam") == 2 * P
+
+
+def test_the_loss_temporary_adds_one_float_per_thread_when_the_sum_splits():
+    model, data = al.memory.memory_setup(width=128, depth=1, global_batch=256)
+    before = torch.get_num_threads()
+    try:
+        found = {}
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            kept = al.memory.loss_storage(model, data)  # 256 x 128 outputs: torch's grain size
+            found[threads] = kept["temporary"] - kept["output"]
+    finally:
+        torch.set_num_threads(before)
+    # lesson 05 asserts exactly this: the kernel's buffer, + the sum's per-thread partials
+    assert found == {1: 0, 2: 8, 3: 12}

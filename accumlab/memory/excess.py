@@ -42,7 +42,7 @@ def loss_storage(model: nn.Module, batch: Data, *, loss: str | Loss = "mse") -> 
     returns, from the profiler's allocation counts (what its inner operations allocate, plus the
     returned storage, less what the call still holds when it returns). For `F.mse_loss` that is
     one output-sized buffer allocated inside its kernel, which a dispatch-level storage tracker
-    does not see. Lesson 05."""
+    does not see, plus one float per thread when its sum splits across CPU threads. Lesson 05."""
     _validate.model("model", model)
     _validate.data("batch", batch)
     loss_fn = get_loss(loss)
