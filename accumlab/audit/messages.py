@@ -151,7 +151,8 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         + _LAST_WINDOW_FIX
         + " To make every step the mean of its own window instead (the short window's samples "
         "then weigh {k}/{size} times as much as the others), divide by the number of "
-        "micro-batches actually in the window, as the Transformers Trainer does."
+        "micro-batches actually in the window, as the Transformers Trainer does for a model that "
+        "takes no num_items_in_batch."
     ),
     "LAST_WINDOW_AVERAGED": (
         'You stated last_window="divide_by_k", but the short last window ({size} of k = {k} '
@@ -226,7 +227,7 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         "GradScaler's own inf/NaN check, which skips an update whose scaled gradients "
         "overflowed, did not run there: one micro-batch whose scaled gradient overflows then "
         "writes inf or NaN into every weight it reaches, where scaler.step would have skipped "
-        "that update (scaler.update() lowers the scale either way). Call "
+        "that update (scaler.update(), where it runs, lowers the scale either way). Call "
         "scaler.step(optimizer) in place of optimizer.step(), even where your loop checks for "
         "inf/NaN itself: the audit reports every step that bypasses scaler.step."
     ),
