@@ -31,7 +31,8 @@ class GradWatch:
     (None or zero), "kept" (what backward b-1 left, infs and NaNs included) or "changed" (rescaled
     or replaced since); `watch.weights[b]` — the model's weights when backward b began;
     `watch.step_norms`, `watch.step_lrs` — the total `.grad` norm and the first group's lr at each
-    `optimizer.step()` over the model's parameters, and `watch.optimizers` the optimizers stepped;
+    `optimizer.step()` over the model's parameters, `watch.optimizers` the optimizers stepped and
+    `watch.step_settings` their param groups' settings (all but "params") at each of those steps;
     `watch.last_norms` — the norm backward by
     backward, after it wrote `.grad`."""
 
@@ -42,6 +43,7 @@ class GradWatch:
         self.step_norms: list[float] = []
         self.step_lrs: list[float] = []
         self.optimizers: list[torch.optim.Optimizer] = []
+        self.step_settings: list[list[dict]] = []
         self.weights: list[list[torch.Tensor]] = []
         self.last_norms: list[float] = []
         self._task = None
@@ -80,6 +82,10 @@ class GradWatch:
         if any(id(p) in self.ids for g in optimizer.param_groups for p in g["params"]):
             self.step_norms.append(self._norm())
             self.step_lrs.append(float(optimizer.param_groups[0]["lr"]))
+            # read as the step runs: settings changed after the run do not hide what it used
+            self.step_settings.append(
+                [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+            )
             if all(o is not optimizer for o in self.optimizers):
                 self.optimizers.append(optimizer)
 

@@ -157,21 +157,23 @@ def _runs():
 PLAIN_SGD = {"momentum": 0, "dampening": 0, "weight_decay": 0, "nesterov": False}
 
 
-def _judge_optimizer(optimizers) -> None:
+def _judge_optimizer(watch) -> None:
     """Plain SGD, as asked: a little momentum or weight decay moves the weights by less than the
-    bfloat16 tolerance of the final comparison, so it is read from the optimizer itself."""
+    bfloat16 tolerance of the final comparison, so it is read from the optimizer itself, at every
+    step it took."""
     import torch
 
-    for opt in optimizers:
+    for opt in watch.optimizers:
         if type(opt) is not torch.optim.SGD:
             raise Hint(
                 f"the optimizer was {type(opt).__name__}: build torch.optim.SGD(model.parameters(), "
                 "lr=lr), nothing else set"
             )
-        for group in opt.param_groups:
+    for groups in watch.step_settings:
+        for group in groups:
             extra = {key: group[key] for key, plain in PLAIN_SGD.items() if group[key] != plain}
             if extra:
-                raise Hint(f"the SGD was built with {extra}: plain SGD at lr, nothing else set")
+                raise Hint(f"the SGD stepped with {extra}: plain SGD at lr, nothing else set")
 
 
 @exercise("06.3", 3, "A loop combining AMP, clipping and a scheduler that holds on a skip")
@@ -262,7 +264,7 @@ def full_loop(answer) -> str | None:
             raise Hint(
                 f"your scheduler stepped {sched_steps} times; once per optimizer step is {windows}"
             )
-        _judge_optimizer(grads.optimizers)
+        _judge_optimizer(grads)
         # the lr each step used, against the schedule's (the skipped window has no step)
         stepped = [lr for lr, s in zip(ref.lrs, ref.skipped, strict=True) if not s]
         lrs = ref.lrs if len(grads.step_lrs) == windows else stepped

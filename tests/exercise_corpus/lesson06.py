@@ -635,6 +635,16 @@ def small_weight_decay(model, batches, k, max_norm, make_scheduler, lr=0.1):
     return _loop(model, batches, k, max_norm, make_scheduler, opt=opt)
 
 
+def momentum_reset_before_return(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """SGD(momentum=0.03) for the whole run, its param groups set back to plain SGD before the
+    return: the settings the steps ran with are what counts."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.03)
+    _loop(model, batches, k, max_norm, make_scheduler, opt=opt)
+    for group in opt.param_groups:
+        group["momentum"] = 0.0
+    return model
+
+
 def adam(model, batches, k, max_norm, make_scheduler, lr=0.1):
     """Adam for SGD."""
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -705,6 +715,7 @@ RIGHT["06.3"] += [
 WRONG["06.3"] += [
     ("the hold read from an inf loss", holds_on_inf_loss),
     ("SGD(momentum=0.03)", small_momentum),
+    ("SGD(momentum=0.03), reset to 0 before the return", momentum_reset_before_return),
     ("SGD(weight_decay=1e-3)", small_weight_decay),
     ("Adam", adam),
     ("the hold read from inf targets", holds_on_inf_targets),
@@ -712,8 +723,9 @@ WRONG["06.3"] += [
     ("model.bfloat16()", bfloat16_parameters),
 ]
 HINTS.update({
-    "SGD(momentum=0.03)": "built with {'momentum': 0.03}",
-    "SGD(weight_decay=1e-3)": "built with {'weight_decay': 0.001}",
+    "SGD(momentum=0.03)": "stepped with {'momentum': 0.03}",
+    "SGD(momentum=0.03), reset to 0 before the return": "stepped with {'momentum': 0.03}",
+    "SGD(weight_decay=1e-3)": "stepped with {'weight_decay': 0.001}",
     "Adam": "the optimizer was Adam",
     "the hold read from inf targets": "Hold it on a skipped step",
     "the hold read from an inf loss": "Hold it on a skipped step",
