@@ -238,8 +238,8 @@ GRAD_DTYPE_OPTIMIZERS = {
 
 def step_with_grad_dtype() -> dict[str, str]:
     """One optimizer step on bfloat16 parameters whose `.grad` autograd keeps in float32
-    (`param.grad_dtype = torch.float32`), for each of GRAD_DTYPE_OPTIMIZERS: "steps", or the
-    error the optimizer raised. Lesson 12: a float32 gradient is not a drop-in for an update that
+    (`param.grad_dtype = torch.float32`), for each of GRAD_DTYPE_OPTIMIZERS: "steps" (every parameter moved),
+    or the error the optimizer raised. Lesson 12: a float32 gradient is not a drop-in for an update that
     runs in the parameter's dtype (fused SGD's kernel, and AdamW's moments, which have the
     parameter's dtype and whose `lerp_` refuses a float32 gradient). Empty where this torch has no
     `Tensor.grad_dtype`."""
@@ -251,10 +251,12 @@ def step_with_grad_dtype() -> dict[str, str]:
         for p in layer.parameters():
             p.grad_dtype = torch.float32
         layer(torch.ones(3, 4, dtype=torch.bfloat16)).float().sum().backward()
+        before = [p.detach().clone() for p in layer.parameters()]
         try:
             make(list(layer.parameters())).step()
         except RuntimeError as err:  # what the optimizer's kernel says about the mixed dtypes
             out[name] = f"{type(err).__name__}: {str(err).splitlines()[0]}"
-        else:
-            out[name] = "steps"
+        else:  # lr 0.1 on gradients of 3: every entry moves far more than its spacing
+            moved = all(not torch.equal(b, p) for b, p in zip(before, layer.parameters()))
+            out[name] = "steps" if moved else "returned without moving every parameter"
     return out
