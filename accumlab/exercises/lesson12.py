@@ -21,6 +21,8 @@ def first_lost_integer(answer) -> str | None:
     expected = int(ns[(ns + 1) == ns][0])
     if n == expected:
         return None
+    if n < 1:
+        return "the question asks for a positive integer: n >= 1"
     if n == 256:
         return "that is bfloat16's (8 significant bits); float16 keeps 10 stored bits + 1"
     if n < expected:
@@ -68,6 +70,8 @@ def pipeline_weights(answer) -> str | None:
             "each micro-batch's loss is already a mean: after its own step() a batch's mean "
             "gradient has weight 1; what do the later step() calls do to it?"
         )
+    if all(close(x, y) for x, y in zip(w, reversed(want))):
+        return "the right weights in reverse: the triple starts with batch 1, the oldest in .grad"
     if close(w[2], 1.0) and close(w[1], 1 / m) and close(w[0], 1 / m):
         return "batch 1's mean is in .grad during the second step() and during the third"
     return (

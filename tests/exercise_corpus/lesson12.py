@@ -241,7 +241,10 @@ WRONG["12.2"] += [
     ("section 2's m = 4 carried over", (1 / 16, 1 / 4, 1.0)),
     ("the mean loss divided by m once more", (1 / 512, 1 / 64, 1 / 8)),
 ]
-WRONG["12.1"] += [("2047", 2047)]
+WRONG["12.1"] += [("2047", 2047), ("zero", 0), ("a negative number", -4096)]
+WRONG["12.2"] += [("the right weights in reverse", (1.0, 1 / 8, 1 / 64))]
+HINTS["zero"] = HINTS["a negative number"] = "positive integer"
+HINTS["the right weights in reverse"] = "in reverse"
 HINTS.update(
     {
         "three digits, the third wrong": "off in the third",
