@@ -241,11 +241,10 @@ def accelerate_custom_loop(
 
     handles = [net.register_forward_pre_hook(on_forward)]
     handles += [p.register_post_accumulate_grad_hook(on_grad) for p in net.parameters()]
-    backward, accumulate, no_sync = (
-        accelerator.backward,
-        accelerator.accumulate,
-        accelerator.no_sync,
-    )
+    backward, accumulate = accelerator.backward, accelerator.accumulate
+    cls = type(accelerator)
+    no_sync = cls.__dict__.get("no_sync")  # None: inherited, the class keeps no own attribute
+    unbound = cls.no_sync
 
     def observed_backward(loss, **kwargs):  # on this instance only
         before, params = flatten(grads_of(net)), params_of(net)
@@ -290,11 +289,11 @@ def accelerate_custom_loop(
                 state["entry_sync"].pop()
 
     @contextmanager
-    def observed_no_sync(*args, **kwargs):
+    def observed_no_sync(self, *args, **kwargs):
         # DDP's no_sync keeps every backward inside it from all-reducing, whatever an inner
         # accumulate() decides; on one process it is a nullcontext, so it is counted here
-        own = state["entering"]
-        with no_sync(*args, **kwargs):
+        own = state["entering"] or self is not accelerator
+        with unbound(self, *args, **kwargs):
             state["no_sync"] += not own
             try:
                 yield
@@ -302,10 +301,16 @@ def accelerate_custom_loop(
                 state["no_sync"] -= not own
 
     accelerator.backward, accelerator.accumulate = observed_backward, observed_accumulate
-    accelerator.no_sync = observed_no_sync
+    # on the class, restored below: `type(accelerator).no_sync(accelerator, model)` and
+    # `Accelerator.no_sync(...)` skip an instance attribute but still look the name up here
+    cls.no_sync = observed_no_sync
     try:
         epoch_fn(accelerator, model, optimizer, scheduler, loader, problem.k)
     finally:
+        if no_sync is None:
+            del cls.no_sync
+        else:
+            cls.no_sync = no_sync
         for handle in handles:
             handle.remove()
     return {

@@ -322,6 +322,26 @@ def _window_under_no_sync(accelerator, model, optimizer, scheduler, loader, k):
                     optimizer.zero_grad()
 
 
+def _window_under_class_no_sync(accelerator, model, optimizer, scheduler, loader, k):
+    """The same windows under `no_sync` looked up on the class, past any instance attribute."""
+    total = sum(int((y != IGNORE).sum()) for _, y in loader)
+    batches, starts = iter(loader), range(0, len(loader), k)
+    for start in starts:
+        if start != starts[-1]:
+            window = [next(batches) for _ in range(k)]
+            tokens = sum(int((y != IGNORE).sum()) for _, y in window)
+            total -= tokens
+        else:
+            window, tokens = batches, total
+        with type(accelerator).no_sync(accelerator, model):
+            for x, y in window:
+                with accelerator.accumulate(model):
+                    accelerator.backward(_token_sum(model, x, y) * k / tokens)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+
+
 def _steered_inner_accumulate(accelerator, model, optimizer, scheduler, loader, k):
     """accumulate() inside accumulate(), the inner one steered to sync on each window's last
     micro-batch: the outer one, entered with sync_gradients False, holds no_sync open."""
@@ -416,6 +436,7 @@ WRONG = {
         ("zero_grad() before step()", _zero_grad_before_step),
         ("sync_gradients forced True", _sync_forced_every_micro_batch),
         ("each window under no_sync", _window_under_no_sync),
+        ("each window under the class's no_sync", _window_under_class_no_sync),
         ("inner accumulate() steered to sync", _steered_inner_accumulate),
     ],
 }
