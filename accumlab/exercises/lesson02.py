@@ -251,8 +251,8 @@ def _window_run(answer, k: int, size: int, *, samples: int, epochs: int) -> str 
     micro, windows = epochs * len(data) // size, epochs * len(data) // (size * k)
     # a step hook runs on every route to the optimizer's step (a bound method kept before the
     # wrapper was built, `type(opt).step(opt)`), where a patched attribute sees only one
-    steps = []
-    hook = optimizer.register_step_post_hook(lambda opt, args, kwargs: steps.append(1))
+    steps, seen = [], [0]  # the micro-batch (counted from 1) each real step came after
+    hook = optimizer.register_step_post_hook(lambda opt, args, kwargs: steps.append(seen[0]))
     try:
         # lesson 11's stand-in engine counts micro-steps just as the exercise asks
         with AccelerateCounter() as library, Refuse("al.frameworks.StandInEngine"):
@@ -265,6 +265,7 @@ def _window_run(answer, k: int, size: int, *, samples: int, epochs: int) -> str 
             for _ in range(epochs):
                 for mb in data.micro_batches(size):
                     (F.mse_loss(mine(mb.x), mb.y) / k).backward()
+                    seen[0] += 1
                     wrapped.step()
                     wrapped.zero_grad()
     finally:
@@ -289,6 +290,12 @@ def _window_run(answer, k: int, size: int, *, samples: int, epochs: int) -> str 
             f"with k = {k}, your answer called the optimizer's step() {plural(len(steps), 'time')} "
             f"({windows} expected) over {micro} micro-batches: step() and "
             "zero_grad() must act only when a window of k micro-batches is complete"
+        )
+    late = sorted({(n - 1) % k + 1 for n in steps} - {k})
+    if late:
+        return (
+            f"with k = {k} the optimizer stepped once per window, but after micro-batch {late[0]} "
+            f"of a window, not micro-batch {k}: step right after a window's last backward"
         )
     if not same(got, want):
         return (

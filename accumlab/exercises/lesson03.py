@@ -172,6 +172,7 @@ def fix_loop(answer):
         model.zero_grad(set_to_none=True)
         # what each micro-batch's own backward adds, up to its scale: its weighted summed loss
         own = [_weighted_full_batch(model, m, weight, reduction="sum") for m in micro]
+        plain = [_weighted_full_batch(model, m, None, reduction="sum") for m in micro]
         with (
             Refuse(*REFUSED, *audit_loops()),
             Observe(model, inputs=True) as seen,
@@ -217,6 +218,8 @@ def fix_loop(answer):
                     "1e-7 relative, as if rounded like float32: keep the logits, weights and loss "
                     "in float64"
                 )
+            if j is None and any(multiple_of(v, plain[i], rel=1e-8) for i in unmatched):
+                return "a backward pass left the class weights out: pass weight=class_weight"
             if j is None:
                 return (
                     "a backward pass added something other than one micro-batch's own gradient: "

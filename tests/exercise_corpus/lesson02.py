@@ -668,3 +668,23 @@ HINTS.update(
         "the summed loss in float32": "rounded like float32",
     }
 )
+
+
+class _StepsOnAWindowsFirst:
+    """Counts after deciding: steps and zeroes on micro-batch 1 of every window, not k."""
+
+    def __init__(self, optimizer, k):
+        self.optimizer, self.k, self.n = optimizer, k, 0
+
+    def step(self):
+        if self.n % self.k == 0:
+            self.optimizer.step()
+        self.n += 1
+
+    def zero_grad(self):
+        if (self.n - 1) % self.k == 0:
+            self.optimizer.zero_grad()
+
+
+WRONG["02.3"].append(("steps on each window's first micro-batch", _StepsOnAWindowsFirst))
+HINTS["steps on each window's first micro-batch"] = "after micro-batch 1 of a window"

@@ -403,3 +403,14 @@ WRONG["03.4"] += [
 ]
 HINTS["the loop as handed out, .grad always compares equal"] = "mean of means"
 HINTS["the global divisor in float32"] = "rounded like float32"
+
+
+def _class_weights_left_out(model, micro_batches, class_weight):
+    """The exact divisor of an unweighted loss: every token's loss summed, ÷ the real tokens."""
+    total = sum(int((mb.y != -100).sum()) for mb in micro_batches)
+    for mb in micro_batches:
+        (_weighted_sum(model, mb, None) / total).backward()
+
+
+WRONG["03.4"].append(("the class weights left out", _class_weights_left_out))
+HINTS["the class weights left out"] = "left the class weights out"
