@@ -224,6 +224,12 @@ def update_explorer(fig: Figure, data: dict) -> None:
     a["limit"].set_visible(clipped)
     if clipped:
         a["limit"].set_ydata([data["lr_max"] * data["max_norm"]] * 2)
+    # with clipping off neither the limit line nor a clip of the reference exists: say so
+    a["norms"].title.set_text(
+        "update size" + (" (dotted: peak lr × max_norm)" if clipped else ", no clipping")
+    )
+    clip = ", clipped once" if clipped else ""
+    fig.legends[0].texts[1].set_text(f"reference: the full batch{clip}, scheduler per step")
     a["lr"].set_data(steps, data["lrs"])
     a["reference_lr"].set_data(steps, data["reference_lrs"])
     for name in ("norms", "lrs"):
