@@ -67,8 +67,8 @@ def setup(seed: int = 0, *, fast: bool | None = None, threads: int | None = None
 
     `fast` (default: the ACCUMLAB_FAST environment variable) asks lessons for smaller sweeps; the
     relations they assert are the same, only the number of points drawn changes. `threads`
-    (default: chosen from the CPUs this process may really use, see `accumlab._threads`) is
-    torch's intra-op thread count.
+    (default: OMP_NUM_THREADS when it is a positive whole number, otherwise chosen from the CPUs
+    this process may really use, see `accumlab._threads`) is torch's intra-op thread count.
     """
     from ._threads import ThreadChoice, choose_threads
     from ._validate import flag, positive_int
