@@ -218,7 +218,8 @@ def plot_scale_explorer(data: dict, *, errors: dict | None = None) -> Figure:
     curve.set_gid("curve")
     for kind in ("F", "B"):
         timeline.add_collection(
-            PolyCollection([], facecolors=STAGE_COLORS[kind], edgecolors="white", gid=kind)
+            # no edge: at large S × m a pass is under a pixel wide, and an edge would cover it
+            PolyCollection([], facecolors=STAGE_COLORS[kind], linewidths=0, gid=kind)
         )
     timeline.set_xlabel("time (t_F = 1, t_B = 2)")
     timeline.xaxis.set_major_locator(MaxNLocator(6, integer=True))  # each tick label costs a layout
@@ -281,10 +282,11 @@ def update_scale_explorer(fig: Figure, data: dict) -> None:
     timeline.set_ylim(s - 0.5, -0.5)
     timeline.set_yticks(range(s), [f"stage {i}" for i in range(s)])
     a["message"].set_text(data["refused"] or "")
-    timeline.set_title(
+    # two lines: one would run past the figure's left edge at the longest settings
+    timeline.title.set_text(
         f"{data['schedule']}, S = {s}, m = {m}"
         + (f", last stage ×{data['slow_stage']:g}" if data["slow_stage"] != 1 else "")
-        + ": "
+        + ":\n"
         + (
             "refused"
             if data["refused"]
@@ -292,8 +294,7 @@ def update_scale_explorer(fig: Figure, data: dict) -> None:
             + f"bubble {data['bubble']:.0%}, ≤ {data['in_flight']} micro-batch"
             + ("'s" if data["in_flight"] == 1 else "es'")
             + " activations held"
-        ),
-        fontsize=9,
+        )
     )
     a["formula"].set_ydata(data["formula_curve"])
     # the replayed bubble: on the formula's curve for equal stages, above it for a slower one
