@@ -7,11 +7,14 @@ bucket only when a synced backward writes it there. `zero_grad(set_to_none=True)
 drops that view, so the next window's no_sync micro-steps allocate fresh `.grad` tensors beside
 the buckets again: two copies, as with the view off (the `batched_grad_copy` note in DDP's
 docstring says the same). Only `set_to_none=False` keeps the views, from the second window on.
-DDP also rebuilds its buckets once, in backward order, at the first forward after its first
-synced backward (`_pre_forward` calls `reducer._rebuild_buckets()`), allocating the new buckets
-before it frees the old: two copies of the buckets for a moment. Under no_sync that forward is
-window 2's first, syncing every micro-step window 1's second, so the views' high point matches
-syncing every micro-step only from window 3: hence three windows.
+With `find_unused_parameters=False` (the default), DDP starts with every gradient in one bucket
+and rebuilds its buckets once, in backward order, at the first forward after its first synced
+backward (`_pre_forward` calls `reducer._rebuild_buckets()`). It drops the old buckets before it
+allocates the new, but `.grad` tensors still viewing the old ones keep them alive until DDP points
+them at the new: with the views kept, two copies of the buckets for a moment; with `.grad` freed,
+or without the view, the rebuild adds nothing (lesson 07's cell 18 asserts the latter). Under
+no_sync that forward is window 2's first, syncing every micro-step window 1's second, so the kept
+views' high point matches syncing every micro-step only from window 3: hence three windows.
 Syncing every micro-step (what Accelerate's `sync_each_batch=True` does) turns each fresh `.grad`
 into a view at once, so with the view it holds one copy whatever `zero_grad` does.
 """
@@ -128,7 +131,8 @@ def window_memory(
     `optimizer.step()` and `optimizer.zero_grad(set_to_none=...)` (plain SGD: no optimizer
     state). Measured from before the wrap, so the buckets are included. The high point restarts
     at each window: the first window's (no views yet) would otherwise hide every later one, and
-    the second's holds DDP's one-time bucket rebuild (old and new buckets at once) under no_sync."""
+    the second's holds DDP's one-time bucket rebuild under no_sync (with the views kept, the old
+    buckets they hold beside the new ones)."""
     held, peak = {}, {}
     for key, (view, to_none, sync_each) in WINDOW_LOOPS.items():
         model = timing_model(features, hidden, seed).to(ctx.ddp_device)

@@ -150,7 +150,7 @@ def bucket_checks(b: dict) -> dict[str, bool]:
     kept, each = peak["view_true_set_to_none_false"], peak["view_true_sync_each"]
     others = [x for key in no_sync if key != "view_true_set_to_none_false" for x in peak[key]]
     out[
-        "DDP buckets' high point: above two copies under no_sync, except with the views kept from the second window (DDP's bucket rebuild: two copies of the buckets), and as when syncing every micro-step from the third"
+        "DDP buckets' high point: above two copies under no_sync, except with the views kept from the second window (DDP's bucket rebuild: the old buckets, held by the views, beside the new), and as when syncing every micro-step from the third"
     ] = (
         len(kept) == k_windows // k >= 3
         and not two_at_most(kept[0])

@@ -24,10 +24,12 @@ def rounds(answer):
             "those count the backward passes that sync; each of them all-reduces every bucket "
             f"({BUCKETS} here)"
         )
-    first = 1 + (K - 1) * BUCKETS  # until its rebuild, DDP holds every gradient in one bucket
+    # by default (find_unused_parameters=False), every gradient is in one bucket until the rebuild
+    first = 1 + (K - 1) * BUCKETS
     if (every, no_sync, backward_only) == (first, 1, first):
         raise Hint(
-            "those are the first optimizer step's: DDP starts with every gradient in one bucket "
+            "those are the first optimizer step's: with find_unused_parameters=False (the default), "
+            "DDP starts with every gradient in one bucket "
             "and splits them into its buckets at the forward after the first synced backward; "
             "count a later step"
         )
