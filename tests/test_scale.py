@@ -889,3 +889,35 @@ def test_accumulation_noise_warns_when_told_another_micro_batch_size():
         read[told] = meter.b_simple
         meter.remove()
     assert read[4] / read[8] == pytest.approx(4 / 8, rel=1e-9)  # tr(Σ) scales with b, |G|² not
+
+
+def test_lesson13_two_batch_last_problem_seeds_refuse_every_partial_estimator():
+    """13.2 draws its last problem's seed from LAST_SEEDS. On each: every partial estimator that
+    lies in (or within 0.5 % of) the accepted range on both fixed problems lies more than 0.5 %
+    outside it there, every accepted estimator lies within 9 % of the full one, and the full one
+    more than 13 % from the numbers the former fixed draws gave (the corpus's typed-in answer)."""
+    from accumlab.exercises import _two_batch_ref as ref
+
+    def draws(seed, noise, b, k):
+        _, e, shift, windows = ref._problem(seed, noise, b, k)
+        out = ref._same_draws(e, shift, windows)
+        low, high = min(out["accepted"]), max(out["accepted"])
+        near = {
+            name.replace(f"0-{k // 2 - 1}", "0-"): value
+            for name, value in out["partial"].items()
+        }  # fmt: skip
+        return out["full"], low, high, near
+
+    def inside(value, low, high, margin=0.005):
+        return low * (1 - margin) <= value <= high * (1 + margin)
+
+    kept = set()
+    for problem in ref.PROBLEMS:
+        _, low, high, near = draws(*problem)
+        kept |= {name for name, value in near.items() if inside(value, low, high)}
+    assert kept, "the fixed problems alone leave some partial estimator accepted"
+    for seed in ref.LAST_SEEDS:
+        full, low, high, near = draws(seed, *ref.LAST_PROBLEM)
+        assert not any(inside(near[name], low, high) for name in kept), seed
+        assert -0.09 < low / full - 1 and high / full - 1 < 0.09, seed
+        assert all(abs(full / v - 1) > 0.13 for v in (13.4026, 21.2107, 22.6986)), seed

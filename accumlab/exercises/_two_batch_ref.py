@@ -6,16 +6,25 @@ from __future__ import annotations
 import torch
 
 # the two-batch exercise: windows of k micro-batches of b samples at a fixed point of excess loss,
-# on three problems of two noises (exact B_simple 13.5 and 21.5) whose noise the learner is not
+# on three problems of three noises (exact B_simple 13.5, 21.5 and 17.0) whose noise the learner is not
 # told, each with a minimum w* away from 0 (y carries x·w*, the model's weight is w* + e): the
 # gradients are those of the error e, but |model.weight|² is not |e|², so section 4's closed form
 # d + 1 + dσ²/|e|² cannot be filled in from the model. The learner's number is compared with the
 # estimator asked for, computed by the checker on the same draws. The problems differ in
 # micro-batch size b and accumulation steps k too, so an answer must read them from `windows`.
 WINDOWS, EXCESS = 200, 2.0
-# (seed, noise σ, b, k); on seed 24 every partial estimator below lies more than 1.9 % from the
-# full one and every mistake more than 12 % (the corpus in tests/ runs on all three)
-PROBLEMS = ((5, 1.5, 4, 8), (6, 2.5, 8, 6), (24, 2.5, 4, 8))
+# (seed, noise σ, b, k) of the first two problems, fixed; the third (σ 2.0, exact B_simple 17.0)
+# takes its seed from LAST_SEEDS, drawn afresh per check
+PROBLEMS = ((5, 1.5, 4, 8), (6, 2.5, 8, 6))
+LAST_PROBLEM = (2.0, 4, 8)
+# the seeds (of 0-399) on which every partial estimator that lies inside the accepted range, or
+# within 0.5 % of it, on the first two problems lies more than 0.5 % outside it; every accepted
+# estimator lies within 9 % of the full one; and the full one more than 13 % from the numbers the
+# three problems of fixed seeds 5, 6 and 24 (σ 2.5) gave: each partial estimator is refused on
+# some problem, and numbers typed in from those runs are not (tests/test_scale.py checks it)
+LAST_SEEDS = (7, 8, 13, 14, 16, 18, 20, 22, 28, 32, 34, 37, 45, 47, 48, 51, 59, 62, 68, 79, 82,
+              86, 97, 98, 102, 107, 108, 112, 113, 115, 116, 131, 133, 135, 138, 149, 152, 156,
+              161, 162)  # fmt: skip
 # Relative to the two norms averaged over all 200 windows and all k micro-batches of each, on the
 # same draws. Measured (40 seeds × 3 problems, σ 1.5 or 2.5, excess 1 or 2, b = 4, k = 8): an EMA
 # with β = 0.99 (NoiseScaleEMA's default) lies within ±8.4 % of it (b = 8, k = 6, σ 1.5 and 2.5,
@@ -30,6 +39,11 @@ PARTIAL_BETAS = (0.9, 0.95, 0.96, 0.97, 0.98)  # accepted: β ≥ 0.99, or a pla
 # the accepted ones than any partial estimator does (a β of 0.992 or 0.996 was refused with 3)
 ACCEPTED_BETAS = tuple(round(0.99 + 0.0005 * i, 4) for i in range(20)) + (0.9998,)
 PARTIAL = 0.005  # an answer this close to a partial estimator (and farther from the full one) is it
+# An EMA's value moves continuously with β, so inside [the smallest, the largest] value the
+# accepted estimators give it may be any β ≥ 0.99 (one between two grid points can sit nearer a
+# partial estimator than any grid point does): only an answer outside that range, by more than
+# this, is judged a partial estimator
+INSIDE = 0.002
 
 
 def _problem(seed: int, noise: float, b: int, k: int):

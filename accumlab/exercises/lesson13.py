@@ -12,6 +12,9 @@ from ._draws import pool_seed
 from ._inputs_watch import _accumulated, _Inputs, _Watched
 from ._observe import Observe
 from ._two_batch_ref import (  # the checker's estimators: refused by name below
+    INSIDE,
+    LAST_PROBLEM,
+    LAST_SEEDS,
     PARTIAL,
     PROBLEMS,
     TOLERANCE_13_2,
@@ -234,16 +237,18 @@ def two_batch(answer) -> str | None:
     # the same draws to 10 % (TOLERANCE_13_2); partial estimators are refused by name.
     if not callable(answer):
         return "answer with a function noise_scale_of(model, windows) returning a number"
-    # two (b, k), which an answer reads from `windows`, and two noises at the same (b, k), so no
-    # value typed in per b fits both; the order is fixed, so each wrong answer meets the problem
-    # that names its mistake first
-    for seed, noise, b, k in PROBLEMS:
+    # two (b, k), which an answer reads from `windows`, and two noises at the same (b, k); the
+    # last problem's draws are one of LAST_SEEDS, picked afresh, so a table of numbers typed in
+    # from earlier runs does not fit it; the order is fixed, so each wrong answer meets the
+    # problem that names its mistake first
+    for seed, noise, b, k in (*PROBLEMS, (pool_seed(LAST_SEEDS), *LAST_PROBLEM)):
         got, ref = _one_problem(answer, seed, noise, b, k)
         full = ref["full"]
         # the partial estimator nearest the answer, if the answer is it and not the full one
         what, value = min(ref["partial"].items(), key=lambda item: abs(got / item[1] - 1))
-        near = min(abs(got / v - 1) for v in ref["accepted"])
-        if abs(got / value - 1) <= PARTIAL < abs(value / full - 1) and abs(got / value - 1) < near:
+        low, high = min(ref["accepted"]), max(ref["accepted"])
+        outside = not low * (1 - INSIDE) <= got <= high * (1 + INSIDE)
+        if abs(got / value - 1) <= PARTIAL < abs(value / full - 1) and outside:
             # said as a match of numbers: another computation (a median, say) may land there too
             return (
                 f"got {got:.3g}, which matches what {what} gives on these draws (to "

@@ -197,7 +197,7 @@ def plot_batch_sweep(
         ax.set_ylabel(label)
         ax.legend(fontsize=7)
     a.set_title("steps to the target: fall ~1/B, then flatten", fontsize=10)
-    b.set_title("samples to the target: slow growth, then ∝ B", fontsize=10)
+    b.set_title("samples to the target: slow growth, then faster", fontsize=10)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

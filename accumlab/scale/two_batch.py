@@ -104,7 +104,7 @@ class AccumulationNoise(NoiseScaleEMA):
     on its way into `.grad`; squared norms are summed on the gradients' device and read back in
     `window_done`. Call it before anything that changes `.grad` (clipping, `unscale_`,
     `zero_grad`): the hooks saw the gradients unchanged, so a clip that bites in between makes the
-    reading far too high.
+    reading far too high, or, clipped harder, leaves the averaged |G|² negative: then it reads None.
 
     For one process or DDP; sharded parameters (FSDP) are untested. Under DDP, `.grad` at
     `window_done` holds the mean over every rank's k·b samples, while the hooks see this rank's

@@ -751,3 +751,38 @@ RIGHT["13.2"] += [
     ("an EMA with β = 0.992", _solution_loop_with_beta(0.992)),
     ("an EMA with β = 0.996", _solution_loop_with_beta(0.996)),
 ]
+
+# β between two of the checker's grid points, where the answer sat nearer a partial estimator
+RIGHT["13.2"] += [
+    ("an EMA with β = 0.9913", _solution_loop_with_beta(0.9913)),
+    ("an EMA with β = 0.9957", _solution_loop_with_beta(0.9957)),
+]
+
+
+def _first_y(seed, noise, b, k):
+    from accumlab.exercises._two_batch_ref import _problem
+
+    return round(float(_problem(seed, noise, b, k)[3][0][0][1][0]), 6)
+
+
+# the numbers one solution run gave on 13.2's former fixed draws (seeds 5, 6 and 24), by the
+# draw's first y; and, for a draw not in the table, the number typed for the same (k, b)
+_TYPED = {_first_y(5, 1.5, 4, 8): 13.4026, _first_y(6, 2.5, 8, 6): 21.2107,
+          _first_y(24, 2.5, 4, 8): 22.6986}  # fmt: skip
+_TYPED_BY_SIZES = {(8, 4): 22.6986, (6, 8): 21.2107}
+
+
+def _typed_in(model, windows):
+    """The loop the checker watches (k forwards of b rows, each backward, .grad zeroed per
+    window), reading no norm: it returns a number typed in from earlier runs, looked up by the
+    draw's first y (or by k and b)."""
+    k, b = len(windows[0]), len(windows[0][0][0])
+    for window in windows:
+        for x, y in window:
+            (0.5 * ((model(x).squeeze(1) - y) ** 2).mean() / k).backward()
+        model.zero_grad()
+    first = round(float(windows[0][0][1][0]), 6)
+    return _TYPED.get(first, _TYPED_BY_SIZES[(k, b)])
+
+
+WRONG["13.2"].append(("numbers typed in from earlier runs, looked up by the draw", _typed_in))
