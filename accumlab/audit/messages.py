@@ -152,7 +152,7 @@ MESSAGES: dict[str, str | dict[str, str]] = {
         + " To make every step the mean of its own window instead (the short window's samples "
         "then weigh {k}/{size} times as much as the others), divide by the number of "
         "micro-batches actually in the window, as the Transformers Trainer does for a model that "
-        "takes no num_items_in_batch."
+        "takes no num_items_in_batch when no compute_loss_func is given."
     ),
     "LAST_WINDOW_AVERAGED": (
         'You stated last_window="divide_by_k", but the short last window ({size} of k = {k} '
