@@ -282,7 +282,7 @@ def test_a_loader_left_mid_iteration_does_not_reach_the_next_accelerator():
     make every accumulate() of the next Accelerator sync (steps after 1, 2, 3, ...)."""
     from functools import partial
 
-    from accumlab.frameworks.with_accelerate import accelerate_custom_loop
+    from accumlab.frameworks.accelerate_watch import accelerate_custom_loop
 
     def stop_at_last_batch(accelerator, model, optimizer, scheduler, loader, k):
         batches = iter(loader)

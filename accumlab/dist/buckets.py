@@ -7,9 +7,9 @@ bucket only when a synced backward writes it there. `zero_grad(set_to_none=True)
 drops that view, so the next window's no_sync micro-steps allocate fresh `.grad` tensors beside
 the buckets again: two copies, as with the view off (the `batched_grad_copy` note in DDP's
 docstring says the same). Only `set_to_none=False` keeps the views, from the second window on.
-With `find_unused_parameters=False` (the default), DDP starts with every gradient in one bucket
-and rebuilds its buckets once, in backward order, at the first forward after its first synced
-backward (`_pre_forward` calls `reducer._rebuild_buckets()`). It drops the old buckets before it
+With `find_unused_parameters=False` (the default), DDP starts with one bucket per dtype and
+device (one here) and rebuilds its buckets once, in backward order, at the first forward after its
+first synced backward (`_pre_forward` calls `reducer._rebuild_buckets()`). It drops the old buckets before it
 allocates the new, but `.grad` tensors still viewing the old ones keep them alive until DDP points
 them at the new: with the views kept, two copies of the buckets for a moment; with `.grad` freed,
 or without the view, the rebuild adds nothing (lesson 07's cell 18 asserts the latter). Under

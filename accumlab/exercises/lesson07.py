@@ -25,11 +25,12 @@ def rounds(answer):
             f"({BUCKETS} here)"
         )
     # by default (find_unused_parameters=False), every gradient is in one bucket until the rebuild
+    # (one per dtype and device: this model's gradients are all float64, on the CPU)
     first = 1 + (K - 1) * BUCKETS
     if (every, no_sync, backward_only) == (first, 1, first):
         raise Hint(
             "those are the first optimizer step's: with find_unused_parameters=False (the default), "
-            "DDP starts with every gradient in one bucket "
+            "DDP starts with the gradients of each dtype and device in one bucket "
             "and splits them into its buckets at the forward after the first synced backward; "
             "count a later step"
         )

@@ -215,8 +215,8 @@ def _trainer_loss(answer):
 def _accelerate_epoch(answer):
     from functools import partial
 
+    from ..frameworks.accelerate_watch import accelerate_custom_loop
     from ..frameworks.runs import run_loop
-    from ..frameworks.with_accelerate import accelerate_custom_loop
 
     if not callable(answer):
         return "give a function epoch(accelerator, model, optimizer, scheduler, loader, k)"

@@ -240,7 +240,7 @@ def _share(problem: Problem, params: dict, index: int, windows: list[tuple]) -> 
 def backward_shares(
     problem: Problem, calls: list[dict], windows: list[tuple] | None = None
 ) -> list[dict]:
-    """Each logged backward call of an exercise run (with_accelerate.accelerate_custom_loop) against
+    """Each logged backward call of an exercise run (accelerate_watch.accelerate_custom_loop) against
     the micro-batches forwarded so far: the one whose share of its window's reference gradient it
     added ({"micro_batch": i, "scale": 1.0, "error": ~0}), or, when none matches, the oldest one not
     yet matched with the factor the call added of its share (None when there is none).
