@@ -47,18 +47,29 @@ class Added:
     copied), and forwards with a graph through modules holding parameters other than the model's
     (a copy, or a twin loaded with its weights) are counted in `added.foreign_forwards`, by a
     global forward hook that a copy cannot shed. Forwards under `torch.no_grad()` (logging) are
-    not counted: no gradient can come from them. `added.vectors()`: one flat vector per pass."""
+    not counted: no gradient can come from them. `added.vectors()`: one flat vector per pass;
+    `added.restarted()`: the passes that found `.grad` empty (zeroed or None since the pass before)
+    and `added.restart_hint(k)` says so in words."""
 
     def __init__(self, model: nn.Module):
         self.params = dict(model.named_parameters())
         self._ours = {id(p) for p in self.params.values()}
         self.passes: dict[int, dict[str, torch.Tensor]] = {}
         self.foreign_forwards = 0
+        self.fresh: dict[int, dict[str, bool]] = {}  # per pass: .grad after it = its gradient alone
 
     def _hook(self, name):
         def hook(grad):
             added = self.passes.setdefault(_graph_task(), {})
             added[name] = added.get(name, 0) + grad.detach().clone()
+
+        return hook
+
+    def _after(self, name):
+        def hook(p):
+            came = self.passes.get(_graph_task(), {}).get(name)
+            if came is not None:  # `.grad` = what this pass brought, bit for bit: it was empty
+                self.fresh.setdefault(_graph_task(), {})[name] = torch.equal(p.grad, came)
 
         return hook
 
@@ -72,6 +83,11 @@ class Added:
 
         self._handles = [
             p.register_hook(self._hook(n)) for n, p in self.params.items() if p.requires_grad
+        ]
+        self._handles += [
+            p.register_post_accumulate_grad_hook(self._after(n))
+            for n, p in self.params.items()
+            if p.requires_grad
         ]
         self._handles.append(register_module_forward_pre_hook(self._on_forward))
         return self
@@ -88,6 +104,22 @@ class Added:
             flatten({n: added.get(n, torch.zeros_like(p)) for n, p in self.params.items()})
             for added in self.passes.values()
         ]
+
+
+    def restarted(self) -> list[int]:
+        """The passes after the first whose every `.grad` held only their own gradient afterwards:
+        `.grad` was zeroed (or set to None) before them, so the window was summed elsewhere.
+        torch.autograd.grad passes write no `.grad` and are not counted."""
+        found = [self.fresh.get(task, {}) for task in self.passes]
+        return [i for i, f in enumerate(found) if i and f and all(f.values())]
+
+    def restart_hint(self, k: int) -> str:
+        first = self.restarted()[0]
+        return (
+            f"backward pass {first + 1} of {k} found .grad empty: your answer zeroed it between "
+            "micro-batches and summed their gradients somewhere else. Accumulation lets each "
+            "backward add into .grad itself: zero once, before the first backward"
+        )
 
 
 def multiple_of(got: torch.Tensor, of: torch.Tensor, rel: float = 1e-10) -> bool:

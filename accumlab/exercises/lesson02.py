@@ -190,6 +190,8 @@ def _accumulate_on(answer, data, model, size: int) -> str | None:
             ".grad ended as something other than what your backward passes added (or a multiple "
             "of it): let backward write the gradient"
         )
+    if added.restarted():  # the sum is right, but it was added up outside .grad
+        raise Hint(added.restart_hint(k))
     full = flatten(full_batch_grads(model, data)) * len(data)  # the summed loss's gradient
     if torch.allclose(flat, full, rtol=1e-10, atol=1e-12):
         return None

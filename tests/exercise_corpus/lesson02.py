@@ -688,3 +688,20 @@ class _StepsOnAWindowsFirst:
 
 WRONG["02.3"].append(("steps on each window's first micro-batch", _StepsOnAWindowsFirst))
 HINTS["steps on each window's first micro-batch"] = "after micro-batch 1 of a window"
+
+
+def _summed_beside_grad(model, data, micro_batch_size):
+    """.grad zeroed before every backward, the passes summed in a buffer of its own, then copied
+    in: the right numbers, but backward never adds into .grad."""
+    total = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+    for mb in data.micro_batches(micro_batch_size):
+        model.zero_grad()
+        F.mse_loss(model(mb.x), mb.y, reduction="sum").backward()
+        for n, p in model.named_parameters():
+            total[n] += p.grad
+    for n, p in model.named_parameters():
+        p.grad = total[n]
+
+
+WRONG["02.2"].append(("zeroed each pass, summed in a buffer beside .grad", _summed_beside_grad))
+HINTS["zeroed each pass, summed in a buffer beside .grad"] = "found .grad empty"

@@ -414,3 +414,21 @@ def _class_weights_left_out(model, micro_batches, class_weight):
 
 WRONG["03.4"].append(("the class weights left out", _class_weights_left_out))
 HINTS["the class weights left out"] = "left the class weights out"
+
+
+def _summed_beside_grad(model, micro_batches, class_weight):
+    """.grad set to None before every backward, the passes summed in a buffer of its own, then
+    copied in: the right numbers, but backward never adds into .grad."""
+    total = _summed_weight(micro_batches, class_weight)
+    buffer = [torch.zeros_like(p) for p in model.parameters()]
+    for mb in micro_batches:
+        model.zero_grad(set_to_none=True)
+        (_weighted_sum(model, mb, class_weight) / total).backward()
+        for b, p in zip(buffer, model.parameters(), strict=True):
+            b += p.grad
+    for b, p in zip(buffer, model.parameters(), strict=True):
+        p.grad = b
+
+
+WRONG["03.4"].append(("set to None each pass, summed beside .grad", _summed_beside_grad))
+HINTS["set to None each pass, summed beside .grad"] = "found .grad empty"

@@ -732,3 +732,34 @@ HINTS.update({
     "SGD at lr / k, the loss not divided": "build SGD with lr=lr",
     "model.bfloat16()": "keep them float32",
 })  # fmt: skip
+
+
+def summed_beside_grad(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """The right loop, but .grad zeroed before every backward and the window summed in a buffer
+    of its own, copied into .grad before unscale_: backward never adds into .grad."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        buffer = [torch.zeros_like(p) for p in model.parameters()]
+        for x, y in batches[start : start + k]:
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+            for b, p in zip(buffer, model.parameters(), strict=True):
+                b += p.grad
+        for b, p in zip(buffer, model.parameters(), strict=True):
+            p.grad = b
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        before = scaler.get_scale()
+        scaler.update()
+        if scaler.get_scale() >= before:
+            scheduler.step()
+    return model
+
+
+WRONG["06.3"].append(("zeroed each pass, the window summed beside .grad", summed_beside_grad))
+HINTS["zeroed each pass, the window summed beside .grad"] = "your loop zeroed .grad"
