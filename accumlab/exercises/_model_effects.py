@@ -105,7 +105,6 @@ class Added:
             for added in self.passes.values()
         ]
 
-
     def restarted(self) -> list[int]:
         """The passes after the first whose every `.grad` held only their own gradient afterwards:
         `.grad` was zeroed (or set to None) before them, so the window was summed elsewhere.
