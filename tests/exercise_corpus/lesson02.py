@@ -705,3 +705,24 @@ def _summed_beside_grad(model, data, micro_batch_size):
 
 WRONG["02.2"].append(("zeroed each pass, summed in a buffer beside .grad", _summed_beside_grad))
 HINTS["zeroed each pass, summed in a buffer beside .grad"] = "found .grad empty"
+
+
+class _LooksUpTheWindowEnds:
+    """Wrong: whether a micro-step ends a window looked up in lesson 10's schedule, not counted."""
+
+    def __init__(self, optimizer, k):
+        self.opt, self.n = optimizer, 0
+        self.ends = al.bookkeeping.step_schedule(k * 1000, k, counter="global").ends_window()
+
+    def step(self):
+        self.n += 1
+        if self.ends[self.n - 1]:
+            self.opt.step()
+
+    def zero_grad(self):
+        if self.ends[self.n - 1]:
+            self.opt.zero_grad()
+
+
+WRONG["02.3"].append(("window ends looked up in al.bookkeeping", _LooksUpTheWindowEnds))
+HINTS["window ends looked up in al.bookkeeping"] = "your answer called al.bookkeeping.step_schedule"
