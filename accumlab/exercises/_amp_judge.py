@@ -44,6 +44,13 @@ def judge_structure(seen, grads, scale, batches, k, overflow):
         )
     if scale.disabled:
         raise Hint("your GradScaler is disabled (enabled=False): it must scale the losses")
+    if len(scale.scalers) > 1:  # its scale must carry: update() halves it after an overflow
+        raise Hint(
+            f"your loop scaled its losses with {len(scale.scalers)} GradScalers: build one before "
+            "the loop, so that its scale carries from window to window (after a skipped step "
+            "update() lowers it; a fresh GradScaler starts again at 65 536, however often that "
+            "scale overflowed)"
+        )
     if scale.calls - scale.detached != len(batches):
         raise Hint(
             f"your loop scaled {scale.calls - scale.detached} losses that backward went through; "

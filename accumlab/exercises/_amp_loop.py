@@ -111,11 +111,13 @@ class ScalerWatch:
     """Wraps `GradScaler.scale` while the block runs: `watch.disabled` counts calls on a scaler
     built with enabled=False, `watch.detached` calls on a value backward cannot reach (a dummy
     `scaler.scale(torch.zeros(()))`), `watch.calls` all of them; `watch.scales` holds the scale
-    each enabled call multiplied by."""
+    each enabled call multiplied by, `watch.scalers` the enabled scalers that scaled (kept alive, so
+    one built per window cannot reuse another's id)."""
 
     def __init__(self):
         self.calls = self.disabled = self.detached = 0
         self.scales: list[float] = []
+        self.scalers: list[torch.amp.GradScaler] = []
 
     def __enter__(self) -> ScalerWatch:
         self._original = torch.amp.GradScaler.scale
@@ -127,6 +129,8 @@ class ScalerWatch:
             self.detached += not (isinstance(outputs, torch.Tensor) and outputs.requires_grad)
             if scaler.is_enabled():
                 self.scales.append(float(scaler.get_scale()))
+                if all(s is not scaler for s in self.scalers):
+                    self.scalers.append(scaler)
             return original(scaler, outputs)
 
         torch.amp.GradScaler.scale = scale

@@ -763,3 +763,29 @@ def summed_beside_grad(model, batches, k, max_norm, make_scheduler, lr=0.1):
 
 WRONG["06.3"].append(("zeroed each pass, the window summed beside .grad", summed_beside_grad))
 HINTS["zeroed each pass, the window summed beside .grad"] = "your loop zeroed .grad"
+
+
+def scaler_per_window(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """The right loop, but a fresh GradScaler for every window: the scale update() lowered after
+    an overflow is thrown away, and every window starts again at 65 536."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    for start in range(0, len(batches), k):
+        scaler = torch.amp.GradScaler("cpu")
+        opt.zero_grad(set_to_none=True)
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        before = scaler.get_scale()
+        scaler.update()
+        if scaler.get_scale() >= before:
+            scheduler.step()
+    return model
+
+
+WRONG["06.3"].append(("a fresh GradScaler every window", scaler_per_window))
+HINTS["a fresh GradScaler every window"] = "build one before the loop"
