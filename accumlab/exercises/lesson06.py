@@ -190,11 +190,12 @@ def full_loop(answer) -> str | None:
     windows = len(clean) // k
     batches = clean
     for max_norm, overflow in _runs():
-        ref = _reference_trace(model, clean, k, max_norm, sched, overflow=overflow)
-        expected = ref.params[-1]
         trained, counts, seen, grads, scale, sched_steps, dtypes = run_observed(
             answer, copy.deepcopy(model), batches, k, max_norm, sched, overflow
         )
+        # the correct loop runs only now: while the answer runs, no frame holds its result
+        ref = _reference_trace(model, clean, k, max_norm, sched, overflow=overflow)
+        expected = ref.params[-1]
         if not isinstance(trained, torch.nn.Module):
             raise Hint("return the trained model")
         if not dtypes or any(d != torch.bfloat16 for d in dtypes):
@@ -298,4 +299,5 @@ def full_loop(answer) -> str | None:
                 # a clip that bites caps the norm either way: / k shows only where it does not
                 f"the loss{' and its / k' if max_norm == 100.0 else ''}"
             )
+        del ref, expected  # nor does the next run's frame hold this one's
     return None

@@ -789,3 +789,40 @@ def scaler_per_window(model, batches, k, max_norm, make_scheduler, lr=0.1):
 
 WRONG["06.3"].append(("a fresh GradScaler every window", scaler_per_window))
 HINTS["a fresh GradScaler every window"] = "build one before the loop"
+
+
+def weights_read_from_the_checker(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """The loss not divided by k, then the weights overwritten with the correct loop's, read from
+    the checker's frame wherever it already holds them."""
+    import sys
+
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y)).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        before = scaler.get_scale()
+        scaler.update()
+        if scaler.get_scale() >= before:
+            scheduler.step()
+    frame = sys._getframe(1)
+    while frame is not None and not (
+        frame.f_code.co_name == "full_loop" and "expected" in frame.f_locals
+    ):
+        frame = frame.f_back
+    if frame is not None:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(frame.f_locals["expected"][name])
+    return model
+
+
+WRONG["06.3"].append(("no / k, the weights read from the checker", weights_read_from_the_checker))
+HINTS["no / k, the weights read from the checker"] = "and its / k"
