@@ -38,8 +38,10 @@ from ._answers import Hint  # noqa: F401 - checkers may import it from here
 
 # calls to an API, and refusing accumlab's own implementation: in _calls, reached from here too
 from ._calls import Refuse, Spy, plural  # noqa: F401
+from ._graph_watch import _reentrant_rerun
 from ._graphs_alive import _GraphsAlive
 from ._model_effects import Added, Modules, _graph_task, multiple_of  # noqa: F401
+from ._rows import _first_tensor, _rows, _rows_key  # noqa: F401 - _rows_key: reached from here too
 
 
 @dataclass(frozen=True)
@@ -62,31 +64,6 @@ def forwards_phrase(rows: list) -> str:
     return f"{plural(len(rows), 'forward')} ({', '.join(str(r) for r in rows)} rows)"
 
 
-def _rows(args: tuple, kwargs: dict) -> int | None:
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            return int(value.shape[0]) if value.dim() else 1
-    return None
-
-
-def _first_tensor(args: tuple, kwargs: dict) -> torch.Tensor | None:
-    """A plain copy of the first tensor argument (a tensor subclass's own methods not run)."""
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            with torch._C.DisableTorchFunctionSubclass():
-                return value.detach().clone().as_subclass(torch.Tensor)
-    return None
-
-
-def _rows_key(x: torch.Tensor | None):
-    """The rows' exact values as a dict key (a float64 copy: integer token ids are exact in it)."""
-    if x is None:
-        return None
-    with torch._C.DisableTorchFunctionSubclass():
-        flat = x.detach().to("cpu", torch.float64).contiguous()
-        return tuple(flat.shape), flat.numpy().tobytes()
-
-
 class Observe:
     """`with Observe(model) as seen: answer(...)`, then read:
 
@@ -95,6 +72,8 @@ class Observe:
       given, else the first module without children in registration order (a Sequential's first
       layer, an embedding) — so layers called one by one still count;
     - `seen.recomputed`: the entry forwards that backward reran (activation checkpointing), apart;
+    - `seen.reentrant`: module forwards and backward passes that `checkpoint(use_reentrant=True)`'s
+      backward ran of its own (a rerun with a graph, and a backward through it): apart too;
     - `seen.backwards`: backward passes that wrote `.grad` of a parameter (`.backward()`,
       `accelerator.backward`); `seen.grad_only`: passes that reached the parameters without
       writing `.grad` (`torch.autograd.grad`);
@@ -125,6 +104,7 @@ class Observe:
         self._passes = 0  # entry forwards so far: the index that tags saved tensors
         self._accumulated: set[int] = set()  # graph tasks that wrote .grad
         self._reached: set[int] = set()  # graph tasks that computed a parameter's gradient
+        self.reentrant = 0  # reruns and inner passes inside a reentrant checkpoint's backward
         self._handles: list = []
         self._active = False
         self._saved: _GraphsAlive | None = None
@@ -137,6 +117,8 @@ class Observe:
             live = self._active and _graph_task() == -1
             self._pushed.append(self._see_through_answer_hooks() if live else False)
             self._pushed_live.append(live)  # inside a forward of the answer's
+            if self._active and not live and _reentrant_rerun():
+                self.reentrant += 1
             if self._active and not live and name == self.entry and torch.is_grad_enabled():
                 # a reentrant checkpoint's forward ran without a graph: this rerun records it
                 self.recomputed.append(Call(_rows(args, kwargs), True))
@@ -181,11 +163,19 @@ class Observe:
 
     def _on_grad(self, grad):
         if self._active:
-            self._reached.add(_graph_task())
+            self._count(self._reached)
 
     def _on_accumulated(self, param):
         if self._active:
-            self._accumulated.add(_graph_task())
+            self._count(self._accumulated)
+
+    def _count(self, passes: set[int]) -> None:
+        # a reentrant checkpoint's backward runs a backward of its own, inside the answer's pass:
+        # it is not one of the answer's passes
+        if _reentrant_rerun():
+            self.reentrant += 1
+        else:
+            passes.add(_graph_task())
 
     def __enter__(self) -> Observe:
         for name, module in self.model.named_modules():

@@ -190,6 +190,12 @@ def accumulate_lean(answer):
         raise Hint(
             f"return the mean loss over all micro-batches as a number, got {type(result).__name__}"
         ) from None
+    if seen.reentrant:  # its forwards and backwards run inside backward, where the hooks differ
+        raise Hint(
+            "your answer used torch.utils.checkpoint(use_reentrant=True): its forward runs "
+            "without a graph and reruns inside backward, with a backward of its own, and this "
+            "check does not follow those. Use use_reentrant=False (torch's recommended setting)"
+        )
     graph_rows = [c.rows for c in seen.forwards if c.graph]  # a no_grad forward (a log) is free
     without = sum(not c.graph for c in seen.forwards)
     if graph_rows != [8] * 4 and without and seen.rows == [8] * 4:

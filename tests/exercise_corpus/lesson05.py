@@ -462,3 +462,40 @@ for _name, _fn in (
 ):
     WRONG["05.3"].append((_name, _fn))
     HINTS[_name] = "before backward reaches the model"
+
+
+def _reentrant_whole_model(model, micro_batches):
+    """The lean loop with the whole model under checkpoint(use_reentrant=True): its forward runs
+    without a graph; the check does not follow the rerun, and says so."""
+    from torch.utils.checkpoint import checkpoint
+
+    total = 0.0
+    for mb in micro_batches:
+        loss = F.mse_loss(checkpoint(model, mb.x.requires_grad_(), use_reentrant=True), mb.y)
+        (loss / len(micro_batches)).backward()
+        total += loss.item() / len(micro_batches)
+    return total
+
+
+def _reentrant_per_layer(model, micro_batches):
+    """The first layer plain, every later one under checkpoint(use_reentrant=True): each rerun
+    runs a backward of its own inside the answer's."""
+    from torch.utils.checkpoint import checkpoint
+
+    total = 0.0
+    for mb in micro_batches:
+        h = model[0](mb.x)
+        for layer in list(model)[1:]:
+            h = checkpoint(layer, h, use_reentrant=True)
+        loss = F.mse_loss(h, mb.y)
+        (loss / len(micro_batches)).backward()
+        total += loss.item() / len(micro_batches)
+    return total
+
+
+for _name, _fn in (
+    ("the whole model under a reentrant checkpoint", _reentrant_whole_model),
+    ("later layers under reentrant checkpoints", _reentrant_per_layer),
+):
+    WRONG["05.3"].append((_name, _fn))
+    HINTS[_name] = "Use use_reentrant=False"
