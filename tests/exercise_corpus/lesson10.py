@@ -3,7 +3,6 @@
 import math
 import multiprocessing
 import sys
-import threading
 import types
 
 import numpy as np
@@ -129,14 +128,12 @@ def _position_profile_off(step, b, k):
 
 
 def _position_in_a_thread(step, b, k):
-    """accumlab's schedule run in a thread the answer starts."""
-    out = []
-    worker = threading.Thread(
-        target=lambda: out.append(_COPIED(b, k, 4, "per_epoch").position_after(step))
-    )
-    worker.start()
-    worker.join()
-    return out[0]
+    """accumlab's schedule run in a thread the answer starts (an executor: what the thread raises
+    comes back to the answer, as from any future)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: _COPIED(b, k, 4, "per_epoch").position_after(step)).result()
 
 
 class _PositionInAWorker:
