@@ -1090,3 +1090,37 @@ def test_lightning_hands_the_divided_loss_to_on_train_batch_end():
             enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
         ).fit(module, torch.utils.data.DataLoader(data))  # fmt: skip
         assert module.out == pytest.approx([r / k for r in module.raw], rel=1e-6), (k, module.out)
+
+
+def test_window_samples_keep_the_global_batch_and_its_windows_across_world_sizes():
+    """Lesson 10's world-size resume: with micro-batch × k × ranks kept, each window is one
+    contiguous stretch of the epoch's shuffled order, whatever the ranks; a k left as it was
+    (another global batch) or a micro-batch changed instead gives other windows."""
+    from torch.utils.data import DistributedSampler
+
+    order = list(DistributedSampler(range(60), num_replicas=1, rank=0, seed=3))
+    for ranks, k in ((1, 6), (2, 3), (3, 2), (6, 1)):
+        got = al.bookkeeping.window_samples(60, 2, k, ranks, seed=3)
+        assert got["windows"] == [sorted(order[w * 12 : (w + 1) * 12]) for w in range(5)]
+        assert got["dealt"] == 60
+    kept_k = al.bookkeeping.window_samples(60, 2, 6, 2, seed=3)["windows"]
+    assert kept_k[0] == sorted(order[:24])  # 24 samples a step: another run
+    padded = al.bookkeeping.window_samples(10, 1, 1, 4)
+    assert padded["dealt"] == 12 and len(padded["windows"]) == 3
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"samples": 0}, "samples.*0"),
+        ({"micro_batch": 2.5}, "micro_batch.*2.5"),
+        ({"k": -1}, "k.*-1"),
+        ({"ranks": "2"}, "ranks.*'2'"),
+        ({"seed": -1}, "seed.*-1"),
+        ({"samples": 10**9}, "samples must be at most"),
+    ],
+)
+def test_window_samples_rejects(kwargs, match):
+    args = {"samples": 20, "micro_batch": 2, "k": 2, "ranks": 2} | kwargs
+    with pytest.raises(ValueError, match=match):
+        al.bookkeeping.window_samples(**args)
