@@ -662,3 +662,29 @@ def test_a_reshuffled_loader_gives_another_order_each_pass_and_refuses_two_pass_
 
     result = al.check("11.3", two_passes)
     assert not result.ok and "another order" in str(result)
+
+
+def test_lesson_11s_source_statements_hold_in_the_installed_packages():
+    """Cells 34 and 37 state two things read from the frameworks' sources, not run here: the
+    Trainer turns DeepSpeed's ÷ k off whatever it decided about the loss (transformers #45305),
+    and DeepSpeed's pipeline engine refuses forward, backward and step outside train_batch()."""
+    import inspect
+
+    from transformers import Trainer
+
+    step = inspect.getsource(Trainer.training_step)
+    decided, turned_off = (
+        step.find("loss_is_scaled_for_ga ="),
+        step.find('"scale_wrt_gas"] = False'),
+    )
+    assert -1 < decided < turned_off, "training_step no longer sets scale_wrt_gas=False after"
+    # ... the ÷ k it skips for a loss it takes as normalised by num_items_in_batch
+    assert "if not loss_is_scaled_for_ga:" in step[decided:turned_off]
+    if importlib.util.find_spec("deepspeed") is None:
+        pytest.skip("deepspeed is not installed")
+    from deepspeed.runtime.pipe.engine import PipelineEngine
+
+    for name in ("forward", "backward", "step"):
+        source = inspect.getsource(getattr(PipelineEngine, name))
+        assert 'PipelineError("Only train_batch() is accessible in pipeline mode.")' in source, name
+    assert "self.gradient_accumulation_steps()" in inspect.getsource(PipelineEngine.train_batch)
