@@ -297,6 +297,7 @@ STUBS = [
     lambda *a, **k: ...,
     _StubClass,
     _EmptyClass,
+    type("StubSub", (_StubClass,), {"zero_grad": _stub_pass}),  # a stub built on a stub
     (None, None),
     [None],
     (..., ...),
@@ -356,6 +357,8 @@ ANSWERS = [
     _Half,
     _Data,
     type("Mine", (torch.optim.SGD,), {}),
+    type("NoZero", (_Half,), {"zero_grad": lambda self: None}),  # stubs out one written method
+    type("Passes", (torch.optim.SGD,), {"step": _stub_pass}),
     nn.Linear(2, 2),
     torch.tensor(0.0),
 ]

@@ -173,9 +173,12 @@ def _function_is_stub(fn) -> bool:
 
 
 def _class_is_stub(cls: type) -> bool:
-    """A class whose own methods are all stubs; one with no methods of its own only when it adds
-    nothing to `object` (`class Wrapper: pass`), since `class Mine(torch.optim.SGD): pass` is an
-    answer."""
+    """A class whose own methods are all stubs and whose bases are `object` or stubs themselves:
+    `class Wrapper: pass` is one, but `class Mine(torch.optim.SGD): pass` is an answer, and so is
+    a subclass of a written answer that stubs one method out (`def zero_grad(self): pass` is a
+    wrong answer, owed a hint)."""
+    if not all(base is object or _class_is_stub(base) for base in cls.__bases__):
+        return False
     methods = []
     for name, value in vars(cls).items():
         if name.startswith("__") and name.endswith("__") and not callable(value):
@@ -188,8 +191,6 @@ def _class_is_stub(cls: type) -> bool:
             methods.append(value)
         else:
             return False  # a class attribute holding data is part of an answer
-    if not methods:
-        return cls.__bases__ == (object,)
     return all(_function_is_stub(m) for m in methods)
 
 

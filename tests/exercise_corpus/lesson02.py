@@ -726,3 +726,16 @@ class _LooksUpTheWindowEnds:
 
 WRONG["02.3"].append(("window ends looked up in al.bookkeeping", _LooksUpTheWindowEnds))
 HINTS["window ends looked up in al.bookkeeping"] = "your answer called al.bookkeeping.step_schedule"
+
+
+class _RightButZeroGradStubbedOut(_KeepsBoundMethods):
+    """A right answer's subclass whose zero_grad is `pass`: a written (wrong) answer, owed the
+    never-zeroes hint, not "not answered yet" (a learner's walk)."""
+
+    def zero_grad(self):
+        pass
+
+
+WRONG["02.3"].append(("a right answer with zero_grad stubbed out", _RightButZeroGradStubbedOut))
+
+HINTS["a right answer with zero_grad stubbed out"] = "zero_grad() must reach it only right after"
