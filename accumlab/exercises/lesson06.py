@@ -52,6 +52,8 @@ def cosine_per_micro_batch(answer) -> str | None:
             0.0: "the schedule does not stop at its end: CosineAnnealingLR is periodic",
             0.5: f"count the scheduler's calls before {step}'s update, then place them "
             f"on a cosine of period {2 * T_MAX} calls",
+            round(100 * expected, 2): "that looks like the right fraction written as a percent: "
+            "answer with the fraction itself (0.25 for a quarter of the initial learning rate)",
         },
         otherwise=f"count the calls scheduler.step() has received before {step} "
         "updates the weights, and read the cosine there",

@@ -461,6 +461,7 @@ WRONG = {
         ("248 calls: one too many", 0.316),
         ("half", 0.5),
         ("a string", "0.320"),
+        ("the right fraction as a percent", 31.96),
     ],
     "06.2": [
         (
@@ -826,3 +827,4 @@ def weights_read_from_the_checker(model, batches, k, max_norm, make_scheduler, l
 
 WRONG["06.3"].append(("no / k, the weights read from the checker", weights_read_from_the_checker))
 HINTS["no / k, the weights read from the checker"] = "and its / k"
+HINTS["the right fraction as a percent"] = "written as a percent"
