@@ -7,16 +7,16 @@ import copy
 import torch
 
 from ..data import classic_data, regression_data
-from ..engine import Recipe, params_of, plain_copy, run
+from ..engine import Recipe, plain_copy, run
 from ..models import ScalarModel, mlp
 from ..reference import full_batch_grads
 from . import exercise
-from ._accelerate_count import AccelerateCounter
 from ._answers import Hint, compare
 from ._calls import audit_loops
 from ._draws import fresh_rng
+from ._every_kth import window_run
 from ._graph_watch import OutputGradients
-from ._observe import Added, Observe, Refuse, forwards_phrase, multiple_of, plural
+from ._observe import Added, Observe, Refuse, forwards_phrase, multiple_of
 
 
 @exercise("02.1", 1, "w after the step, without halving the loss")
@@ -232,7 +232,7 @@ def _window_optimizer(answer):
     rng = fresh_rng()
     for k, size in ((4, 3), (3, 2)):
         samples = k * size * rng.choice((2, 3, 4, 5))
-        hint = _window_run(answer, k, size, samples=samples, epochs=rng.choice((2, 3, 4)))
+        hint = window_run(answer, k, size, REFUSED, samples=samples, epochs=rng.choice((2, 3, 4)))
         if hint:
             return hint
     return None
@@ -241,71 +241,3 @@ def _window_optimizer(answer):
 def _all_through(added: torch.Tensor, through: torch.Tensor) -> bool:
     """What the passes added equals what flowed through the watched outputs, to float64 rounding."""
     return bool((added - through).abs().max() <= 1e-8 * through.abs().max())
-
-
-def _window_run(answer, k: int, size: int, *, samples: int, epochs: int) -> str | None:
-    import torch.nn.functional as F
-
-    data = regression_data(samples, 2, seed=12)
-    model = mlp(2, 3, 1, depth=1, seed=12)
-    mine = copy.deepcopy(model)
-    optimizer = torch.optim.SGD(mine.parameters(), lr=0.05)
-    micro, windows = epochs * len(data) // size, epochs * len(data) // (size * k)
-    # a step hook runs on every route to the optimizer's step (a bound method kept before the
-    # wrapper was built, `type(opt).step(opt)`), where a patched attribute sees only one
-    steps, seen = [], [0]  # the micro-batch (counted from 1) each real step came after
-    hook = optimizer.register_step_post_hook(lambda opt, args, kwargs: steps.append(seen[0]))
-    try:
-        # lesson 11's stand-in engine counts micro-steps just as the exercise asks
-        with (
-            AccelerateCounter() as library,
-            Refuse("al.frameworks.StandInEngine", "al.bookkeeping.step_schedule", *REFUSED),
-        ):
-            wrapped = answer(optimizer, k)
-            if not (
-                callable(getattr(wrapped, "step", None))
-                and callable(getattr(wrapped, "zero_grad", None))
-            ):
-                return "the wrapper needs step() and zero_grad() methods"
-            for _ in range(epochs):
-                for mb in data.micro_batches(size):
-                    (F.mse_loss(mine(mb.x), mb.y) / k).backward()
-                    seen[0] += 1
-                    wrapped.step()
-                    wrapped.zero_grad()
-    finally:
-        hook.remove()
-    if library.used:
-        return (
-            f"this exercise asks you to build Accelerate's trick yourself — your answer used "
-            f"{library.used}: count the micro-batches in your own wrapper"
-        )
-    got = params_of(mine)
-    want = run(Recipe(size, k), model, data, lr=0.05, epochs=epochs).params[-1]
-
-    def same(a, b):
-        return all(torch.allclose(a[n], b[n], rtol=1e-10, atol=1e-12) for n in b)
-
-    if same(got, params_of(model)):
-        return (
-            "the parameters never changed: step() must reach the optimizer once per k micro-batches"
-        )
-    if len(steps) != windows:
-        return (
-            f"with k = {k}, your answer called the optimizer's step() {plural(len(steps), 'time')} "
-            f"({windows} expected) over {micro} micro-batches: step() and "
-            "zero_grad() must act only when a window of k micro-batches is complete"
-        )
-    late = sorted({(n - 1) % k + 1 for n in steps} - {k})
-    if late:
-        return (
-            f"with k = {k} the optimizer stepped once per window, but after micro-batch {late[0]} "
-            f"of a window, not micro-batch {k}: step right after a window's last backward"
-        )
-    if not same(got, want):
-        return (
-            f"with k = {k} the optimizer stepped once per window, but with the wrong gradient: "
-            "zero_grad() must reach it only right after a real step, so each window starts from "
-            "nothing"
-        )
-    return None

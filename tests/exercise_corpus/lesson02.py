@@ -739,3 +739,52 @@ class _RightButZeroGradStubbedOut(_KeepsBoundMethods):
 WRONG["02.3"].append(("a right answer with zero_grad stubbed out", _RightButZeroGradStubbedOut))
 
 HINTS["a right answer with zero_grad stubbed out"] = "zero_grad() must reach it only right after"
+
+
+class _ZeroesEveryCallSumsInABuffer:
+    """Zeroes .grad on every call and sums the window in a buffer of its own, put into .grad
+    before the step: the right weights, but not the technique (an adversarial read)."""
+
+    def __init__(self, optimizer, k):
+        self.opt, self.k, self.n = optimizer, k, 0
+        self.params = [p for g in optimizer.param_groups for p in g["params"]]
+        self.buf = [torch.zeros_like(p) for p in self.params]
+
+    def step(self):
+        self.n += 1
+        for b, p in zip(self.buf, self.params, strict=True):
+            b += p.grad
+        if self.n % self.k == 0:
+            for b, p in zip(self.buf, self.params, strict=True):
+                p.grad = b.clone()
+                b.zero_()
+            self.opt.step()
+
+    def zero_grad(self):
+        self.opt.zero_grad()
+
+
+class _AnOptimizerOfItsOwn(torch.optim.SGD):
+    """Steps a new SGD over the same parameters every k-th call: the optimizer handed over (and
+    its state) is never used."""
+
+    def __init__(self, optimizer, k):
+        super().__init__(optimizer.param_groups[0]["params"], lr=optimizer.param_groups[0]["lr"])
+        self.k, self.n = k, 0
+
+    def step(self):
+        self.n += 1
+        if self.n % self.k == 0:
+            super().step()
+
+    def zero_grad(self):
+        if self.n % self.k == 0:
+            super().zero_grad()
+
+
+WRONG["02.3"] += [
+    ("zeroes on every call, sums the window in a buffer", _ZeroesEveryCallSumsInABuffer),
+    ("an optimizer of its own over the same parameters", _AnOptimizerOfItsOwn),
+]
+HINTS["zeroes on every call, sums the window in a buffer"] = "must leave it alone"
+HINTS["an optimizer of its own over the same parameters"] = "your wrapper was given never stepped"
