@@ -19,6 +19,7 @@ import inspect
 import itertools
 import os
 import sys
+import threading
 import types
 
 from ._answers import Hint
@@ -202,6 +203,10 @@ class Refuse:
 
     def __enter__(self) -> Refuse:
         refuse_unwatched_threads(Hint)  # first: nothing is guarded yet, so nothing to undo
+        # a refusal raised in a thread the answer started ends that thread; the hint comes back
+        # to the answer through `called`, so Python's traceback of it would only be noise
+        self._excepthook = threading.excepthook
+        threading.excepthook = self._quiet_refusals
         self._undo: list[tuple[type, str, object]] = []  # classes: their own __init__ or None
         self._guards: dict = {}  # id(guard) -> (guard, the function it stands for)
         self._codes: list = []  # (function, its own code, the handler's global name)
@@ -278,8 +283,13 @@ class Refuse:
         target.__code__ = scope["__factory__"](*[None] * len(free))
         self._codes.append((target, original, handler_name))
 
+    def _quiet_refusals(self, args) -> None:
+        if not (isinstance(args.exc_value, Hint) and self.called):
+            self._excepthook(args)
+
     def __exit__(self, kind, err, tb) -> None:
         still_on = self._code_watch.stop()  # first, so that nothing below runs watched
+        threading.excepthook = self._excepthook
         for target, original, handler_name in reversed(self._codes):
             target.__code__ = original
             target.__globals__.pop(handler_name, None)
