@@ -895,3 +895,52 @@ def test_every_seed_a_checker_draws_keeps_its_answers_apart(monkeypatch, lesson,
         for label, answer in corpus.WRONG[exercise_id]:
             said = al.check(exercise_id, answer)
             assert not said.ok and corpus.HINTS.get(label, "") in said.message, (seed, label)
+
+
+def test_an_answer_that_replaces_a_comparison_is_refused_and_the_function_put_back():
+    """A replaced torch.allclose that always agrees passed 02.2 with a mean loss (an adversarial
+    read), and stayed replaced for the rest of the kernel."""
+    original, inherited = torch.allclose, torch.Tensor.allclose
+
+    def always_close(model, data, micro_batch_size):
+        torch.allclose = lambda *a, **k: True
+        model.zero_grad()
+        for mb in data.micro_batches(micro_batch_size):
+            torch.nn.functional.mse_loss(model(mb.x), mb.y).backward()  # a mean: wrong
+
+    def tensor_method(model, data, micro_batch_size):
+        torch.Tensor.allclose = lambda *a, **k: True
+
+    for answer, name in ((always_close, "torch.allclose"), (tensor_method, "Tensor.allclose")):
+        result = al.check("02.2", answer)
+        assert not result.ok and f"replaced {name}" in result.message, result.message
+    assert torch.allclose is original and torch.Tensor.allclose is inherited
+    assert "allclose" not in vars(torch.Tensor)
+
+
+def test_grad_mode_and_the_default_dtype_are_put_back_after_a_check():
+    def switches_off(model, data, micro_batch_size):
+        torch.set_grad_enabled(False)
+        torch.set_default_dtype(torch.float64)
+
+    result = al.check("02.2", switches_off)
+    assert not result.ok and "left autograd switched off" in result.message, result.message
+    assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
+
+
+def test_an_answer_stopped_under_its_own_saved_tensor_hooks_leaves_none_behind():
+    """Stopped inside a forward (a BaseException: torch skips always-call forward hooks), an
+    answer under save_on_cpu left the checker's saved-tensor hooks installed, and torch.func
+    refused to run for the rest of the kernel (an adversarial read)."""
+    from torch._C import _autograd
+
+    def slow_under_save_on_cpu(model, micro_batches):
+        with torch.autograd.graph.save_on_cpu():
+            for mb in micro_batches:
+                while True:
+                    model(mb.x)
+
+    result = al.check("05.3", slow_under_save_on_cpu, time_limit=1)
+    assert not result.ok and "still running" in result.message, result.message
+    assert _autograd._top_saved_tensors_default_hooks(False) is None
+    assert torch.func.grad(lambda x: (x**2).sum())(torch.ones(2)).tolist() == [2.0, 2.0]

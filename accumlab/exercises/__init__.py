@@ -120,6 +120,52 @@ def _said(err: BaseException) -> str:
         return "(its message could not be printed)"
 
 
+def _compared_with():
+    """The functions checkers compare with, where an answer could replace them (a replaced
+    `torch.allclose` that always agrees would pass any answer)."""
+    import torch
+
+    return [
+        (torch, "allclose"),
+        (torch, "equal"),
+        (torch, "isclose"),
+        (torch.Tensor, "allclose"),
+        (torch.Tensor, "equal"),
+        (torch.testing, "assert_close"),
+    ]
+
+
+class _KeptState:
+    """Around a check: what the answer may change for the rest of the kernel — grad mode, the
+    default dtype, the comparison functions — is put back afterwards; `replaced` names the
+    comparison functions the answer replaced, `grad_off` whether it left autograd off."""
+
+    def __enter__(self):
+        import torch
+
+        self._grad, self._dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+        self._functions = [
+            (owner, name, getattr(owner, name), name in vars(owner))
+            for owner, name in _compared_with()
+        ]
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        self.grad_off = self._grad and not torch.is_grad_enabled()
+        torch.set_grad_enabled(self._grad)
+        torch.set_default_dtype(self._dtype)
+        self.replaced = []
+        for owner, name, value, own in self._functions:
+            if getattr(owner, name, None) is not value:
+                self.replaced.append(f"{getattr(owner, '__name__', owner)}.{name}")
+                if own:
+                    setattr(owner, name, value)
+                else:  # inherited (Tensor.allclose from the C base): drop the replacement
+                    delattr(owner, name)
+
+
 def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
     """Check `answer` for exercise `id`. An answer that raises gets the error as its hint; one
     still running after `time_limit` seconds (default TIME_LIMIT) is stopped and gets a hint."""
@@ -135,7 +181,8 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
         hint = "al.check calls your function without awaiting it: write it with def, not async def"
         return CheckResult(id, False, f"{stars} {ex.title} — not yet. Hint: {hint}")
     try:
-        hint = call_within(seconds, ex.checker, answer)
+        with _KeptState() as kept:
+            hint = call_within(seconds, ex.checker, answer)
     except AnswerTimeout as stop:
         hint = _stopped(stop)
     except Hint as given:  # a checker (or _answers / _observe) raised its hint
@@ -152,6 +199,13 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
                 "hooks, and this check counts the bytes saved for backward with them: compute the "
                 "same gradient with .backward() (or torch.autograd.grad, where the exercise allows it)"
             )
+    if kept.replaced:  # whatever the checker concluded, it compared with the answer's function
+        hint = (
+            f"your answer replaced {kept.replaced[0]}, which al.check compares with (put back "
+            "now): check again without replacing it"
+        )
+    elif kept.grad_off and hint is not None:
+        hint += " (your answer also left autograd switched off: al.check switched it back on)"
     if hint is None:
         return CheckResult(id, True, f"{stars} {ex.title} — correct!")
     return CheckResult(id, False, f"{stars} {ex.title} — not yet. Hint: {hint}")

@@ -200,6 +200,13 @@ class Observe:
 
     def __exit__(self, *exc) -> None:
         self._active = False
+        # an answer stopped inside a forward (a time limit, the stop button: BaseExceptions, for
+        # which torch skips always-call forward hooks) leaves the pushes of the forwards still
+        # running unpopped, above the checker's own hooks; whichever hooks the answer's own `with`
+        # popped on its way out, that many entries sit above ours
+        for _ in range(sum(self._pushed)):
+            _autograd._pop_saved_tensors_default_hooks()
+        self._pushed.clear()
         self._saved.__exit__(*exc)
         for handle in self._handles:
             handle.remove()

@@ -179,7 +179,7 @@ def fix_loop(answer):
             _Added(model) as added,
             OutputGradients(model) as arrived,
         ):
-            answer(model, micro, weight.clone())
+            answer(model, list(micro), weight.clone())  # its own list: it may consume it
         rows = [c.rows for c in seen.forwards if c.graph]  # forwards under no_grad cost nothing
         expected = [len(m) for m in micro]
         if rows != expected:

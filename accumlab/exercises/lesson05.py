@@ -169,7 +169,7 @@ def accumulate_lean(answer):
             GraphsReferenced(mine) as referenced,
             _GradientsIntoModel(mine) as arrived,
         ):
-            result = answer(mine, micro)
+            result = answer(mine, list(micro))  # its own list: it may consume it
     except (TypeError, ValueError) as err:
         if any(word in str(err) for word in _UNPACK):
             raise Hint(f"{INTERFACE} (your answer raised {type(err).__name__}: {err})") from None

@@ -432,3 +432,14 @@ def _summed_beside_grad(model, micro_batches, class_weight):
 
 WRONG["03.4"].append(("set to None each pass, summed beside .grad", _summed_beside_grad))
 HINTS["set to None each pass, summed beside .grad"] = "found .grad empty"
+
+
+def _consumes_the_list(model, micro_batches, class_weight):
+    """Right: the window's weight counted first, then the micro-batches taken off the list it was
+    handed (the checker keeps a list of its own; an adversarial read)."""
+    total = _summed_weight(micro_batches, class_weight)
+    while micro_batches:
+        (_weighted_sum(model, micro_batches.pop(), class_weight) / total).backward()
+
+
+RIGHT["03.4"].append(("micro-batches popped off the list handed over", _consumes_the_list))

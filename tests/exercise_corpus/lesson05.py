@@ -499,3 +499,18 @@ for _name, _fn in (
 ):
     WRONG["05.3"].append((_name, _fn))
     HINTS[_name] = "Use use_reentrant=False"
+
+
+def _consumes_the_list(model, micro_batches):
+    """Right: the micro-batches taken off the list handed over, which the checker does not
+    reuse (an adversarial read)."""
+    k, total = len(micro_batches), 0.0
+    while micro_batches:
+        mb = micro_batches.pop(0)
+        loss = F.mse_loss(model(mb.x), mb.y)
+        (loss / k).backward()
+        total += loss.item() / k
+    return total
+
+
+RIGHT["05.3"].append(("micro-batches popped off the list handed over", _consumes_the_list))
