@@ -109,15 +109,25 @@ class GradWatch:
 
 class ScalerWatch:
     """Wraps `GradScaler.scale` while the block runs: `watch.disabled` counts calls on a scaler
-    built with enabled=False, `watch.detached` calls on a value backward cannot reach (a dummy
-    `scaler.scale(torch.zeros(()))`), `watch.calls` all of them; `watch.scales` holds the scale
-    each enabled call multiplied by, `watch.scalers` the enabled scalers that scaled (kept alive, so
-    one built per window cannot reuse another's id)."""
+    built with enabled=False, `watch.calls` all of them; `watch.reached` counts the calls whose
+    output a backward went through (a hook on it: a dummy `scaler.scale(torch.zeros(()))`, or a
+    scaled loss only logged with `.item()`, has a graph or not but no backward), and
+    `watch.backed_scales` holds the scale each of those multiplied by, in call order (so the scale
+    can be judged window by window); `watch.scalers` the enabled scalers that scaled (kept alive,
+    so one built per window cannot reuse another's id)."""
 
     def __init__(self):
-        self.calls = self.disabled = self.detached = 0
-        self.scales: list[float] = []
+        self.calls = self.disabled = 0
+        self._records: list[list] = []  # per call: [scale, or None when disabled; reached?]
         self.scalers: list[torch.amp.GradScaler] = []
+
+    @property
+    def reached(self) -> int:
+        return sum(hit for _, hit in self._records)
+
+    @property
+    def backed_scales(self) -> list[float]:
+        return [s for s, hit in self._records if hit and s is not None]
 
     def __enter__(self) -> ScalerWatch:
         self._original = torch.amp.GradScaler.scale
@@ -126,12 +136,16 @@ class ScalerWatch:
         def scale(scaler, outputs):
             self.calls += 1
             self.disabled += not scaler.is_enabled()
-            self.detached += not (isinstance(outputs, torch.Tensor) and outputs.requires_grad)
-            if scaler.is_enabled():
-                self.scales.append(float(scaler.get_scale()))
-                if all(s is not scaler for s in self.scalers):
-                    self.scalers.append(scaler)
-            return original(scaler, outputs)
+            record = [float(scaler.get_scale()) if scaler.is_enabled() else None, False]
+            self._records.append(record)
+            if scaler.is_enabled() and all(s is not scaler for s in self.scalers):
+                self.scalers.append(scaler)
+            scaled = original(scaler, outputs)
+            tensors = [scaled] if isinstance(scaled, torch.Tensor) else scaled
+            for t in tensors if isinstance(tensors, (list, tuple)) else ():
+                if isinstance(t, torch.Tensor) and t.requires_grad:
+                    t.register_hook(lambda grad, r=record: r.__setitem__(1, True))
+            return scaled
 
         torch.amp.GradScaler.scale = scale
         return self
@@ -179,30 +193,43 @@ def overflow_on(model: torch.nn.Module, xs) -> list:
     ]
 
 
+def _dtype_probes(model: torch.nn.Module, dtypes: list) -> list:
+    """Record (name, output dtype) of every leaf module that holds parameters, in forwards with a
+    graph only: autocast around the first layer alone leaves the others in float32, and a
+    no_grad forward (a log) is no part of training."""
+
+    def probe(name):
+        def hook(module, args, out):
+            if torch.is_grad_enabled() and isinstance(out, torch.Tensor):
+                dtypes.append((name, out.dtype))
+
+        return hook
+
+    return [
+        m.register_forward_hook(probe(f"layer {name or 'model'} ({type(m).__name__})"))
+        for name, m in model.named_modules()
+        if not any(True for _ in m.children()) and any(True for _ in m.parameters(recurse=False))
+    ]
+
+
 def run_observed(answer, model, batches, k, max_norm, make_scheduler, overflow=()):
     """Run the answer observed: its forwards and backward passes, what `.grad` held at each
-    backward and at each step (GradWatch), the calls it made to GradScaler and its scheduler, and
-    the dtype the model's first layer produced. The micro-batches listed in `overflow` overflow in
-    backward (`overflow_on`)."""
+    backward and at each step (GradWatch), the calls it made to GradScaler, its scheduler's steps,
+    and the dtype each parametrised layer produced. The micro-batches listed in `overflow`
+    overflow in backward (`overflow_on`). The answer gets its own copy of the list of batches."""
     import contextlib
 
-    scheduler_calls = []
+    built = []  # (scheduler, its last_epoch when built)
 
     def counted_scheduler(opt):
         sched = make_scheduler(opt)
-        step = sched.step
-
-        def counted(*args, **kwargs):
-            scheduler_calls.append(1)
-            return step(*args, **kwargs)
-
-        sched.step = counted
+        built.append((sched, sched.last_epoch))
         return sched
 
     dtypes = []
     # before the watchers' hooks, so that their output is the overflowing one
     hooks = overflow_on(model, [batches[i][0] for i in overflow])
-    hooks.append(model[0].register_forward_hook(lambda m, a, out: dtypes.append(out.dtype)))
+    hooks += _dtype_probes(model, dtypes)
     spies = {
         name: Spy(torch.amp.GradScaler, name, f"scaler.{name}")
         for name in ("unscale_", "step", "update")
@@ -218,10 +245,14 @@ def run_observed(answer, model, batches, k, max_norm, make_scheduler, overflow=(
         with refused, seen, grads, scale, arrived, contextlib.ExitStack() as stack:
             for spy in spies.values():
                 stack.enter_context(spy)
-            trained = answer(model, batches, k, max_norm, counted_scheduler)
+            # a copy: an answer may consume its list (pop) without touching the checker's
+            trained = answer(model, list(batches), k, max_norm, counted_scheduler)
     finally:
         for hook in hooks:
             hook.remove()
     counts = {name: spy.calls for name, spy in spies.items()}
     seen.arrived = arrived  # the gradients each forward's output received
-    return trained, counts, seen, grads, scale, len(scheduler_calls), dtypes
+    # read from the schedulers' own count, which every route to step() advances
+    # (`type(sched).step(sched)` included), not from a wrapper on one binding
+    sched_steps = sum(s.last_epoch - start for s, start in built)
+    return trained, counts, seen, grads, scale, sched_steps, dtypes

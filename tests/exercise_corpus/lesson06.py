@@ -828,3 +828,194 @@ def weights_read_from_the_checker(model, batches, k, max_norm, make_scheduler, l
 WRONG["06.3"].append(("no / k, the weights read from the checker", weights_read_from_the_checker))
 HINTS["no / k, the weights read from the checker"] = "and its / k"
 HINTS["the right fraction as a percent"] = "written as a percent"
+
+
+def _clip_loop(
+    model, batches, k, max_norm, make_scheduler, lr=0.1, *, clip=None, window=None, update=None
+):
+    """The right loop, holding the scheduler when clip_grad_norm_'s norm is not finite, with its
+    clip (`clip(params, max_norm)`), its window start (`window(scaler)`) and its update
+    (`update(scaler)`) as given: the pieces the answers below change."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    fresh = scaler.state_dict()
+    for start in range(0, len(batches), k):
+        if window:
+            window(scaler, fresh)
+        opt.zero_grad(set_to_none=True)
+        for x, y in batches[start : start + k]:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+        scaler.unscale_(opt)
+        norm = (clip or torch.nn.utils.clip_grad_norm_)(model.parameters(), max_norm)
+        scaler.step(opt)
+        update(scaler) if update else scaler.update()
+        if torch.isfinite(norm):
+            scheduler.step()
+    return model
+
+
+def scale_reset_by_update(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """One GradScaler, but update(65536.0) every window: its scale never carries (advread F3)."""
+    return _clip_loop(
+        model, batches, k, max_norm, make_scheduler, lr, update=lambda s: s.update(65536.0)
+    )
+
+
+def scale_reset_by_state_dict(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """One GradScaler, its first state_dict() loaded back at every window's start (advread F3)."""
+    return _clip_loop(
+        model, batches, k, max_norm, make_scheduler, lr, window=lambda s, f: s.load_state_dict(f)
+    )
+
+
+def clip_at_096(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Clipped to 0.96 x max_norm: within the weights' bfloat16 tolerance (advread F4)."""
+    clip = lambda params, m: torch.nn.utils.clip_grad_norm_(params, 0.96 * m)  # noqa: E731
+    return _clip_loop(model, batches, k, max_norm, make_scheduler, lr, clip=clip)
+
+
+def clip_norm_type_1(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """clip_grad_norm_(..., norm_type=1): max_norm met in the L1 norm (advread F4)."""
+    clip = lambda params, m: torch.nn.utils.clip_grad_norm_(params, m, norm_type=1)  # noqa: E731
+    return _clip_loop(model, batches, k, max_norm, make_scheduler, lr, clip=clip)
+
+
+def _logging_loop(model, batches, k, max_norm, make_scheduler, lr=0.1, *, forward, log, sched):
+    """The right loop with its forward (`forward(x)`, autocast inside), a log after each backward
+    (`log(scaler, loss, x, y)`) and its scheduler step (`sched(scheduler)`) as given."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    for start in range(0, len(batches), k):
+        opt.zero_grad(set_to_none=True)
+        for x, y in batches[start : start + k]:
+            loss = torch.nn.functional.mse_loss(forward(x).float(), y) / k
+            scaler.scale(loss).backward()
+            log(scaler, loss, x, y)
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        before = scaler.get_scale()
+        scaler.update()
+        if scaler.get_scale() >= before:
+            sched(scheduler)
+    return model
+
+
+def _bf16(model):
+    def forward(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(x)
+
+    return forward
+
+
+def _no_log(*_):
+    return None
+
+
+def logs_the_scaled_loss(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Logs scaler.scale(loss).item() after the backward: a scaled loss with a graph that no
+    backward goes through (advread F5)."""
+    log = lambda scaler, loss, x, y: scaler.scale(loss).item()  # noqa: E731
+    return _logging_loop(
+        model, batches, k, max_norm, make_scheduler, lr, forward=_bf16(model), log=log,
+        sched=lambda s: s.step(),
+    )  # fmt: skip
+
+
+def scheduler_stepped_via_class(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """type(scheduler).step(scheduler): the same step, not through the instance (advread F9)."""
+    return _logging_loop(
+        model, batches, k, max_norm, make_scheduler, lr, forward=_bf16(model), log=_no_log,
+        sched=lambda s: type(s).step(s),
+    )  # fmt: skip
+
+
+def autocast_first_layer_only(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Autocast around the first Linear only: the rest of the forward runs in float32 (F10)."""
+
+    def forward(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model[0](x)
+        out = out.float()
+        for layer in list(model)[1:]:
+            out = layer(out)
+        return out
+
+    return _logging_loop(
+        model, batches, k, max_norm, make_scheduler, lr, forward=forward, log=_no_log,
+        sched=lambda s: s.step(),
+    )  # fmt: skip
+
+
+def _no_grad_log(model, autocast):
+    def log(scaler, loss, x, y):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return torch.nn.functional.mse_loss(model(x).float(), y).item()
+
+    return log
+
+
+def no_grad_log_float32(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """A no_grad logging forward in float32 after each backward (advread F12)."""
+    return _logging_loop(
+        model, batches, k, max_norm, make_scheduler, lr, forward=_bf16(model),
+        log=_no_grad_log(model, False), sched=lambda s: s.step(),
+    )  # fmt: skip
+
+
+def no_grad_log_bfloat16(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """A no_grad logging forward under autocast after each backward (advread F12)."""
+    return _logging_loop(
+        model, batches, k, max_norm, make_scheduler, lr, forward=_bf16(model),
+        log=_no_grad_log(model, True), sched=lambda s: s.step(),
+    )  # fmt: skip
+
+
+def consumes_batches(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Takes each window off the list with pop(0), k at a time (advread F11)."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = make_scheduler(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    while batches:
+        window = [batches.pop(0) for _ in range(k)]
+        opt.zero_grad(set_to_none=True)
+        for x, y in window:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                pred = model(x)
+            scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(opt)
+        before = scaler.get_scale()
+        scaler.update()
+        if scaler.get_scale() >= before:
+            scheduler.step()
+    return model
+
+
+RIGHT["06.3"] += [
+    ("the scaled loss also logged with .item()", logs_the_scaled_loss),
+    ("the scheduler stepped through its class", scheduler_stepped_via_class),
+    ("batches consumed with pop(0)", consumes_batches),
+    ("a no_grad logging forward in float32", no_grad_log_float32),
+    ("a no_grad logging forward under autocast", no_grad_log_bfloat16),
+]
+WRONG["06.3"] += [
+    ("one GradScaler reset by update(65536.0)", scale_reset_by_update),
+    ("one GradScaler reset by load_state_dict", scale_reset_by_state_dict),
+    ("clip at 0.96 x max_norm", clip_at_096),
+    ("clip_grad_norm_(norm_type=1)", clip_norm_type_1),
+    ("autocast around the first Linear only", autocast_first_layer_only),
+]
+HINTS.update({
+    "one GradScaler reset by update(65536.0)": "let update() lower the scale and keep it",
+    "one GradScaler reset by load_state_dict": "let update() lower the scale and keep it",
+    "clip at 0.96 x max_norm": "your loop clipped to 0.048, not to max_norm",
+    "clip_grad_norm_(norm_type=1)": "clipped in another norm",
+    "autocast around the first Linear only": "(Linear) in float32: run the whole forward",
+})  # fmt: skip
