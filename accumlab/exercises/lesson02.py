@@ -188,7 +188,8 @@ def _accumulate_on(answer, data, model, size: int) -> str | None:
             )
         raise Hint(
             ".grad ended as something other than what your backward passes added (or a multiple "
-            "of it): let backward write the gradient"
+            "of it): let backward alone write the gradient — no rescaling or overwriting .grad "
+            "between passes"
         )
     if added.restarted():  # the sum is right, but it was added up outside .grad
         raise Hint(added.restart_hint(k))

@@ -240,7 +240,8 @@ def fix_loop(answer):
         if not _multiple(got, total):
             return (
                 ".grad ended as something other than what the backward passes added (or a "
-                "multiple of it): let backward write the gradient"
+                "multiple of it): let backward alone write the gradient — no rescaling or "
+                "overwriting .grad between passes (count the window's weight first)"
             )
         if added.restarted():  # the sum is right, but it was added up outside .grad
             return added.restart_hint(len(micro))

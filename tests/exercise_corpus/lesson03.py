@@ -443,3 +443,24 @@ def _consumes_the_list(model, micro_batches, class_weight):
 
 
 RIGHT["03.4"].append(("micro-batches popped off the list handed over", _consumes_the_list))
+
+
+def _running_weighted_mean(model, micro_batches, class_weight):
+    """A running weighted mean: .grad rescaled before each pass, so the window's weight need not
+    be known first. The right gradient, but the prompt asks for backward alone to write .grad
+    (an adversarial read)."""
+    seen = 0.0
+    for mb in micro_batches:
+        new = seen + float(class_weight[mb.y[mb.y != -100]].sum())
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad *= seen / new
+        (_weighted_sum(model, mb, class_weight) / new).backward()
+        seen = new
+
+
+WRONG["03.4"].append(
+    ("a running weighted mean, .grad rescaled between passes", _running_weighted_mean)
+)
+HINTS["a running weighted mean, .grad rescaled between passes"] = "no rescaling or overwriting"
