@@ -1124,3 +1124,14 @@ def test_window_samples_rejects(kwargs, match):
     args = {"samples": 20, "micro_batch": 2, "k": 2, "ranks": 2} | kwargs
     with pytest.raises(ValueError, match=match):
         al.bookkeeping.window_samples(**args)
+
+
+def test_window_grads_are_one_batchs_up_to_rounding_only_where_the_windows_are_the_same():
+    for ranks in (1, 2, 5):
+        g = al.bookkeeping.window_grads(60, 2, 10 // ranks, ranks, seed=1, window=2)
+        assert float((g["ddp"] - g["one_batch"]).norm() / g["one_batch"].norm()) < 1e-12
+    kept_k = al.bookkeeping.window_grads(60, 2, 5, 2, seed=1)["ddp"]  # 20 samples a step
+    other = al.bookkeeping.window_grads(60, 2, 5, 1, seed=1)["one_batch"]  # 10 a step
+    assert float((kept_k - other).norm() / other.norm()) > 1e-3
+    with pytest.raises(ValueError, match="window must be at most 5, got 6"):
+        al.bookkeeping.window_grads(60, 2, 5, 1, window=6)

@@ -2,6 +2,7 @@
 counts and equivalences, the report, plots, explorer and the GPU recorder (run on CPU here)."""
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -556,6 +557,9 @@ def test_ranks_stay_up_between_runs_and_a_failure_stops_them(private_tmp):
     with pytest.raises(al.dist.WorkerFailed, match="rank 1 of 2 raised ValueError"):
         ranks.run("accumlab.dist.faults:raise_on_rank", timeout=60)
     assert not ranks.running
+    for pid in pids:  # every rank's process has exited and been reaped, not only flagged
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
     with pytest.raises(al.dist.DistError, match="stopped"):
         ranks.run("accumlab.dist.faults:echo")
     _no_leftovers(private_tmp)

@@ -44,6 +44,7 @@ __getattr__, __dir__, __all__ = lazy_names(
         "dropout_masks_split_alike": "practice",
         "stock_loader_resume": "practice",
         # world_size.py: resuming on another number of ranks
+        "window_grads": "world_size",
         "window_samples": "world_size",
         # scaler.py: fp16's skipped steps against the step count and the schedule
         "skipped_step_counts": "scaler",
