@@ -944,3 +944,32 @@ def test_an_answer_stopped_under_its_own_saved_tensor_hooks_leaves_none_behind()
     assert not result.ok and "still running" in result.message, result.message
     assert _autograd._top_saved_tensors_default_hooks(False) is None
     assert torch.func.grad(lambda x: (x**2).sum())(torch.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_a_comparison_replaced_before_the_check_is_not_used_and_is_named():
+    """torch.allclose replaced in an earlier cell passed a mean loss through 02.2 (an adversarial
+    read): the check runs with torch's own and says so; the kernel gets its own back."""
+    replaced = lambda *a, **k: True  # noqa: E731
+
+    def mean_loss(model, data, micro_batch_size):
+        model.zero_grad()
+        for mb in data.micro_batches(micro_batch_size):
+            torch.nn.functional.mse_loss(model(mb.x), mb.y).backward()
+
+    torch.allclose = replaced
+    try:
+        result = al.check("02.2", mean_loss)
+    finally:
+        assert torch.allclose is replaced
+        torch.allclose = torch._C._VariableFunctions.allclose
+    assert not result.ok and "replaced in this kernel before al.check" in result.message
+
+
+def test_a_kernel_left_without_autograd_still_checks_a_right_answer():
+    right = _solution("02", "02.2")
+    torch.set_grad_enabled(False)
+    try:
+        assert al.check("02.2", right).ok
+        assert not torch.is_grad_enabled()  # left as the kernel had it
+    finally:
+        torch.set_grad_enabled(True)

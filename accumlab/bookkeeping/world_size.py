@@ -62,6 +62,11 @@ def window_grads(
     from ..models import mlp
 
     dealt = window_samples(samples, micro_batch, k, ranks, seed=seed)
+    if not dealt["windows"]:
+        raise ValueError(
+            f"samples={samples} holds no full window of micro_batch × k × ranks = "
+            f"{micro_batch * k * ranks}"
+        )
     window = positive_int("window", window, minimum=0, maximum=len(dealt["windows"]) - 1)
     data, model = regression_data(samples, 3, seed=seed), mlp(3, 8, 1, depth=1, seed=seed)
     per_window = micro_batch * k

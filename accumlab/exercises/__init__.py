@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._answers import Hint
+from ._kept_state import KeptState
 from ._limit import AnswerTimeout, call_within, is_stub
 
 _REGISTRY: dict[str, Exercise] = {}
@@ -120,52 +121,6 @@ def _said(err: BaseException) -> str:
         return "(its message could not be printed)"
 
 
-def _compared_with():
-    """The functions checkers compare with, where an answer could replace them (a replaced
-    `torch.allclose` that always agrees would pass any answer)."""
-    import torch
-
-    return [
-        (torch, "allclose"),
-        (torch, "equal"),
-        (torch, "isclose"),
-        (torch.Tensor, "allclose"),
-        (torch.Tensor, "equal"),
-        (torch.testing, "assert_close"),
-    ]
-
-
-class _KeptState:
-    """Around a check: what the answer may change for the rest of the kernel — grad mode, the
-    default dtype, the comparison functions — is put back afterwards; `replaced` names the
-    comparison functions the answer replaced, `grad_off` whether it left autograd off."""
-
-    def __enter__(self):
-        import torch
-
-        self._grad, self._dtype = torch.is_grad_enabled(), torch.get_default_dtype()
-        self._functions = [
-            (owner, name, getattr(owner, name), name in vars(owner))
-            for owner, name in _compared_with()
-        ]
-        return self
-
-    def __exit__(self, *exc):
-        import torch
-
-        self.grad_off = self._grad and not torch.is_grad_enabled()
-        torch.set_grad_enabled(self._grad)
-        torch.set_default_dtype(self._dtype)
-        self.replaced = []
-        for owner, name, value, own in self._functions:
-            if getattr(owner, name, None) is not value:
-                self.replaced.append(f"{getattr(owner, '__name__', owner)}.{name}")
-                if own:
-                    setattr(owner, name, value)
-                else:  # inherited (Tensor.allclose from the C base): drop the replacement
-                    delattr(owner, name)
-
-
 def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
     """Check `answer` for exercise `id`. An answer that raises gets the error as its hint; one
     still running after `time_limit` seconds (default TIME_LIMIT) is stopped and gets a hint."""
@@ -181,7 +136,7 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
         hint = "al.check calls your function without awaiting it: write it with def, not async def"
         return CheckResult(id, False, f"{stars} {ex.title} — not yet. Hint: {hint}")
     try:
-        with _KeptState() as kept:
+        with KeptState() as kept:
             hint = call_within(seconds, ex.checker, answer)
     except AnswerTimeout as stop:
         hint = _stopped(stop)
@@ -199,7 +154,12 @@ def check(id: str, answer, *, time_limit: float | None = None) -> CheckResult:
                 "hooks, and this check counts the bytes saved for backward with them: compute the "
                 "same gradient with .backward() (or torch.autograd.grad, where the exercise allows it)"
             )
-    if kept.replaced:  # whatever the checker concluded, it compared with the answer's function
+    if kept.replaced_before:  # the check ran with torch's own, but say why the kernel is odd
+        hint = (
+            f"{kept.replaced_before[0]} was replaced in this kernel before al.check (al.check "
+            "compares with it, and used torch's own): put it back, or restart the kernel"
+        )
+    elif kept.replaced:  # whatever the checker concluded, it compared with the answer's function
         hint = (
             f"your answer replaced {kept.replaced[0]}, which al.check compares with (put back "
             "now): check again without replacing it"

@@ -51,9 +51,8 @@ def judge_structure(seen, grads, scale, batches, k, overflow):
     if len(scale.scalers) > 1:  # its scale must carry: update() halves it after an overflow
         raise Hint(
             f"your loop scaled its losses with {len(scale.scalers)} GradScalers: build one before "
-            "the loop, so that its scale carries from window to window (after a skipped step "
-            "update() lowers it; a fresh GradScaler starts again at 65 536, however often that "
-            "scale overflowed)"
+            "the loop and keep it, so that its scale carries from window to window (after a "
+            "skipped step update() lowers it)"
         )
     if scale.reached != len(batches):  # a scaled loss only logged (.item()) is not counted
         raise Hint(
@@ -103,6 +102,25 @@ def judge_skip(trained, grads, scale, sched_steps, k, windows):
             "lower the scale and keep it (one GradScaler, never reset), so that it carries from "
             "window to window"
         )
+    # every later window too: the scale a GradScaler kept from the start gives, replayed with the
+    # answer's own settings (a reset after each good window, or every other one, passed the above)
+    kept = scale.scalers[0] if scale.scalers else None
+    if kept is not None:
+        replay, tracker = float(kept._init_scale), 0
+        for window in range(windows):
+            used = scales[window * k]
+            if used != replay:
+                raise Hint(
+                    f"{where}; window {window} scaled its losses by {used:g}, where one "
+                    f"GradScaler kept from the start (your settings) would scale by {replay:g}: "
+                    "let update() change the scale, and never reset it"
+                )
+            if window == w:
+                replay, tracker = replay * kept._backoff_factor, 0
+            else:
+                tracker += 1
+                if tracker == kept._growth_interval:
+                    replay, tracker = replay * kept._growth_factor, 0
     if sched_steps != windows - 1:
         raise Hint(
             f"{where}: GradScaler skipped that window's step, and your scheduler stepped "

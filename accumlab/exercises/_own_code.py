@@ -66,15 +66,33 @@ class OwnCode:
                 self.seen[code] = self.keys.get(_key(code))
         return self.seen[code]
 
+    def _learners(self, frame) -> bool:
+        """Whether `frame` runs the learner's code: not accumlab's (its own watches set profiles)
+        nor Python's library (a new thread's bootstrap hands it the profile)."""
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        library = tuple(os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib"))
+        name = os.path.abspath(frame.f_code.co_filename) if frame is not None else self.package
+        return not name.startswith((self.package, *library))
+
     def calls(self, fn, *args):
         """Run `fn(*args)`; return its result and the accumlab code it ran."""
         ran: list[str] = []
+        on = [True]  # off while the watch itself is taken down
+        switch = "{}, which stops al.check seeing what your answer runs"
 
-        def profile(frame, event, _arg):
+        def profile(frame, event, arg):
+            if not on[0]:
+                return
             if event == "call":
                 label = self.label(frame.f_code)
                 if label is not None:
                     ran.append(label)
+                elif frame.f_code is threading.setprofile.__code__ and self._learners(frame.f_back):
+                    ran.append(switch.format("threading.setprofile"))  # off for new threads
+            elif event == "c_call" and arg is sys.setprofile and self._learners(frame):
+                ran.append(switch.format("sys.setprofile"))  # off, even if put back at once
 
         import _thread
         import concurrent.futures.thread as pools
@@ -104,13 +122,15 @@ class OwnCode:
         sys.setprofile(profile)
         threading.setprofile(profile)  # threads the answer starts are profiled too
         pools._WorkItem.run, _thread.start_new_thread, _thread.start_new = watched, raw, raw
+        threading._start_new_thread = raw  # threading's own binding of it, made at import
         try:
             result = fn(*args)
             if sys.getprofile() is not profile:  # the answer switched the watch off
-                ran.append("sys.setprofile, which stops al.check seeing what your answer runs")
+                ran.append(switch.format("sys.setprofile"))
         finally:
+            on[0] = False
             pools._WorkItem.run, _thread.start_new_thread = handed, start_raw
-            _thread.start_new = start_raw_alias
+            _thread.start_new, threading._start_new_thread = start_raw_alias, start_raw
             sys.setprofile(previous)
             threading.setprofile(previous_threads)
         return result, ran

@@ -1019,3 +1019,54 @@ HINTS.update({
     "clip_grad_norm_(norm_type=1)": "clipped in another norm",
     "autocast around the first Linear only": "(Linear) in float32: run the whole forward",
 })  # fmt: skip
+
+
+def _kept_scaler_loop(scaler, after_update=None):
+    """The right loop around `scaler`; `after_update(scaler, skipped)` runs after each update()."""
+
+    def train(model, batches, k, max_norm, make_scheduler, lr=0.1):
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        scheduler = make_scheduler(opt)
+        for start in range(0, len(batches), k):
+            opt.zero_grad(set_to_none=True)
+            for x, y in batches[start : start + k]:
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    pred = model(x)
+                scaler.scale(torch.nn.functional.mse_loss(pred.float(), y) / k).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(opt)
+            before = scaler.get_scale()
+            scaler.update()
+            skipped = scaler.get_scale() < before
+            if after_update is not None:
+                after_update(scaler, skipped)
+            if not skipped:
+                scheduler.step()
+        return model
+
+    return train
+
+
+def scale_reset_after_good_windows(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """One GradScaler, its scale reset after every good window: the back-off lasts one window
+    (an adversarial read: it passed a check of the window after the skip alone)."""
+    fresh = torch.amp.GradScaler("cpu").state_dict()
+
+    def reset(scaler, skipped):
+        if not skipped:
+            scaler.load_state_dict(fresh)
+
+    scaler = torch.amp.GradScaler("cpu")
+    return _kept_scaler_loop(scaler, reset)(model, batches, k, max_norm, make_scheduler, lr)
+
+
+def scaler_growing_every_window(model, batches, k, max_norm, make_scheduler, lr=0.1):
+    """Right: GradScaler(growth_interval=1), whose scale doubles after every good window."""
+    scaler = torch.amp.GradScaler("cpu", growth_interval=1)
+    return _kept_scaler_loop(scaler)(model, batches, k, max_norm, make_scheduler, lr)
+
+
+WRONG["06.3"].append(("the scale reset after every good window", scale_reset_after_good_windows))
+HINTS["the scale reset after every good window"] = "never reset it"
+RIGHT["06.3"].append(("GradScaler(growth_interval=1)", scaler_growing_every_window))

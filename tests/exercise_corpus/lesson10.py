@@ -149,6 +149,45 @@ def _position_in_a_plain_thread(step, b, k):
     return out[0] if out else 0
 
 
+def _fresh_schedule(b, k, step):
+    """counters.py compiled afresh: classes of its own, which no guard replaces; only the watch
+    of what runs can see it is accumlab's."""
+    mine = sys.modules["mine_counters"] = types.ModuleType("mine_counters")
+    mine.__package__ = "accumlab.bookkeeping"  # its dataclasses look their module up
+    try:
+        with open(counters.__file__) as source:
+            exec(compile(source.read(), "mine.py", "exec"), mine.__dict__)
+        schedule = mine.step_schedule(b, k, step // max(1, b // k) + 2, "per_epoch")
+        return 0 if step == 0 else schedule.windows[step - 1][-1] + 1  # right, but accumlab's
+    finally:
+        sys.modules.pop("mine_counters", None)
+
+
+def _position_through_threadings_binding(step, b, k):
+    """threading's own binding of _thread.start_new_thread, taken at import (an adversarial read)."""
+    out, done = [], threading.Event()
+
+    def work():
+        try:
+            out.append(_fresh_schedule(b, k, step))
+        finally:
+            done.set()
+
+    threading._start_new_thread(work, ())
+    done.wait(30)
+    return out[0] if out else 0
+
+
+def _position_profile_off_and_back(step, b, k):
+    """sys.setprofile(None) around the call, the watch put back before returning."""
+    watch = sys.getprofile()
+    sys.setprofile(None)
+    try:
+        return _fresh_schedule(b, k, step)
+    finally:
+        sys.setprofile(watch)
+
+
 def _position_in_a_raw_thread(step, b, k):
     """accumlab's schedule run by _thread.start_new_thread, which threading.setprofile never
     reaches (an adversarial read)."""
@@ -156,15 +195,10 @@ def _position_in_a_raw_thread(step, b, k):
 
     out, done = [], threading.Event()
 
-    def work():  # counters.py compiled afresh: classes of its own, which no guard replaces
+    def work():
         try:
-            mine = sys.modules["mine_counters"] = types.ModuleType("mine_counters")
-            mine.__package__ = "accumlab.bookkeeping"  # its dataclasses look their module up
-            with open(counters.__file__) as source:
-                exec(compile(source.read(), "mine.py", "exec"), mine.__dict__)
-            out.append(mine.step_schedule(b, k, 4, "per_epoch").position_after(step))
+            out.append(_fresh_schedule(b, k, step))
         finally:
-            sys.modules.pop("mine_counters", None)
             done.set()
 
     _thread.start_new_thread(work, ())
@@ -277,6 +311,8 @@ WRONG = {
         ("accumlab's step_schedule in a thread", _position_in_a_thread),
         ("accumlab's step_schedule in a threading.Thread", _position_in_a_plain_thread),
         ("accumlab's step_schedule in a _thread thread", _position_in_a_raw_thread),
+        ("through threading's binding of _thread", _position_through_threadings_binding),
+        ("the profile switched off and put back", _position_profile_off_and_back),
         ("accumlab's step_schedule in a worker process", _PositionInAWorker()),
         (
             "the Trainer's rule of the lesson, for a loop that steps at epoch ends",
