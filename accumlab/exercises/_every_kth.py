@@ -11,17 +11,8 @@ from ..data import regression_data
 from ..engine import Recipe, params_of, run
 from ..models import mlp
 from ._accelerate_count import AccelerateCounter
+from ._ema_judge import flat_grads
 from ._observe import Refuse, plural
-
-
-def _grads(model) -> torch.Tensor:
-    """Every `.grad` as one flat vector (zeros where None), to compare before and after a call."""
-    return torch.cat(
-        [
-            (torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1)
-            for p in model.parameters()
-        ]
-    )
 
 
 def window_run(
@@ -60,10 +51,14 @@ def window_run(
                 for mb in data.micro_batches(size):
                     (F.mse_loss(mine(mb.x), mb.y) / k).backward()
                     seen[0] += 1
-                    held = _grads(mine)
+                    held = flat_grads(list(mine.parameters()))
                     wrapped.step()
                     wrapped.zero_grad()
-                    if seen[0] % k and not torch.equal(held, _grads(mine)) and not touched:
+                    if (
+                        seen[0] % k
+                        and not torch.equal(held, flat_grads(list(mine.parameters())))
+                        and not touched
+                    ):
                         touched.append(seen[0])
     finally:
         hook.remove()

@@ -163,8 +163,8 @@ def _fresh_schedule(b, k, step):
         sys.modules.pop("mine_counters", None)
 
 
-def _position_through_threadings_binding(step, b, k):
-    """threading's own binding of _thread.start_new_thread, taken at import (an adversarial read)."""
+def _in_a_raw_thread(start, step, b, k):
+    """_fresh_schedule run by `start` (a way to start a raw thread), its result waited for."""
     out, done = [], threading.Event()
 
     def work():
@@ -173,9 +173,14 @@ def _position_through_threadings_binding(step, b, k):
         finally:
             done.set()
 
-    threading._start_new_thread(work, ())
+    start(work, ())
     done.wait(30)
     return out[0] if out else 0
+
+
+def _position_through_threadings_binding(step, b, k):
+    """threading's own binding of _thread.start_new_thread, taken at import (an adversarial read)."""
+    return _in_a_raw_thread(threading._start_new_thread, step, b, k)
 
 
 def _position_profile_off_and_back(step, b, k):
@@ -193,17 +198,7 @@ def _position_in_a_raw_thread(step, b, k):
     reaches (an adversarial read)."""
     import _thread
 
-    out, done = [], threading.Event()
-
-    def work():
-        try:
-            out.append(_fresh_schedule(b, k, step))
-        finally:
-            done.set()
-
-    _thread.start_new_thread(work, ())
-    done.wait(30)
-    return out[0] if out else 0
+    return _in_a_raw_thread(_thread.start_new_thread, step, b, k)
 
 
 class _PositionInAWorker:
